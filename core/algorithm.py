@@ -1,0 +1,43 @@
+"""What an algorithm plugin provides, and the sample batch it trains on.
+
+An algorithm is a class registered through ``register_algorithms`` with:
+
+- ``Config``: a dataclass of hyperparameters (every field settable with ``--set algo.X=``);
+- ``build_policy(config, spec) -> torch.nn.Module`` (classmethod): the network the policy
+  worker runs. Its ``act(obs, deterministic=False)`` takes ``dict[str, Tensor [N, ...]]``
+  and returns ``dict[str, Tensor]`` with ``"action"`` ``[N, *action_shape]`` and any
+  extras the algorithm needs back in its samples (for PPO ``"logp"`` and ``"value"``,
+  float32 ``[N]``);
+- ``presets(spec) -> dict[str, Any]`` (classmethod): dotted experiment-config overrides
+  suited to the environment (applied before the user's ``--set``);
+- ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
+- ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch`;
+- ``state_dict()`` / ``load_state_dict()``: everything a checkpoint needs (policy and
+  optimiser state).
+
+**Batch layout** (time-major, ``T`` = sample length, ``B`` = agent-slots in the batch):
+
+==================  ====================  ==========================================
+key                 shape, dtype          meaning
+==================  ====================  ==========================================
+``obs``             dict of [T+1, B, ...] observations; row T is the bootstrap observation
+``action``          [T, B, ...]           actions taken
+``reward``          [T, B] float32        rewards received for ``action``
+``terminated``      [T, B] bool           the episode ended by the MDP: do not bootstrap
+``truncated``       [T, B] bool           cut by a time limit: bootstrap from ``final_obs``
+``active``          [T, B] bool           the agent acted at this step
+``policy_version``  [T, B] int64          version of the weights that chose ``action``
+``<extra>``         [T, B] float32        what ``act`` returned besides ``action`` (logp, value)
+``final_obs``       dict of [K, ...]      the real last observation of each truncated step
+``final_index``     [K, 2] int64          (t, b) of each truncated step, row order of ``final_obs``
+==================  ====================  ==========================================
+
+After an episode ends at step t, ``obs[t + 1]`` is the reset observation of the next
+episode; the value of ``final_obs`` (never of the reset observation) is what a truncated
+step bootstraps from. Termination wins when both flags are set.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+Batch = dict[str, Any]

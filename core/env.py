@@ -1,0 +1,112 @@
+"""The environment interface Zoo's actors drive, multi-agent first, and the adapters.
+
+Every Zoo environment has a fixed agent order (``spec.agents``) and exchanges arrays with
+a leading agent axis ``A = len(spec.agents)``:
+
+- observations: ``dict[str, np.ndarray]``, each of shape ``[A, *space.shape]`` (a plain
+  Box observation is stored under the key ``"obs"``);
+- actions: ``np.ndarray`` of shape ``[A, *action_space.shape]``;
+- rewards ``float32 [A]``, ``terminated`` and ``truncated`` ``bool [A]``.
+
+``reset`` and ``step`` may put into ``info``:
+
+- ``"episode"``: ``{"return": float, "length": int}`` when a *whole* episode ends, for
+  environments whose training signal differs from the score (Atari: episodic life and
+  reward clipping). Without it the actor logs the sum of the rewards it was given.
+- ``"active"``: ``bool [A]`` for agents that have not finished (multi-agent).
+- ``"stats"``: ``dict[str, float]`` of per-episode statistics to be logged.
+
+The actor owns resets: when every agent is terminated or truncated it calls ``reset``;
+no adapter may reset by itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+OBS_KEY = "obs"
+
+
+@dataclass
+class EnvSpec:
+    """Static facts about an environment that workers and algorithms need.
+
+    ``observation_space`` maps each observation key to a per-agent ``gymnasium.spaces.Box``;
+    ``action_space`` is the per-agent action space (Discrete, MultiDiscrete or Box).
+    ``frame_skip`` converts env steps to frames (frames = env steps x frame_skip).
+    """
+
+    env_id: str
+    agents: tuple[str, ...]
+    observation_space: dict[str, Any]
+    action_space: Any
+    frame_skip: int = 1
+    resolved: dict[str, Any] = field(default_factory=dict)  # written to the run's config
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agents)
+
+
+class Env(Protocol):
+    """What the actor worker drives (see the module docstring for shapes)."""
+
+    spec: EnvSpec
+
+    def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+def _as_obs_dict(obs: Any) -> dict[str, np.ndarray]:
+    if isinstance(obs, dict):
+        return {k: np.asarray(v)[None] for k, v in obs.items()}
+    return {OBS_KEY: np.asarray(obs)[None]}
+
+
+class GymnasiumEnv:
+    """Adapts one single-agent ``gymnasium.Env`` to Zoo's interface (``A = 1``).
+
+    The wrapped environment must not auto-reset. Observations keep their dtype (uint8
+    frames stay uint8); a Dict observation space becomes one key per entry.
+
+    Raises:
+        TypeError: the observation space is neither a Box nor a Dict of Boxes.
+    """
+
+    def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None) -> None:
+        from gymnasium import spaces
+
+        self.env = env
+        space = env.observation_space
+        if isinstance(space, spaces.Dict):
+            obs_space = dict(space.spaces)
+        elif isinstance(space, spaces.Box):
+            obs_space = {OBS_KEY: space}
+        else:
+            raise TypeError(f"env {env_id!r}: observation space {space} is not a Box or Dict of Boxes")
+        self.spec = EnvSpec(env_id, ("agent_0",), obs_space, env.action_space, frame_skip, resolved or {})
+
+    def reset(self, seed: int | None = None):
+        obs, info = self.env.reset(seed=seed)
+        return _as_obs_dict(obs), info
+
+    def step(self, action: np.ndarray):
+        a = action[0]
+        if a.ndim == 0:
+            a = a.item()
+        obs, reward, terminated, truncated, info = self.env.step(a)
+        return (
+            _as_obs_dict(obs),
+            np.array([reward], dtype=np.float32),
+            np.array([terminated], dtype=bool),
+            np.array([truncated], dtype=bool),
+            info,
+        )
+
+    def close(self) -> None:
+        self.env.close()

@@ -1,0 +1,61 @@
+"""Every hook a Zoo plugin can implement.
+
+A plugin is a module (or object) with functions decorated by :data:`hookimpl`. It is
+found through the ``zoo.plugins`` entry-point group, or is one of Zoo's built-ins, which
+go through exactly the same hooks. Each ``register_*`` hook receives a ``register``
+callback and calls it once per component; none of them returns a value (no
+``firstresult``), every implementation is called, in registration order.
+
+Registration must be cheap: pass factories as ``"package.module:attr"`` strings so that
+listing components never imports heavy libraries (torch, ale-py, mujoco).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pluggy
+
+PROJECT = "zoo"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def register_algorithms(register: Callable[..., None]) -> None:
+    """Register algorithms.
+
+    Called once per process when the registry is first built.
+    ``register(name, factory, *, summary, config="module:ConfigClass", aliases=())``:
+    ``factory`` is an :class:`zoo.core.algorithm.Algorithm` class or its ``"module:attr"``
+    path; ``config`` names its hyperparameter dataclass.
+    """
+
+
+@hookspec
+def register_envs(register: Callable[..., None]) -> None:
+    """Register environments.
+
+    Called once per process when the registry is first built.
+    ``register(name, factory, *, summary, config="module:ConfigClass", aliases=(),
+    default_budget=("env_steps", N) or ("frames", N), resolves=None)``.
+    ``factory(arg, config, seed) -> zoo.core.env.Env``; ``arg`` is the part after the colon
+    of ``--env NAME:ARG`` (or None). ``resolves``, optional ``"module:function"``, takes an
+    id such as ``CartPole-v1`` and returns True when this plugin serves it without a prefix.
+    """
+
+
+@hookspec
+def register_transports(register: Callable[..., None]) -> None:
+    """Register transports.
+
+    Called once per process when the registry is first built.
+    ``register(name, factory, *, summary)``; ``factory(run_dir) -> zoo.core.transport.Transport``.
+    """
+
+
+@hookspec
+def register_commands(app) -> None:
+    """Add sub-commands to the ``zoo`` CLI.
+
+    Called once when the CLI starts, with the root :class:`typer.Typer` application.
+    """

@@ -1,0 +1,1 @@
+"""Built-in plugins: algorithms, environments (each registered through the same hooks as third-party plugins)."""

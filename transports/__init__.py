@@ -1,0 +1,1 @@
+"""Built-in transports, each registered through ``register_transports``."""
