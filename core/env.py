@@ -43,6 +43,7 @@ class EnvSpec:
     observation_space: dict[str, Any]
     action_space: Any
     frame_skip: int = 1
+    reports_episodes: bool = False  # True: info["episode"] marks the only episode ends to log
     resolved: dict[str, Any] = field(default_factory=dict)  # written to the run's config
 
     @property
@@ -78,7 +79,8 @@ class GymnasiumEnv:
         TypeError: the observation space is neither a Box nor a Dict of Boxes.
     """
 
-    def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None) -> None:
+    def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None,
+                 reports_episodes: bool = False) -> None:
         from gymnasium import spaces
 
         self.env = env
@@ -89,7 +91,8 @@ class GymnasiumEnv:
             obs_space = {OBS_KEY: space}
         else:
             raise TypeError(f"env {env_id!r}: observation space {space} is not a Box or Dict of Boxes")
-        self.spec = EnvSpec(env_id, ("agent_0",), obs_space, env.action_space, frame_skip, resolved or {})
+        self.spec = EnvSpec(env_id, ("agent_0",), obs_space, env.action_space, frame_skip,
+                            reports_episodes, resolved or {})
 
     def reset(self, seed: int | None = None):
         obs, info = self.env.reset(seed=seed)

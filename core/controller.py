@@ -1,0 +1,160 @@
+"""The controller: builds the worker graph from one experiment config, launches every
+worker as its own process (spawn), watches them and stops them.
+
+Graph: ``actors.count`` actor workers, one policy worker, one trainer worker, joined by
+the inference, sample and parameter streams (:mod:`zoo.core.streams`); every worker
+reports to the controller over the control stream (heartbeats, status, errors).
+
+Exit codes of :func:`run`: 0 when the trainer reached the budget, 1 when a worker
+crashed (its role, index and traceback are printed), 130 on Ctrl-C. In every case all
+workers are stopped (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`) and the run's
+transport files are removed before :func:`run` returns.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+import uuid
+from typing import Any, Callable
+
+from zoo.core.env import EnvSpec
+from zoo.core.workers.base import WorkerContext, worker_main
+
+STOP_GRACE_S = 5.0
+POLL_S = 0.1
+
+
+class WorkerCrashed(RuntimeError):
+    def __init__(self, role: str, index: int, detail: str) -> None:
+        self.role, self.index, self.detail = role, index, detail
+        super().__init__(f"{role} worker {index} crashed:\n{detail}")
+
+
+def _graph(cfg) -> list[tuple[str, int]]:
+    return [("trainer", 0), ("policy", 0)] + [("actor", i) for i in range(cfg.actors.count)]
+
+
+def prepare_run_dir(cfg) -> str:
+    """Create ``runs/<name>/`` and write the resolved config; refuses to reuse a run's metrics."""
+    from zoo.core.config import config_to_dict
+
+    run_dir = os.path.join(cfg.runs_dir, cfg.name)
+    if os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
+        raise FileExistsError(f"run directory {run_dir!r} already holds a run; pass --name NEW or remove it")
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "config.json"), "w") as f:
+        json.dump(config_to_dict(cfg), f, indent=2, default=str)
+    return run_dir
+
+
+class Controller:
+    """Owns the worker processes of one run."""
+
+    def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
+        from zoo.core.plugins import get_registry
+        from zoo.core.streams import STREAMS, transport_for
+
+        self.cfg, self.spec, self.run_dir = cfg, spec, run_dir
+        self.run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        registry = get_registry()
+        self.transports = [transport_for(registry, cfg, s, self.run_id, create=True) for s in (*STREAMS, "control")]
+        self.control = self.transports[-1].puller("control")
+        self.procs: dict[tuple[str, int], mp.Process] = {}
+        self.errors: dict[tuple[str, int], str] = {}
+        self.stopped = False
+
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        for role, index in _graph(self.cfg):
+            wctx = WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir)
+            proc = ctx.Process(target=worker_main, args=(wctx,), name=f"zoo-{role}-{index}", daemon=False)
+            proc.start()
+            self.procs[(role, index)] = proc
+
+    def poll(self, timeout: float) -> list[dict[str, Any]]:
+        """Control messages received within ``timeout`` seconds (errors are also kept)."""
+        out = []
+        msg = self.control.recv(timeout)
+        while msg is not None:
+            meta = msg[1]
+            if meta.get("type") == "error":
+                self.errors[(meta["role"], meta["index"])] = meta.get("traceback", "")
+            out.append(meta)
+            msg = self.control.recv(0)
+        return out
+
+    def crashed(self) -> WorkerCrashed | None:
+        for (role, index), proc in self.procs.items():
+            if proc.exitcode not in (None, 0) or (role, index) in self.errors:
+                if (role, index) not in self.errors:
+                    self.poll(0.5)  # the error message may still be in flight
+                detail = self.errors.get((role, index)) or f"exit code {proc.exitcode} (no traceback: killed by a signal?)"
+                return WorkerCrashed(role, index, detail)
+            if proc.exitcode == 0 and role != "trainer":
+                return WorkerCrashed(role, index, "exited before the run ended")
+        return None
+
+    def stop(self) -> None:
+        """SIGTERM every worker, wait up to :data:`STOP_GRACE_S`, SIGKILL the rest, clean up (idempotent)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        for proc in self.procs.values():
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in self.procs.values():
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self.procs.values():
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1.0)
+        self.control.close()
+        for t in self.transports:
+            t.cleanup()
+
+
+def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
+    """Run one experiment to its budget; returns the process exit code (see module doc)."""
+    run_dir = run_dir or prepare_run_dir(cfg)
+    controller = Controller(cfg, spec, run_dir)
+    last_shown = 0.0
+    rate_ref: tuple[float, int] | None = None
+    latest: dict[str, Any] | None = None
+    try:
+        controller.start()
+        while True:
+            done = False
+            for meta in controller.poll(POLL_S):
+                if meta["type"] == "status":
+                    latest = meta
+                elif meta["type"] == "done":
+                    done = True
+            now = time.monotonic()
+            if latest is not None and (now - last_shown >= cfg.log.interval_s or done):
+                steps = latest["env_steps"]
+                if rate_ref is not None and now > rate_ref[0]:
+                    rate = (steps - rate_ref[1]) / (now - rate_ref[0])
+                    latest.update(env_steps_per_s=rate, frames_per_s=rate * spec.frame_skip)
+                rate_ref = (now, steps)
+                last_shown = now
+                on_status(latest)
+            if done:
+                return 0
+            crash = controller.crashed()
+            if crash is not None:
+                print(f"zoo: {crash.role} worker {crash.index} failed; stopping the run.\n{crash.detail}",
+                      file=sys.stderr, flush=True)
+                return 1
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        controller.stop()
+        print(f"zoo: interrupted (Ctrl-C); all workers stopped; metrics and checkpoints so far are in {run_dir}",
+              file=sys.stderr, flush=True)
+        return 130
+    finally:
+        controller.stop()

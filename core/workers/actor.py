@@ -1,0 +1,205 @@
+"""Actor worker: steps environments, asks the policy worker for actions, pushes samples.
+
+The actor's ``envs_per_actor`` environments are split into ``ring_size`` groups. Each
+group has at most one inference request in flight; while the policy worker computes a
+group's actions the actor steps another group, so the CPU does not sit idle (SRL,
+section 3.2). One request carries all agent-slots of a group: never one message per
+environment.
+
+Each group records a time-major sample buffer of ``T = sample_length`` steps for its
+``n_envs x A`` agent-slots (layout in :mod:`zoo.core.algorithm`). When ``T`` steps are
+done, row ``T`` of the observations receives the bootstrap observation, the sample is
+pushed to the trainer, and the next sample starts from that same observation. The actor
+owns resets: when all agents of an environment are done it records the real final
+observation of truncated agents (``final_obs``), resets the environment and continues.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from zoo.core.arrays import map_leaves
+from zoo.core.workers.base import WorkerContext, make_env
+
+REQUEST_TIMEOUT_S = 0.2
+
+
+class SampleBuffer:
+    """Preallocated time-major arrays for one group's sample of ``T`` steps and ``S`` agent-slots."""
+
+    def __init__(self, T: int, first_obs: dict[str, np.ndarray]) -> None:
+        self.T = T
+        S = next(iter(first_obs.values())).shape[0]
+        self.obs = {k: np.empty((T + 1, *v.shape), v.dtype) for k, v in first_obs.items()}
+        self.reward = np.zeros((T, S), np.float32)
+        self.terminated = np.zeros((T, S), bool)
+        self.truncated = np.zeros((T, S), bool)
+        self.active = np.ones((T, S), bool)
+        self.policy_version = np.zeros((T, S), np.int64)
+        self.action: np.ndarray | None = None
+        self.extras: dict[str, np.ndarray] = {}
+        self.final_obs: list[tuple[int, int, dict[str, np.ndarray]]] = []
+        self.t = 0
+        for k, v in first_obs.items():
+            self.obs[k][0] = v
+
+    def record_policy(self, reply: dict[str, np.ndarray], version: int, active: np.ndarray) -> None:
+        t = self.t
+        action = reply["action"]
+        if self.action is None:
+            self.action = np.empty((self.T, *action.shape), action.dtype)
+            self.extras = {k: np.empty((self.T, *v.shape), v.dtype) for k, v in reply.items() if k != "action"}
+        self.action[t] = action
+        for k, buf in self.extras.items():
+            buf[t] = reply[k]
+        self.policy_version[t] = version
+        self.active[t] = active
+
+    def record_step(self, reward, terminated, truncated, next_obs) -> None:
+        t = self.t
+        self.reward[t] = reward
+        self.terminated[t] = terminated
+        self.truncated[t] = truncated
+        for k, v in next_obs.items():
+            self.obs[k][t + 1] = v
+        self.t += 1
+
+    @property
+    def full(self) -> bool:
+        return self.t == self.T
+
+    def bundle(self) -> dict[str, Any]:
+        out = {"obs": self.obs, "action": self.action, "reward": self.reward, "terminated": self.terminated,
+               "truncated": self.truncated, "active": self.active, "policy_version": self.policy_version,
+               **self.extras}
+        if self.final_obs:
+            out["final_obs"] = {k: np.stack([f[2][k] for f in self.final_obs]) for k in self.obs}
+            out["final_index"] = np.array([[t, s] for t, s, _ in self.final_obs], np.int64)
+        else:
+            out["final_obs"] = {k: np.empty((0, *v.shape[2:]), v.dtype) for k, v in self.obs.items()}
+            out["final_index"] = np.empty((0, 2), np.int64)
+        return out
+
+
+class EnvGroup:
+    """``n`` environments stepped together, with their running episode statistics."""
+
+    def __init__(self, envs: list, seeds: list[int]) -> None:
+        self.envs = envs
+        self.A = envs[0].spec.num_agents
+        obs, infos = zip(*(env.reset(seed=s) for env, s in zip(envs, seeds)))
+        self.obs = self._stack(obs)
+        self.active = self._active(infos)
+        n = len(envs)
+        self.ep_return = np.zeros((n, self.A), np.float64)
+        self.ep_length = np.zeros(n, np.int64)
+        self.request_id = -1
+
+    @staticmethod
+    def _stack(obs: tuple[dict[str, np.ndarray], ...]) -> dict[str, np.ndarray]:
+        # [n][A, ...] -> [n * A, ...]: agent-slot s = env * A + agent
+        return {k: np.concatenate([o[k] for o in obs]) for k in obs[0]}
+
+    def _active(self, infos) -> np.ndarray:
+        return np.concatenate([np.asarray(i.get("active", np.ones(self.A, bool)), bool) for i in infos])
+
+    def step(self, action: np.ndarray, buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+        A, n = self.A, len(self.envs)
+        rewards = np.zeros(n * A, np.float32)
+        terminated = np.zeros(n * A, bool)
+        truncated = np.zeros(n * A, bool)
+        next_obs, next_infos = [], []
+        for i, env in enumerate(self.envs):
+            obs, r, term, trunc, info = env.step(action[i * A:(i + 1) * A])
+            rewards[i * A:(i + 1) * A] = r
+            terminated[i * A:(i + 1) * A] = term
+            truncated[i * A:(i + 1) * A] = trunc
+            self.ep_return[i] += r
+            self.ep_length[i] += 1
+            active = np.asarray(info.get("active", np.ones(A, bool)), bool)
+            if np.all(term | trunc | ~active):
+                for a in np.flatnonzero(trunc & ~term):
+                    buf.final_obs.append((buf.t, i * A + a, {k: v[a].copy() for k, v in obs.items()}))
+                episodes.extend(self._episode_stats(i, info))
+                obs, info = env.reset()
+            next_obs.append(obs)
+            next_infos.append(info)
+        self.obs = self._stack(next_obs)
+        self.active = self._active(next_infos)
+        buf.record_step(rewards, terminated, truncated, self.obs)
+
+    def _episode_stats(self, i: int, info: dict[str, Any]) -> list[dict[str, Any]]:
+        stats: dict[str, Any] = {"return": float(self.ep_return[i].mean()), "length": int(self.ep_length[i])}
+        self.ep_return[i] = 0
+        self.ep_length[i] = 0
+        stats.update({k: float(v) for k, v in info.get("stats", {}).items()})
+        if "episode" not in info:
+            # An env that reports whole episodes itself (Atari: the raw game score over all
+            # lives) ends training episodes without one (a lost life): not logged as an episode.
+            return [] if self.envs[i].spec.reports_episodes else [stats]
+        return [{**stats, "return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])}]
+
+
+def run(ctx: WorkerContext) -> None:
+    cfg = ctx.cfg
+    n_groups = cfg.actors.ring_size
+    per_group = cfg.actors.envs_per_actor // n_groups
+    base_seed = cfg.seed * 100_003 + ctx.index * cfg.actors.envs_per_actor
+    groups: list[EnvGroup] = []
+    for g in range(n_groups):
+        seeds = [base_seed + g * per_group + i for i in range(per_group)]
+        groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds))
+    client = ctx.transport("inference").request_client("inference", ctx.index)
+    samples = ctx.transport("sample").pusher("sample")
+    buffers = [SampleBuffer(cfg.sample_length, g.obs) for g in groups]
+    episodes: list[dict[str, Any]] = []
+    env_steps_unsent = 0
+    next_request = 0
+    pending: dict[int, int] = {}  # request id -> group index
+
+    def request(g: int) -> None:
+        nonlocal next_request
+        group = groups[g]
+        group.request_id = next_request
+        pending[next_request] = g
+        next_request += 1
+        meta = {"request_id": group.request_id, "rows": int(group.active.size)}
+        while not client.send({"obs": group.obs, "active": group.active}, meta, REQUEST_TIMEOUT_S):
+            if ctx.stop:
+                return
+
+    try:
+        for g in range(n_groups):
+            request(g)
+        while not ctx.stop:
+            ctx.heartbeat()
+            msg = client.recv(REQUEST_TIMEOUT_S)
+            if msg is None:
+                continue
+            reply, meta = msg
+            g = pending.pop(meta["request_id"], None)
+            if g is None:
+                continue  # a reply to a request this actor no longer waits for
+            group, buf = groups[g], buffers[g]
+            buf.record_policy(reply, meta["policy_version"], group.active)
+            group.step(reply["action"], buf, episodes)
+            env_steps_unsent += len(group.envs)
+            if buf.full:
+                meta = {"actor": ctx.index, "env_steps": env_steps_unsent, "episodes": episodes}
+                bundle = buf.bundle()
+                while not samples.send(bundle, meta, REQUEST_TIMEOUT_S):
+                    if ctx.stop:
+                        return
+                    ctx.heartbeat()
+                episodes, env_steps_unsent = [], 0
+                buffers[g] = SampleBuffer(cfg.sample_length, group.obs)
+            request(g)
+    finally:
+        client.close()
+        samples.close()
+        for group in groups:
+            for env in group.envs:
+                env.close()
+

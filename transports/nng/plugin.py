@@ -1,0 +1,8 @@
+"""Built-in plugin: the nng transport (pynng over ipc:// on one host)."""
+from zoo.core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_transports(register):
+    register("nng", "zoo.transports.nng.transport:NngTransport",
+             summary="pynng over ipc:// (one host): batched frames, timeouts on every call")
