@@ -124,6 +124,8 @@ class EnvGroup:
                     buf.final_obs.append((buf.t, i * A + a, {k: v[a].copy() for k, v in obs.items()}))
                 episodes.extend(self._episode_stats(i, info))
                 obs, info = env.reset()
+                if "episode" in info:  # a whole episode may also end inside a reset (Atari: the no-op after a lost life)
+                    episodes.append({"return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])})
             next_obs.append(obs)
             next_infos.append(info)
         self.obs = self._stack(next_obs)

@@ -89,7 +89,7 @@ def run(ctx: WorkerContext) -> None:
     from zoo.core.config import budget
 
     cfg, spec = ctx.cfg, ctx.spec
-    torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2))
+    torch.set_num_threads(getattr(cfg.trainer, "threads", 0) or max(1, (os.cpu_count() or 2) // 2))
     torch.manual_seed(cfg.seed)
     algo = ctx.registry.get("algorithm", cfg.algo_name).load()(cfg.algo, spec, cfg.seed)
     samples = ctx.transport("sample").puller("sample")
