@@ -2,9 +2,12 @@
 
 Built-in plugins (listed in :data:`BUILTIN_PLUGINS`) and third-party ones (entry-point
 group ``zoo.plugins``) go through the same hooks. A plugin that fails to import, or whose
-hook raises, is recorded in :attr:`PluginHost.failures` and the others keep working;
-with ``ZOO_STRICT_PLUGINS=1`` any failure raises :class:`PluginLoadError`. A hook
-implementation whose name matches no hook spec (a misspelling) always raises.
+hook raises, is recorded in :attr:`PluginHost.failures` (none of its components is
+registered) and the others keep working; with ``ZOO_STRICT_PLUGINS=1`` any failure makes
+building the host raise :class:`PluginLoadError` naming every failed plugin. A hook
+implementation whose name matches no hook spec (a misspelling), or whose arguments do
+not match its spec, always raises :class:`PluginLoadError`. Two plugins registering the
+same component name raise :class:`zoo.core.registry.DuplicateComponentError`.
 
 Loading is idempotent: each process (workers are spawned, not forked) builds its own
 host with :func:`get_host`.
@@ -22,7 +25,7 @@ from typing import Any
 import pluggy
 
 from zoo.core import hookspecs
-from zoo.core.registry import Component, Registry
+from zoo.core.registry import Component, DuplicateComponentError, Registry  # noqa: F401 (re-exported)
 
 ENTRY_POINT_GROUP = "zoo.plugins"
 STRICT_ENV = "ZOO_STRICT_PLUGINS"
@@ -44,6 +47,7 @@ OPTIONAL_BUILTIN_PLUGINS = (
 )
 HOOKS = ("register_algorithms", "register_envs", "register_transports")
 KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport"}
+_FORBIDDEN_IN_NAMES = (":", " ", "\t", "\n")
 
 
 class PluginLoadError(RuntimeError):
@@ -52,7 +56,12 @@ class PluginLoadError(RuntimeError):
 
 @dataclass
 class PluginInfo:
-    """What ``zoo plugins`` shows for one plugin."""
+    """What ``zoo plugins`` shows for one plugin.
+
+    ``name``: the plugin's name in the host (``zoo.gym`` for built-ins, the entry-point
+    name for third-party plugins); ``hooks``: the ``register_*`` hooks it implements;
+    ``error``: ``"ExceptionType: message"`` when it failed to load, else None.
+    """
 
     name: str
     distribution: str
@@ -70,7 +79,13 @@ def _zoo_version() -> str:
 
 
 class PluginHost:
-    """Loads plugins and fills a :class:`Registry`."""
+    """Loads plugins and fills a :class:`Registry`.
+
+    Raises (from the constructor):
+        PluginLoadError: a hook implementation matches no hook spec or has the wrong
+            arguments; or, in strict mode, any plugin failed (the message names each).
+        DuplicateComponentError: two plugins registered the same name for one kind.
+    """
 
     def __init__(self, strict: bool | None = None, entry_points: bool = True) -> None:
         self.strict = os.environ.get(STRICT_ENV, "") not in ("", "0") if strict is None else strict
@@ -78,26 +93,47 @@ class PluginHost:
         self.pm.add_hookspecs(hookspecs)
         self.plugins: dict[str, PluginInfo] = {}
         self.registry = Registry()
+        self._ready = False
         self._load_builtins()
         if entry_points:
             self._load_entry_points()
         self._validate()
         self._collect()
+        self._ready = True
+        if self.strict and self.failures:
+            raise PluginLoadError(
+                "plugins failed to load: "
+                + "; ".join(f"plugin {p.name!r} ({p.distribution} {p.version}): {p.error}" for p in self.failures)
+                + f" [{STRICT_ENV}=1 makes this fatal; unset it to skip failed plugins]"
+            )
 
     # -- loading -------------------------------------------------------------------
     def _fail(self, info: PluginInfo, exc: BaseException) -> None:
         info.error = f"{type(exc).__name__}: {exc}"
         self.plugins[info.name] = info
-        if self.strict:
-            raise PluginLoadError(
-                f"plugin {info.name!r} ({info.distribution}) failed to load: {info.error} "
-                f"[{STRICT_ENV}=1 makes this fatal; unset it to skip the plugin]"
-            ) from exc
 
     def register_plugin(self, obj: Any, name: str, distribution: str, version: str, builtin: bool) -> None:
-        """Register an already-imported plugin object (used by tests and entry points)."""
-        self.pm.register(obj, name=name)
-        self.plugins[name] = PluginInfo(name, distribution, version, builtin)
+        """Register an already-imported plugin object (used by tests and entry points).
+
+        After the host is built, the plugin's ``register_*`` hooks are called at once, so
+        its components appear in :attr:`registry`.
+
+        Raises:
+            ValueError: ``name`` is already a plugin of this host.
+            PluginLoadError: a hook implementation is misspelt or has the wrong arguments.
+            DuplicateComponentError: one of its components' names is taken.
+        """
+        if name in self.plugins:
+            raise ValueError(f"a plugin named {name!r} is already registered")
+        try:
+            self.pm.register(obj, name=name)
+        except pluggy.PluginValidationError as exc:
+            raise PluginLoadError(f"plugin {name!r} ({distribution} {version}): {exc}") from exc
+        info = PluginInfo(name, distribution, version, builtin)
+        self.plugins[name] = info
+        if self._ready:
+            self._validate_plugin(name, obj)
+            self._collect_plugin(info)
 
     def _load_builtins(self) -> None:
         version = _zoo_version()
@@ -106,7 +142,8 @@ class PluginHost:
             try:
                 module = importlib.import_module(module_name)
             except ModuleNotFoundError as exc:
-                if module_name in OPTIONAL_BUILTIN_PLUGINS and exc.name and module_name.startswith(exc.name):
+                if (module_name in OPTIONAL_BUILTIN_PLUGINS and exc.name
+                        and (module_name + ".").startswith(exc.name + ".")):
                     continue  # this built-in is not part of this build
                 self._fail(PluginInfo(short, "zoo-rl", version, True), exc)
                 continue
@@ -116,58 +153,93 @@ class PluginHost:
             self.register_plugin(module, short, "zoo-rl", version, True)
 
     def _load_entry_points(self) -> None:
+        seen: set[tuple[str, str]] = set()
         for ep in md.entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.name if ep.dist else "?"
             version = ep.dist.version if ep.dist else "?"
-            if ep.name in self.plugins:
-                continue  # the same distribution installed twice on sys.path
+            if (dist, ep.name) in seen:
+                continue  # the same distribution found twice on sys.path
+            seen.add((dist, ep.name))
+            name = ep.name if ep.name not in self.plugins else f"{dist}.{ep.name}"
             try:
                 obj = ep.load()
             except Exception as exc:  # noqa: BLE001
-                self._fail(PluginInfo(ep.name, dist, version, False), exc)
+                self._fail(PluginInfo(name, dist, version, False), exc)
                 continue
-            self.register_plugin(obj, ep.name, dist, version, False)
+            self.register_plugin(obj, name, dist, version, False)
 
     def _validate(self) -> None:
-        known = set(HOOKS) | {"register_commands"}
-        for name in list(self.pm.list_name_plugin()):
-            plugin_name, plugin = name
-            if plugin is None:
-                continue
-            for attr in dir(plugin):
-                fn = getattr(plugin, attr, None)
-                if callable(fn) and hasattr(fn, hookspecs.PROJECT + "_impl") and attr not in known:
-                    raise PluginLoadError(
-                        f"plugin {plugin_name!r} implements unknown hook {attr!r}; "
-                        f"known hooks: {', '.join(sorted(known))}"
-                        + _did_you_mean(attr, known)
-                    )
+        for plugin_name, plugin in list(self.pm.list_name_plugin()):
+            if plugin is not None:
+                self._validate_plugin(plugin_name, plugin)
         self.pm.check_pending()
 
-    def _collect(self) -> None:
-        for hook in HOOKS:
-            kind = KIND_OF_HOOK[hook]
-            for impl in getattr(self.pm.hook, hook).get_hookimpls():
-                info = self.plugins[impl.plugin_name]
-                if hook not in info.hooks:
-                    info.hooks.append(hook)
-                register = functools.partial(self._register, kind, info)
-                try:
-                    impl.function(register=register)
-                except Exception as exc:  # noqa: BLE001
-                    if isinstance(exc, PluginLoadError) or type(exc).__name__ == "DuplicateComponentError":
-                        raise
-                    exc.__notes__ = [traceback.format_exc()]
-                    self._fail(info, exc)
-        for info in self.plugins.values():
-            for impl_name in ("register_commands",):
-                if any(i.plugin_name == info.name for i in self.pm.hook.register_commands.get_hookimpls()):
-                    if impl_name not in info.hooks:
-                        info.hooks.append(impl_name)
+    def _validate_plugin(self, plugin_name: str, plugin: Any) -> None:
+        """A hook implementation that matches no hook spec (and is not optional) raises."""
+        known = {name for name in vars(self.pm.hook) if not name.startswith("_")
+                 and getattr(self.pm.hook, name).has_spec()}
+        for caller in self.pm.get_hookcallers(plugin) or []:
+            if caller.has_spec():
+                continue
+            if all(impl.optionalhook for impl in caller.get_hookimpls() if impl.plugin is plugin):
+                continue
+            info = self.plugins.get(plugin_name)
+            where = f" ({info.distribution} {info.version})" if info else ""
+            raise PluginLoadError(
+                f"plugin {plugin_name!r}{where} implements unknown hook {caller.name!r}"
+                + _did_you_mean(caller.name, known)
+                + f"; known hooks: {', '.join(sorted(known))}"
+            )
 
-    def _register(self, kind: str, info: PluginInfo, name: str, factory: Any, *, summary: str = "",
-                  aliases: tuple[str, ...] = (), **options: Any) -> None:
-        self.registry.add(Component(kind, name, factory, summary, info.name, info.version, options), tuple(aliases))
+    def _collect(self) -> None:
+        for info in list(self.plugins.values()):
+            if info.error is None:
+                self._collect_plugin(info)
+
+    def _collect_plugin(self, info: PluginInfo) -> None:
+        """Call the plugin's ``register_*`` hooks; its components are added only if all succeed."""
+        plugin = self.pm.get_plugin(info.name)
+        staged: list[tuple[Component, tuple[str, ...]]] = []
+        try:
+            for hook in HOOKS:
+                for impl in getattr(self.pm.hook, hook).get_hookimpls():
+                    if impl.plugin is not plugin:
+                        continue
+                    if hook not in info.hooks:
+                        info.hooks.append(hook)
+                    impl.function(register=functools.partial(self._register, staged, KIND_OF_HOOK[hook], info))
+        except Exception as exc:  # noqa: BLE001 - a failing hook fails only its plugin
+            exc.__notes__ = [traceback.format_exc()]
+            self._fail(info, exc)
+            if self._ready and self.strict:
+                raise PluginLoadError(f"plugin {info.name!r} ({info.distribution} {info.version}) failed: "
+                                      f"{info.error} [{STRICT_ENV}=1 makes this fatal]") from exc
+            return
+        if any(i.plugin is plugin for i in self.pm.hook.register_commands.get_hookimpls()):
+            info.hooks.append("register_commands")
+        for component, aliases in staged:
+            self.registry.add(component, aliases)  # DuplicateComponentError propagates
+
+    def _register(self, staged: list, kind: str, info: PluginInfo, name: str, factory: Any, *,
+                  summary: str = "", aliases: tuple[str, ...] | str = (), **options: Any) -> None:
+        """The ``register`` callback handed to hooks.
+
+        Raises:
+            ValueError: ``name`` (or an alias) is empty, not a str, or holds ':' or
+                whitespace; ``factory`` is None.
+        """
+        if isinstance(aliases, str):
+            aliases = (aliases,)
+        aliases = tuple(aliases)
+        for n in (name, *aliases):
+            if not isinstance(n, str) or not n or any(c in n for c in _FORBIDDEN_IN_NAMES):
+                raise ValueError(f"{kind} name {n!r} from plugin {info.name!r} must be a non-empty str "
+                                 "without ':' or whitespace")
+        if factory is None:
+            raise ValueError(f"{kind} {name!r} from plugin {info.name!r} has no factory")
+        component = Component(kind, name, factory, summary, info.name, info.version, options,
+                              distribution=info.distribution)
+        staged.append((component, aliases))
 
     @property
     def failures(self) -> list[PluginInfo]:

@@ -42,6 +42,10 @@ def load_object(path: Any) -> Any:
     return obj
 
 
+def _origin(component: "Component") -> str:
+    return f" ({component.distribution} {component.version})" if component.distribution else ""
+
+
 @dataclass
 class Component:
     """One registered algorithm, environment or transport."""
@@ -53,6 +57,7 @@ class Component:
     plugin: str
     version: str
     options: dict[str, Any] = field(default_factory=dict)
+    distribution: str = ""  # the installed distribution that provides ``plugin``
 
     def load(self) -> Any:
         """The factory object itself (imports its module on first use)."""
@@ -61,7 +66,7 @@ class Component:
     def option(self, key: str, default: Any = None) -> Any:
         """An extra registration keyword (``config``, ``default_budget``...), loaded if a path."""
         value = self.options.get(key, default)
-        return load_object(value) if key in ("config", "resolves") else value
+        return load_object(value) if key in ("config", "resolves", "default_budget") else value
 
 
 class Registry:
@@ -78,8 +83,9 @@ class Registry:
             owner = table.get(name) or table.get(self._aliases[component.kind].get(name, ""))
             if owner is not None:
                 raise DuplicateComponentError(
-                    f"{component.kind} {name!r} is registered by both plugin {owner.plugin!r} "
-                    f"and plugin {component.plugin!r}; uninstall one of them or rename the component"
+                    f"{component.kind} {name!r} is registered by both plugin {owner.plugin!r}{_origin(owner)} "
+                    f"and plugin {component.plugin!r}{_origin(component)}; uninstall one of them or "
+                    "rename the component"
                 )
         table[component.name] = component
         for alias in aliases:

@@ -1,1 +1,43 @@
-"""Zoo."""
+"""Helpers for testing Zoo and Zoo plugins.
+
+- :func:`check_env`: validate an environment against :mod:`zoo.core.env`'s contract.
+- Deterministic fake environments (:class:`CountingEnv`, :class:`CrashingEnv`,
+  :class:`SlowEnv`) with their configs and ``factory(arg, config, seed)`` functions;
+  :mod:`zoo.core.testing.plugin` registers them as ``fake-counting``, ``fake-crashing``
+  and ``fake-slow``.
+- :func:`subprocess_env`: an environment for a subprocess that sees extra plugin dirs.
+
+Importing this package imports numpy only (gymnasium when an env is built or checked).
+"""
+from zoo.core.testing.env_check import AUTORESET_INFO_KEYS, EnvCheckError, EnvCheckReport, check_env
+from zoo.core.testing.fake_envs import (
+    CountingConfig,
+    CountingEnv,
+    CrashingConfig,
+    CrashingEnv,
+    SlowConfig,
+    SlowEnv,
+    make_boom,
+    make_counting,
+    make_crashing,
+    make_slow,
+)
+from zoo.core.testing.procs import subprocess_env
+
+__all__ = [
+    "AUTORESET_INFO_KEYS",
+    "CountingConfig",
+    "CountingEnv",
+    "CrashingConfig",
+    "CrashingEnv",
+    "EnvCheckError",
+    "EnvCheckReport",
+    "SlowConfig",
+    "SlowEnv",
+    "check_env",
+    "make_boom",
+    "make_counting",
+    "make_crashing",
+    "make_slow",
+    "subprocess_env",
+]

@@ -30,7 +30,7 @@ def load_parameters(policy, bundle: dict[str, np.ndarray]) -> None:
 def run(ctx: WorkerContext) -> None:
     import torch
 
-    torch.set_num_threads(getattr(ctx.cfg.policy, "threads", 1))
+    torch.set_num_threads(ctx.cfg.policy.threads)
     cfg = ctx.cfg
     algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
     policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(cfg.policy.device)

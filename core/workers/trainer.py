@@ -89,7 +89,7 @@ def run(ctx: WorkerContext) -> None:
     from zoo.core.config import budget
 
     cfg, spec = ctx.cfg, ctx.spec
-    torch.set_num_threads(getattr(cfg.trainer, "threads", 0) or max(1, (os.cpu_count() or 2) // 2))
+    torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2))
     torch.manual_seed(cfg.seed)
     algo = ctx.registry.get("algorithm", cfg.algo_name).load()(cfg.algo, spec, cfg.seed)
     samples = ctx.transport("sample").puller("sample")
@@ -150,6 +150,9 @@ def run(ctx: WorkerContext) -> None:
             lags = version - batch["policy_version"][batch["active"]]
             lag_mean, lag_max = float(lags.mean()) if lags.size else 0.0, int(lags.max()) if lags.size else 0
             pending, pending_slots = [], 0
+            if not cfg.trainer.learn:  # sampling benchmark: count the samples, keep the weights
+                status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
+                continue
             stats = algo.update(batch)
             version += 1
             updates += 1

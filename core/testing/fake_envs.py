@@ -1,0 +1,249 @@
+"""Deterministic toy environments for Zoo's tests and for plugin authors.
+
+Every class here implements :class:`zoo.core.env.Env` directly (no Gymnasium adapter) and
+is fully deterministic, so tests can assert exact values:
+
+- :class:`CountingEnv`: the observation is the number of steps since the last reset.
+- :class:`CrashingEnv`: a :class:`CountingEnv` that raises ``RuntimeError("boom")`` on
+  its K-th call of ``step`` (K = ``crash_at``, counted over the env's whole life).
+- :class:`SlowEnv`: a :class:`CountingEnv` that sleeps ``step_latency`` seconds per step.
+
+Shapes, with ``A = num_agents``:
+
+- observation ``{"obs": float32 [A, 1]}``, every agent seeing the same step count ``t``
+  (``0.0`` after ``reset``, ``1.0`` after the first step...);
+- action ``int [A]`` with values in ``{0, 1}`` (``Discrete(2)`` per agent); the actions
+  are recorded in :attr:`CountingEnv.actions` and otherwise ignored;
+- reward ``float32 [A]``, ``1.0`` for every agent on every step, so an episode's return
+  is ``episode_length``;
+- ``terminated`` / ``truncated`` ``bool [A]``: all agents end together at step
+  ``episode_length``, by termination (or by truncation when ``truncate=True``).
+
+The fakes police the actor: ``step`` before the first ``reset`` or after the episode
+ended raises ``RuntimeError`` (they never reset by themselves), and an action of the
+wrong shape or value raises ``ValueError``.
+
+For registration through a plugin, :func:`make_counting`, :func:`make_crashing` and
+:func:`make_slow` follow the env factory signature ``factory(arg, config, seed)`` with the
+config dataclasses :class:`CountingConfig`, :class:`CrashingConfig` and
+:class:`SlowConfig` (see :mod:`zoo.core.testing.plugin`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zoo.core.env import OBS_KEY, EnvSpec
+
+
+def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"{field_name}={value!r} is not allowed: {allowed}")
+
+
+class CountingEnv:
+    """Observation = steps since reset; reward 1.0 per step; ends at ``episode_length``.
+
+    Args:
+        episode_length: steps per episode, >= 1.
+        num_agents: ``A``, >= 1; agents are named ``agent_0 .. agent_{A-1}``.
+        truncate: end episodes with ``truncated`` instead of ``terminated``.
+        env_id: the ``spec.env_id``.
+
+    Attributes (for tests):
+        t: steps since the last reset.
+        total_steps: calls of ``step`` since construction.
+        resets: calls of ``reset`` since construction.
+        seeds: the ``seed`` argument of every ``reset`` call.
+        actions: a copy of every action received, in order.
+        closed: whether ``close`` was called.
+
+    Raises:
+        ValueError: a bad argument (names the argument, the value and what is allowed).
+    """
+
+    def __init__(self, episode_length: int = 10, num_agents: int = 1, truncate: bool = False,
+                 env_id: str = "fake-counting") -> None:
+        from gymnasium import spaces
+
+        _require(isinstance(episode_length, int) and episode_length >= 1, "episode_length", episode_length,
+                 "an int >= 1")
+        _require(isinstance(num_agents, int) and num_agents >= 1, "num_agents", num_agents, "an int >= 1")
+        self.episode_length = episode_length
+        self.truncate = bool(truncate)
+        self.spec = EnvSpec(
+            env_id=env_id,
+            agents=tuple(f"agent_{i}" for i in range(num_agents)),
+            observation_space={OBS_KEY: spaces.Box(0.0, float(episode_length), shape=(1,), dtype=np.float32)},
+            action_space=spaces.Discrete(2),
+        )
+        self.t = 0
+        self.total_steps = 0
+        self.resets = 0
+        self.seeds: list[int | None] = []
+        self.actions: list[np.ndarray] = []
+        self.closed = False
+        self._running = False
+
+    @property
+    def num_agents(self) -> int:
+        return self.spec.num_agents
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {OBS_KEY: np.full((self.num_agents, 1), self.t, dtype=np.float32)}
+
+    def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Start an episode: observation ``{"obs": zeros float32 [A, 1]}``, info ``{}``."""
+        self.resets += 1
+        self.seeds.append(seed)
+        self.t = 0
+        self._running = True
+        return self._obs(), {}
+
+    def _check_action(self, action: Any) -> None:
+        a = np.asarray(action)
+        if a.shape != (self.num_agents,) or not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"{self.spec.env_id}: action must be an int array of shape ({self.num_agents},), "
+                             f"got {a.dtype} {a.shape}")
+        if not np.all((a == 0) | (a == 1)):
+            raise ValueError(f"{self.spec.env_id}: action values must be 0 or 1, got {a.tolist()}")
+
+    def step(self, action: np.ndarray):
+        """One step: ``(obs, reward float32 [A], terminated bool [A], truncated bool [A], info)``.
+
+        Raises:
+            RuntimeError: ``step`` before ``reset`` or after the episode ended.
+            ValueError: the action is not an int array of shape ``[A]`` with values 0/1.
+        """
+        if not self._running:
+            raise RuntimeError(f"{self.spec.env_id}: step() called "
+                               + ("before reset()" if self.resets == 0 else "after the episode ended")
+                               + "; the actor must call reset() (fake envs never reset by themselves)")
+        self._check_action(action)
+        self.actions.append(np.array(action, copy=True))
+        self.total_steps += 1
+        self.t += 1
+        done = self.t >= self.episode_length
+        if done:
+            self._running = False
+        a = self.num_agents
+        reward = np.ones(a, dtype=np.float32)
+        terminated = np.full(a, done and not self.truncate, dtype=bool)
+        truncated = np.full(a, done and self.truncate, dtype=bool)
+        return self._obs(), reward, terminated, truncated, {}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class CrashingEnv(CountingEnv):
+    """A :class:`CountingEnv` whose ``crash_at``-th ``step`` call raises ``RuntimeError(message)``.
+
+    ``crash_at`` counts calls of ``step`` over the env's whole life (across resets), from
+    1; ``crash_at=0`` never crashes. Steps before the crash behave like ``CountingEnv``.
+    """
+
+    def __init__(self, crash_at: int = 5, message: str = "boom", episode_length: int = 10,
+                 num_agents: int = 1, truncate: bool = False, env_id: str = "fake-crashing") -> None:
+        _require(isinstance(crash_at, int) and crash_at >= 0, "crash_at", crash_at, "an int >= 0 (0: never)")
+        super().__init__(episode_length, num_agents, truncate, env_id)
+        self.crash_at = crash_at
+        self.message = message
+
+    def step(self, action: np.ndarray):
+        """As :meth:`CountingEnv.step`; raises ``RuntimeError(message)`` on call ``crash_at``."""
+        if self.crash_at and self.total_steps + 1 == self.crash_at:
+            self.total_steps += 1
+            raise RuntimeError(self.message)
+        return super().step(action)
+
+
+class SlowEnv(CountingEnv):
+    """A :class:`CountingEnv` that sleeps ``step_latency`` s per step and ``reset_latency`` s per reset."""
+
+    def __init__(self, step_latency: float = 0.01, reset_latency: float = 0.0, episode_length: int = 10,
+                 num_agents: int = 1, truncate: bool = False, env_id: str = "fake-slow") -> None:
+        _require(isinstance(step_latency, (int, float)) and step_latency >= 0, "step_latency", step_latency,
+                 "a number of seconds >= 0")
+        _require(isinstance(reset_latency, (int, float)) and reset_latency >= 0, "reset_latency",
+                 reset_latency, "a number of seconds >= 0")
+        super().__init__(episode_length, num_agents, truncate, env_id)
+        self.step_latency = float(step_latency)
+        self.reset_latency = float(reset_latency)
+
+    def reset(self, seed: int | None = None):
+        if self.reset_latency:
+            time.sleep(self.reset_latency)
+        return super().reset(seed)
+
+    def step(self, action: np.ndarray):
+        if self.step_latency:
+            time.sleep(self.step_latency)
+        return super().step(action)
+
+
+# -- configs and factories for registration through a plugin --------------------------
+@dataclass
+class CountingConfig:
+    """Options of ``fake-counting``: see :class:`CountingEnv`."""
+
+    episode_length: int = 10
+    num_agents: int = 1
+    truncate: bool = False
+
+
+@dataclass
+class CrashingConfig:
+    """Options of ``fake-crashing`` (and of the test plugin's ``boom``): see :class:`CrashingEnv`."""
+
+    crash_at: int = 5
+    message: str = "boom"
+    episode_length: int = 10
+    num_agents: int = 1
+    truncate: bool = False
+
+
+@dataclass
+class SlowConfig:
+    """Options of ``fake-slow``: see :class:`SlowEnv`."""
+
+    step_latency: float = 0.01
+    reset_latency: float = 0.0
+    episode_length: int = 10
+    num_agents: int = 1
+    truncate: bool = False
+
+
+def _no_arg(name: str, arg: str | None) -> None:
+    if arg:
+        raise ValueError(f"env {name!r} takes no argument after ':', got {arg!r}; use its options instead")
+
+
+def make_counting(arg: str | None, config: CountingConfig | None = None, seed: int = 0) -> CountingEnv:
+    """Env factory for ``fake-counting``. Raises ValueError for an ``arg`` or a bad option."""
+    _no_arg("fake-counting", arg)
+    c = config or CountingConfig()
+    return CountingEnv(c.episode_length, c.num_agents, c.truncate)
+
+
+def make_crashing(arg: str | None, config: CrashingConfig | None = None, seed: int = 0,
+                  env_id: str = "fake-crashing") -> CrashingEnv:
+    """Env factory for ``fake-crashing``. Raises ValueError for an ``arg`` or a bad option."""
+    _no_arg(env_id, arg)
+    c = config or CrashingConfig()
+    return CrashingEnv(c.crash_at, c.message, c.episode_length, c.num_agents, c.truncate, env_id=env_id)
+
+
+def make_boom(arg: str | None, config: CrashingConfig | None = None, seed: int = 0) -> CrashingEnv:
+    """Env factory for the test plugin's ``boom``: ``RuntimeError("boom")`` at step 5 by default."""
+    return make_crashing(arg, config, seed, env_id="boom")
+
+
+def make_slow(arg: str | None, config: SlowConfig | None = None, seed: int = 0) -> SlowEnv:
+    """Env factory for ``fake-slow``. Raises ValueError for an ``arg`` or a bad option."""
+    _no_arg("fake-slow", arg)
+    c = config or SlowConfig()
+    return SlowEnv(c.step_latency, c.reset_latency, c.episode_length, c.num_agents, c.truncate)

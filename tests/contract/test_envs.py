@@ -1,0 +1,106 @@
+"""Every environment the registry can build without extra downloads passes ``check_env``.
+
+The cases come from the plugin host (built-ins, installed third-party plugins such as
+``zoo-corridor``) plus ``zoo.core.testing``'s fakes, registered through their test
+plugin. Names we expect but which are not registered in this checkout, or whose modules
+fail to import (a missing optional dependency), are skipped with the reason.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from zoo.core.plugins import PluginHost
+from zoo.core.registry import UnknownComponentError
+from zoo.core.testing import CrashingConfig, check_env
+from zoo.core.testing import plugin as testing_plugin
+
+# name -> the args to build it with (the part after the colon of --env NAME:ARG).
+ARGS = {
+    "gym": ["CartPole-v1", "Acrobot-v1", "Pendulum-v1"],
+    "atari": ["Pong", "Breakout"],
+}
+# name -> config overrides that make the check quick (and the crashing fake not crash).
+OVERRIDES = {
+    "fake-crashing": {"crash_at": 0},
+    "boom": {"crash_at": 0},  # tests/plugins/zoo-boom, when on the path
+    "fake-slow": {"step_latency": 0.0005},
+}
+# Expected in a complete checkout; skipped with a reason when not registered.
+EXPECTED = ("gym", "atari", "hide-and-seek", "corridor", "fake-counting", "fake-crashing", "fake-slow")
+MAX_STEPS = 300
+
+
+def _host() -> PluginHost:
+    host = PluginHost(strict=False)
+    if not set(testing_plugin.FAKE_ENVS) & set(host.registry.names("env")):  # zoo-fakes not on the path
+        host.register_plugin(testing_plugin, "zoo.testing", "zoo-rl", "test", False)
+    return host
+
+
+HOST = _host()
+
+
+def _cases() -> list:
+    names = sorted(set(EXPECTED) | set(HOST.registry.names("env")))
+    return [pytest.param(name, arg, id=f"{name}:{arg}" if arg else name)
+            for name in names for arg in ARGS.get(name, [None])]
+
+
+def build(name: str, arg: str | None, seed: int = 0, **overrides):
+    """Build env ``name`` from the registry, skipping when it is absent or cannot be imported."""
+    try:
+        component = HOST.registry.get("env", name)
+    except UnknownComponentError:
+        failed = [f"{p.name}: {p.error}" for p in HOST.failures]
+        pytest.skip(f"env {name!r} is not registered (its plugin is not installed or not in this checkout)"
+                    + (f" (failed plugins: {'; '.join(failed)})" if failed else ""))
+    try:
+        factory = component.load()
+        config_cls = component.option("config")
+    except ImportError as exc:
+        pytest.skip(f"env {name!r} cannot be imported: {type(exc).__name__}: {exc}")
+    config = config_cls() if config_cls is not None else None
+    overrides = {**OVERRIDES.get(name, {}), **overrides}
+    if overrides:
+        config = dataclasses.replace(config, **overrides)
+    try:
+        return factory(arg, config, seed)
+    except ImportError as exc:
+        pytest.skip(f"env {name!r} needs a missing dependency: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize(("name", "arg"), _cases())
+def test_env_passes_the_contract(name, arg):
+    env = build(name, arg)
+    report = check_env(env, seed=0, episodes=2, max_steps=MAX_STEPS)
+    assert report.steps > 0
+
+
+@pytest.mark.parametrize(("name", "arg"), _cases())
+def test_env_spec_is_consistent_with_its_registration(name, arg):
+    env = build(name, arg, seed=1)
+    try:
+        assert env.spec.env_id, "spec.env_id is empty"
+        assert env.spec.num_agents == len(env.spec.agents) >= 1
+        budget = HOST.registry.get("env", name).option("default_budget")
+        if callable(budget):
+            budget = budget(arg)
+        if budget is not None:
+            unit, n = budget
+            assert unit in ("env_steps", "frames") and isinstance(n, int) and n > 0, budget
+    finally:
+        env.close()
+
+
+def test_fake_crashing_env_from_the_registry_raises_boom_at_step_5():
+    env = build("fake-crashing", None, crash_at=5)
+    assert isinstance(HOST.registry.get("env", "fake-crashing").option("config")(), CrashingConfig)
+    env.reset(seed=0)
+    for t in range(1, 5):
+        obs = env.step(np.zeros(1, dtype=np.int64))[0]
+        assert obs["obs"].tolist() == [[float(t)]]
+    with pytest.raises(RuntimeError, match="^boom$"):
+        env.step(np.zeros(1, dtype=np.int64))

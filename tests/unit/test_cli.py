@@ -1,0 +1,317 @@
+"""The ``zoo`` CLI (typer.testing.CliRunner, subprocesses where imports matter) and the display."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import zoo.cli as cli
+from zoo.core.plugins import PluginInfo, PluginLoadError
+from zoo.display import Display, format_status_line
+
+from dataclasses import dataclass
+
+from gymnasium import spaces
+
+from zoo.core.env import EnvSpec
+from zoo.core.registry import Component, Registry
+
+runner = CliRunner()
+
+
+@dataclass
+class FakeAlgoConfig:
+    lr: float = 0.1
+    """Learning rate."""
+
+
+class FakeAlgo:
+    Config = FakeAlgoConfig
+
+    @classmethod
+    def presets(cls, spec):
+        return {"sample_length": 64}
+
+
+@dataclass
+class ToyConfig:
+    frame_skip: int = 4
+
+
+class ToyEnv:
+    """Stands in for atari: frame-skip 4, records every instance built."""
+
+    instances: list = []
+
+    def __init__(self, arg, config, seed):
+        self.spec = EnvSpec(f"toy:{arg}", ("agent_0",), {"obs": spaces.Box(0, 1, (2,))}, spaces.Discrete(2),
+                            frame_skip=config.frame_skip)
+        ToyEnv.instances.append(self)
+
+    def close(self):
+        pass
+
+
+def make_registry() -> Registry:
+    reg = Registry()
+    reg.add(Component("algorithm", "fake", FakeAlgo, "a fake algorithm", "test", "0.1", {"config": FakeAlgoConfig}))
+    reg.add(Component("env", "gym", "zoo.plugins.envs.gym.env:make", "Any Gymnasium id", "zoo.gym", "0.1", {
+        "config": "zoo.plugins.envs.gym.env:GymConfig",
+        "default_budget": "zoo.plugins.envs.gym.env:default_budget",
+        "resolves": "zoo.plugins.envs.gym.env:resolves"}))
+    reg.add(Component("env", "atari", ToyEnv, "toy stand-in for atari", "test", "0.1",
+                      {"config": ToyConfig, "default_budget": ("frames", 10_000_000)}))
+    for name in ("nng", "inline"):
+        reg.add(Component("transport", name, "x:y", "", "test", "0.1"))
+    return reg
+
+
+@pytest.fixture
+def host(monkeypatch):
+    """A plugin host holding the fake registry of test_config, one healthy and one failed plugin."""
+    ToyEnv.instances.clear()
+    fake = SimpleNamespace(
+        registry=make_registry(),
+        plugins={
+            "test": PluginInfo("test", "zoo-test", "0.1", False, ["register_algorithms", "register_envs"]),
+            "broken": PluginInfo("broken", "broken-dist", "9.9", False, [], "ImportError: missing dep xyz"),
+        },
+        strict=False,
+    )
+    fake.failures = [p for p in fake.plugins.values() if p.error]
+    monkeypatch.setattr(cli, "get_host", lambda: fake)
+    return fake
+
+
+@pytest.fixture
+def controller(monkeypatch):
+    """A stand-in for zoo.core.controller: records its calls, sends one status, returns ``code``."""
+    mod = types.ModuleType("zoo.core.controller")
+    mod.calls, mod.code = [], 0
+
+    def run(cfg, spec, on_status):
+        mod.calls.append((cfg, spec))
+        on_status({"env_steps": 12_800, "frames": 51_200, "budget_env_steps": 200_000, "env_steps_per_s": 2100.4,
+                   "frames_per_s": 8401.6, "episode_return_mean": 23.44, "episodes": 12, "policy_version": 50,
+                   "policy_lag_mean": 0.4, "policy_lag_max": 1, "dropped_samples": 0, "updates": 50,
+                   "type": "status", "role": "trainer", "index": 0})
+        return mod.code
+
+    mod.run = run
+    monkeypatch.setitem(sys.modules, "zoo.core.controller", mod)
+    return mod
+
+
+# ----------------------------------------------------------------------------- list / plugins
+def test_list_shows_components_and_failures(host):
+    result = runner.invoke(cli.app, ["list"])
+    assert result.exit_code == 0, result.output
+    for name in ("fake", "gym", "atari", "nng", "inline", "a fake algorithm"):
+        assert name in result.output
+    assert "warning: plugin broken (broken-dist 9.9) failed to load: ImportError: missing dep xyz" in result.output
+
+
+def test_list_one_kind(host):
+    result = runner.invoke(cli.app, ["list", "transports"])
+    assert result.exit_code == 0
+    assert "nng" in result.output and "inline" in result.output
+    assert "gym" not in result.output and "a fake algorithm" not in result.output
+
+
+def test_list_bad_kind_is_usage_error(host):
+    assert runner.invoke(cli.app, ["list", "algos"]).exit_code == 2
+
+
+def test_plugins_shows_hooks_and_errors(host):
+    result = runner.invoke(cli.app, ["plugins"])
+    assert result.exit_code == 0
+    assert "zoo-test" in result.output and "register_algorithms, register_envs" in result.output
+    assert "failed" in result.output
+    assert "ImportError: missing dep xyz" in result.output
+
+
+# ----------------------------------------------------------------------------- train
+def test_train_resolves_config_and_calls_controller(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--seed", "3", "--set", "actors.count=4",
+                                     "--frames", "100000", "--name", "t1"])
+    assert result.exit_code == 0, result.output
+    (cfg, spec), = controller.calls
+    assert (cfg.algo_name, cfg.env_name, cfg.seed, cfg.name) == ("fake", "atari:Pong", 3, "t1")
+    assert (cfg.actors.count, cfg.frames, cfg.env_steps) == (4, 100_000, 0)
+    assert spec is cfg.spec and spec.frame_skip == 4
+    assert "budget 100,000 frames = 25,000 env steps (frame-skip 4)" in result.output
+    assert ("env_steps=12,800/200,000 (6.4%) frames=51,200 env_steps/s=2,100 frames/s=8,402 return=23.4 "
+            "episodes=12 version=50 lag=0.4/1 dropped=0 updates=50") in result.output
+
+
+def test_train_exit_code_from_controller(host, controller):
+    controller.code = 1
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10"])
+    assert result.exit_code == 1
+
+
+def test_unknown_algorithm_exit_2_with_suggestion(host, controller):
+    result = runner.invoke(cli.app, ["train", "fak", "--env", "atari:Pong"])
+    assert result.exit_code == 2
+    assert "unknown algorithm 'fak'. Did you mean: fake?" in result.output
+    assert controller.calls == [] and ToyEnv.instances == []
+
+
+def test_unknown_env_exit_2_with_suggestion(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "CartPle-v1"])
+    assert result.exit_code == 2
+    assert "unknown env 'CartPle-v1'. Did you mean: CartPole-v1" in result.output
+    assert controller.calls == []
+
+
+def test_bad_override_exit_2_names_field_and_value(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--set", "actors.count=abc"])
+    assert result.exit_code == 2
+    assert "error: --set actors.count=abc: actors.count expects an int, got 'abc'" in result.output
+    assert controller.calls == []
+
+
+def test_steps_and_frames_exclusive(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1", "--frames", "1"])
+    assert result.exit_code == 2
+    assert "mutually exclusive" in result.output
+
+
+def test_train_help_shows_algorithm_and_env_options(host):
+    result = runner.invoke(cli.app, ["train", "fake", "--help", "--env", "atari:Pong"])
+    assert result.exit_code == 0
+    assert "Algorithm options (fake)" in result.output and "algo.lr" in result.output
+    assert "Learning rate." in result.output
+    assert "Environment options (atari, for atari:Pong)" in result.output and "env.frame_skip" in result.output
+    assert "actors.envs_per_actor" in result.output
+    assert ToyEnv.instances == []  # help builds no env
+
+
+def test_train_help_without_env_lists_every_env_briefly(host):
+    result = runner.invoke(cli.app, ["train", "fake", "--help"])
+    assert result.exit_code == 0
+    assert "For an environment's option descriptions: zoo train fake --env ENV --help" in result.output
+    assert "env.frame_skip=4" in result.output and "env.max_episode_steps=0" in result.output
+
+
+def test_plugin_commands_are_added():
+    def register_commands(app):
+        @app.command("hello")
+        def hello():
+            print("hello from a plugin")
+
+    impl = SimpleNamespace(function=register_commands, plugin_name="p")
+    fake = SimpleNamespace(strict=False, pm=SimpleNamespace(hook=SimpleNamespace(
+        register_commands=SimpleNamespace(get_hookimpls=lambda: [impl]))))
+    result = runner.invoke(cli.build_app(fake), ["hello"])
+    assert result.exit_code == 0 and "hello from a plugin" in result.output
+
+
+def test_main_strict_failure_exits_1(monkeypatch, capsys):
+    def boom():
+        raise PluginLoadError("plugins failed to load: plugin 'broken' (broken-dist 9.9): ImportError: missing dep xyz")
+
+    monkeypatch.setattr(cli, "get_host", boom)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["list"])
+    assert info.value.code == 1
+    assert "missing dep xyz" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- subprocesses
+def _zoo(args, env_extra=None, code="from zoo.cli import main; main()"):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_list_does_not_import_torch():
+    code = textwrap.dedent("""
+        import sys
+        from zoo.cli import main
+        try:
+            main(["list"])
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        print("TORCH_IMPORTED" if "torch" in sys.modules else "TORCH_NOT_IMPORTED")
+    """)
+    proc = _zoo([], code=code)
+    assert proc.returncode == 0, proc.stderr
+    assert "gym" in proc.stdout
+    assert proc.stdout.strip().endswith("TORCH_NOT_IMPORTED")
+
+
+@pytest.fixture
+def broken_plugin_path(tmp_path):
+    """A third-party plugin distribution whose module raises ImportError('missing dep xyz')."""
+    (tmp_path / "broken_zoo_plugin.py").write_text('raise ImportError("missing dep xyz")\n')
+    info = tmp_path / "broken_zoo_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-zoo-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[zoo.plugins]\nbroken = broken_zoo_plugin\n")
+    return str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+
+def test_failed_plugin_is_listed_and_others_work(broken_plugin_path):
+    proc = _zoo(["list"], {"PYTHONPATH": broken_plugin_path, "ZOO_STRICT_PLUGINS": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert "gym" in proc.stdout
+    assert "warning: plugin broken (broken-zoo-plugin 0.1) failed to load: ImportError: missing dep xyz" in proc.stdout
+
+
+def test_strict_plugins_make_failure_fatal(broken_plugin_path):
+    proc = _zoo(["list"], {"PYTHONPATH": broken_plugin_path, "ZOO_STRICT_PLUGINS": "1"})
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: ")
+    assert "'broken'" in proc.stderr and "ImportError: missing dep xyz" in proc.stderr
+    assert proc.stdout == ""
+
+
+# ----------------------------------------------------------------------------- display
+STATUS = {"env_steps": 12_800, "frames": 12_800, "budget_env_steps": 200_000, "env_steps_per_s": 2100.4,
+          "frames_per_s": 2100.4, "episode_return_mean": 23.44, "episodes": 12, "policy_version": 50,
+          "policy_lag_mean": 0.43, "policy_lag_max": 1, "dropped_samples": 3, "updates": 50}
+
+
+def test_status_line():
+    assert format_status_line(STATUS) == (
+        "env_steps=12,800/200,000 (6.4%) frames=12,800 env_steps/s=2,100 frames/s=2,100 return=23.4 episodes=12 "
+        "version=50 lag=0.4/1 dropped=3 updates=50")
+
+
+def test_status_line_extras_none_and_missing_budget():
+    status = {**STATUS, "budget_env_steps": 0, "episode_return_mean": None, "hider_return": 1.25,
+              "seeker_return": -1234.5, "entropy": 0.01234, "type": "status", "role": "trainer", "index": 0,
+              "note": "text is not shown"}
+    assert format_status_line(status) == (
+        "env_steps=12,800 frames=12,800 env_steps/s=2,100 frames/s=2,100 return=n/a episodes=12 version=50 "
+        "lag=0.4/1 dropped=3 updates=50 hider_return=1.2 seeker_return=-1,234 entropy=0.0123")
+
+
+def test_display_plain_prints_one_line_per_status():
+    out = io.StringIO()
+    with Display(Console(file=out, width=80)) as display:
+        display(STATUS)
+        display({**STATUS, "env_steps": 25_600})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0] == format_status_line(STATUS)
+    assert lines[1].startswith("env_steps=25,600/200,000 (12.8%) ")
+
+
+def test_display_live_on_a_terminal():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    with Display(console, title="run-1") as display:
+        assert display.live
+        display(STATUS)
+    text = out.getvalue()
+    assert "run-1" in text and "12,800/200,000 env steps" in text
+    assert "2,100" in text and "23.4" in text and "0.4/1" in text

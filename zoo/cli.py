@@ -1,0 +1,327 @@
+"""The ``zoo`` command line (typer + rich).
+
+Commands:
+
+- ``zoo list [algorithms|envs|transports]``: registered components; imports no plugin's
+  heavy dependencies (no torch, ale-py or mujoco).
+- ``zoo plugins``: plugin distributions, versions, the hooks they implement, failures.
+- ``zoo train ALGO --env ENV [--seed N] [--config FILE] [--set key=value ...]
+  [--steps N | --frames N] [--name NAME]``: resolve the config, then run the controller.
+- plugin commands, added through the ``register_commands(app)`` hook.
+
+Exit codes: 0 success; 1 plugin start-up failure (``ZOO_STRICT_PLUGINS=1``, duplicate
+component names) or a failed run; 2 usage errors: unknown algorithm or environment (the
+closest names are suggested), bad option values (the field, the bad value and what is
+allowed). No worker process is started before the config is fully resolved.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any, List, Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperCommand
+
+from zoo.core import config as zconfig
+from zoo.core.plugins import PluginHost, PluginLoadError, get_host
+from zoo.core.registry import DuplicateComponentError, UnknownComponentError
+
+__all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+_KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport"}
+
+
+class ComponentKind(str, Enum):
+    algorithms = "algorithms"
+    envs = "envs"
+    transports = "transports"
+
+
+# ----------------------------------------------------------------------------- output helpers
+def _console(stderr: bool = False) -> Console:
+    """A console on stdout/stderr; 160 columns when not a terminal (unless COLUMNS is set)."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, width=160)
+    return console
+
+
+def _error(message: str) -> None:
+    _console(stderr=True).print(Text("error: ", style="bold red") + Text(message), soft_wrap=True, highlight=False)
+
+
+def _warn(console: Console, message: str) -> None:
+    console.print(Text("warning: ", style="bold yellow") + Text(message, style="yellow"), soft_wrap=True,
+                  highlight=False)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    _error(message)
+    return typer.Exit(code)
+
+
+# ----------------------------------------------------------------------------- zoo list / plugins
+def list_command(
+    kind: Optional[ComponentKind] = typer.Argument(None, help="Show only this kind of component."),
+) -> None:
+    """List registered algorithms, environments and transports."""
+    host = get_host()
+    components = host.registry.all(_KIND_OF[kind.value] if kind else None)
+    console = _console()
+    table = Table(title=f"Zoo {kind.value if kind else 'components'}", title_justify="left")
+    for column in ("name", "kind", "plugin", "version", "summary"):
+        table.add_column(column, no_wrap=column != "summary")
+    for c in components:
+        table.add_row(Text(c.name, style="bold"), c.kind, Text(c.plugin), Text(c.version), Text(c.summary))
+    console.print(table)
+    if not components:
+        console.print(f"no {kind.value if kind else 'components'} registered")
+    for p in host.failures:
+        _warn(console, f"plugin {p.name} ({p.distribution} {p.version}) failed to load: {p.error}")
+
+
+def plugins_command() -> None:
+    """List installed plugins: distribution, version, hooks implemented, failures."""
+    host = get_host()
+    console = _console()
+    table = Table(title="Zoo plugins", title_justify="left")
+    for column in ("plugin", "distribution", "version", "source", "hooks", "status"):
+        table.add_column(column, no_wrap=column not in ("hooks",))
+    for p in sorted(host.plugins.values(), key=lambda p: (not p.builtin, p.name)):
+        status = Text("failed", style="red") if p.error else Text("ok", style="green")
+        table.add_row(Text(p.name, style="bold"), Text(p.distribution), Text(p.version),
+                      "built-in" if p.builtin else "entry point", Text(", ".join(p.hooks) or "-"), status)
+    console.print(table)
+    for p in host.failures:
+        _warn(console, f"plugin {p.name} ({p.distribution} {p.version}) failed to load: {p.error}")
+
+
+# ----------------------------------------------------------------------------- zoo train --help
+def _plain(doc: str) -> str:
+    """Docstring markup to plain text: ````x```` -> ``x``, ``:func:`f``` -> ``f``."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"\1", doc).replace("``", "")
+
+
+def _options_table(title: str, options: list[zconfig.OptionInfo]) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("option", no_wrap=True, style="bold")
+    table.add_column("type", no_wrap=True)
+    table.add_column("default", no_wrap=True)
+    table.add_column("description")
+    for o in options:
+        table.add_row(Text(o.path), Text(o.type), Text(repr(o.default)), Text(_plain(o.doc)))
+    return table
+
+
+def _train_help(algo_name: Any, env_name: Any) -> list[Any]:
+    """Rich renderables listing the options ``--set`` accepts for this algorithm and env."""
+    registry = get_host().registry
+    out: list[Any] = []
+    if isinstance(algo_name, str):
+        try:
+            component = registry.get("algorithm", algo_name)
+            cls = zconfig.algorithm_config_class(component)
+            if cls is None:
+                out.append(Text(f"Algorithm {component.name!r} has no options."))
+            else:
+                out.append(_options_table(
+                    f"Algorithm options ({component.name}): --set algo.NAME=VALUE",
+                    zconfig.list_options(cls, "algo.")))
+        except UnknownComponentError as exc:
+            out.append(Text(f"warning: {exc}", style="yellow"))
+        except Exception as exc:  # noqa: BLE001 - help must not crash on a broken plugin
+            out.append(Text(f"warning: cannot load the options of {algo_name!r}: {type(exc).__name__}: {exc}",
+                            style="yellow"))
+    else:
+        out.append(Text("Algorithms: " + ", ".join(registry.names("algorithm"))
+                        + ". Run `zoo train ALGO --help` for an algorithm's options."))
+    if isinstance(env_name, str):
+        try:
+            component, arg = zconfig.resolve_env(registry, env_name)
+            cls = zconfig.env_config_class(component)
+            where = component.name + (f", for {env_name}" if env_name != component.name else "")
+            if cls is None:
+                out.append(Text(f"Environment {component.name!r} has no options."))
+            else:
+                out.append(_options_table(f"Environment options ({where}): --set env.NAME=VALUE",
+                                          zconfig.list_options(cls, "env.")))
+        except UnknownComponentError as exc:
+            out.append(Text(f"warning: {exc}", style="yellow"))
+        except Exception as exc:  # noqa: BLE001
+            out.append(Text(f"warning: cannot load the options of env {env_name!r}: {type(exc).__name__}: {exc}",
+                            style="yellow"))
+    else:
+        brief = Table(title="Environment options: --set env.NAME=VALUE", title_justify="left")
+        brief.add_column("env", no_wrap=True, style="bold")
+        brief.add_column("options (defaults)")
+        for component in registry.all("env"):
+            try:
+                cls = zconfig.env_config_class(component)
+                text = ", ".join(f"{o.path}={o.default!r}" for o in zconfig.list_options(cls, "env.")) if cls else "-"
+            except Exception as exc:  # noqa: BLE001
+                text = f"(cannot load: {type(exc).__name__}: {exc})"
+            brief.add_row(Text(component.name), Text(text))
+        out.append(brief)
+        out.append(Text(f"For an environment's option descriptions: zoo train {algo_name or 'ALGO'} --env ENV --help"))
+    out.append(_options_table("Experiment options: --set NAME=VALUE (also as TOML in --config FILE)",
+                              zconfig.list_options(zconfig.ExperimentConfig)))
+    out.append(Text("Defaults above are the dataclass defaults; the algorithm's presets for the environment "
+                    "come next, then --config, then --set. The resolved config is written to "
+                    "<runs_dir>/<name>/config.json."))
+    return out
+
+
+class TrainCommand(TyperCommand):
+    """``zoo train``: its help lists the chosen algorithm's and environment's options.
+
+    The raw ``ALGO`` and ``--env`` values are read with click's own parser before the
+    eager ``--help`` runs, so ``zoo train ppo --help --env atari:Pong`` works in any order.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            opts, _, _ = self.make_parser(ctx).parse_args(args=list(args))
+        except click.ClickException:
+            opts = {}
+        ctx.meta["zoo.train"] = {k: v for k, v in opts.items() if k in ("algo", "env") and isinstance(v, str)}
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        raw = ctx.meta.get("zoo.train", {})
+        renderables = _train_help(raw.get("algo"), raw.get("env"))
+        console = _console()
+        if self.rich_markup_mode is None:  # plain click help: keep the order by writing to the formatter
+            with console.capture() as capture:
+                console.print(*renderables)
+            formatter.write(capture.get())
+        else:
+            console.print(*renderables)
+
+
+# ----------------------------------------------------------------------------- zoo train
+def train_command(
+    algo: str = typer.Argument(..., help="Algorithm name (see `zoo list algorithms`), e.g. ppo."),
+    env: str = typer.Option(..., "--env", "-e",
+                            help="Environment: a Gymnasium id (CartPole-v1), NAME:ARG (atari:Pong) or a name."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default 1, or the config file's)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file of options (tables or dotted keys).",
+                                               dir_okay=False),
+    overrides: List[str] = typer.Option([], "--set", "-s", help="Override one option: --set actors.count=4 "
+                                        "(repeatable; applied after --config)."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Budget in env steps (default: the env's default budget)."),
+    frames: Optional[int] = typer.Option(None, "--frames", min=1,
+                                         help="Budget in frames = env steps x frame-skip (default: the env's default budget)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Run name (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
+) -> None:
+    """Train ALGO on an environment through the SRL dataflow (actors -> policy worker -> trainer)."""
+    host = get_host()
+    if steps is not None and frames is not None:
+        raise _fail("--steps and --frames are mutually exclusive: give the budget in env steps or in frames")
+    try:
+        cfg = zconfig.build_config(host.registry, algo, env, seed=seed, config_file=config_file,
+                                   overrides=overrides, steps=steps, frames=frames, name=name)
+    except UnknownComponentError as exc:
+        raise _fail(str(exc)) from None
+    except zconfig.ConfigError as exc:
+        raise _fail(str(exc)) from None
+    spec = cfg.spec
+    console = _console()
+    _, total = zconfig.budget(cfg, spec)
+    env_component, _ = zconfig.resolve_env(host.registry, env)
+    unit = (f"{cfg.frames:,} frames = {total:,} env steps (frame-skip {spec.frame_skip})" if cfg.frames
+            else f"{total:,} env steps")
+    console.print(
+        Text.assemble(("zoo train ", "bold"), (cfg.name, "bold cyan"),
+                      f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
+                      f"{cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs, "
+                      f"run dir {Path(cfg.runs_dir) / cfg.name}"),
+        soft_wrap=True, highlight=False)
+    try:
+        from zoo.core.controller import run
+    except ImportError as exc:
+        raise _fail(f"the controller is not available: {exc}", EXIT_FAILURE) from None
+    from zoo.display import Display
+
+    try:
+        with Display(console=console, title=cfg.name) as display:
+            code = run(cfg, spec, display)
+    except FileExistsError as exc:  # the run directory already holds a run: nothing was overwritten
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise _fail("interrupted (Ctrl-C)", 130) from None
+    raise typer.Exit(int(code or 0))
+
+
+# ----------------------------------------------------------------------------- app
+def _version_callback(value: bool) -> None:
+    if value:
+        from zoo.core.plugins import _zoo_version
+
+        typer.echo(f"zoo {_zoo_version()}")
+        raise typer.Exit()
+
+
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Show Zoo's version and exit."),
+) -> None:
+    """Zoo: distributed reinforcement learning on SRL's dataflow; everything concrete is a plugin."""
+
+
+def _register_plugin_commands(app: typer.Typer, host: PluginHost) -> None:
+    """Call each plugin's ``register_commands(app)``; a failing one is reported (fatal if strict)."""
+    for impl in host.pm.hook.register_commands.get_hookimpls():
+        try:
+            impl.function(app=app)
+        except Exception as exc:  # noqa: BLE001 - one broken plugin never takes the CLI down
+            message = f"plugin {impl.plugin_name} failed in register_commands: {type(exc).__name__}: {exc}"
+            if host.strict:
+                raise PluginLoadError(message + " [ZOO_STRICT_PLUGINS=1 makes this fatal]") from exc
+            _warn(_console(stderr=True), message)
+
+
+def build_app(host: PluginHost | None = None) -> typer.Typer:
+    """A fresh ``zoo`` application; with ``host``, plugin commands are added too.
+
+    Raises:
+        PluginLoadError: a plugin's ``register_commands`` failed in strict mode.
+    """
+    app = typer.Typer(name="zoo", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+                      context_settings={"help_option_names": ["-h", "--help"]})
+    app.callback()(_root)
+    app.command("list")(list_command)
+    app.command("plugins")(plugins_command)
+    app.command("train", cls=TrainCommand)(train_command)
+    if host is not None:
+        _register_plugin_commands(app, host)
+    return app
+
+
+app = build_app()
+"""The core commands without plugin commands (for ``typer.testing.CliRunner``)."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``zoo`` console script and ``python -m zoo``.
+
+    Builds the plugin host first: with ``ZOO_STRICT_PLUGINS=1`` a failed plugin (or, always,
+    a duplicate component name or a misspelt hook) exits with status 1 and the error.
+    """
+    try:
+        host = get_host()
+        application = build_app(host)
+    except (PluginLoadError, DuplicateComponentError) as exc:
+        _error(str(exc))
+        sys.exit(EXIT_FAILURE)
+    application(args=argv, prog_name="zoo")

@@ -1,0 +1,228 @@
+"""The live progress display of ``zoo train``, fed by the controller's ``on_status``.
+
+The controller calls ``display(status)`` about every ``log.interval_s`` seconds with a
+dict holding (units in the names):
+
+==========================  ===============================================================
+key                         meaning
+==========================  ===============================================================
+``env_steps``               env steps done (int)
+``frames``                  frames done = env steps x frame-skip (int)
+``budget_env_steps``        the run's budget in env steps (int; 0 or absent: unknown)
+``env_steps_per_s``         recent throughput in env steps per second (float)
+``frames_per_s``            recent throughput in frames per second (float)
+``episode_return_mean``     mean return of recent finished episodes (float, or None if none)
+``episodes``                finished episodes (int)
+``policy_version``          the trainer's policy version (int)
+``policy_lag_mean``         mean policy lag of recent samples, in versions (float)
+``policy_lag_max``          largest recent policy lag (int)
+``dropped_samples``         samples dropped for exceeding the allowed lag (int)
+``updates``                 trainer updates done (int)
+anything else, numeric      shown too, under its own name (e.g. ``hider_return``);
+                            ``type``, ``role``, ``index``, ``time`` are ignored
+==========================  ===============================================================
+
+On a terminal it draws a rich progress bar with the figures below it; otherwise it prints
+one plain line per status (see :func:`format_status_line`). Missing keys are skipped.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+__all__ = ["Display", "STATUS_KEYS", "format_status_line", "status_extras"]
+
+STATUS_KEYS = (
+    "env_steps", "frames", "budget_env_steps", "env_steps_per_s", "frames_per_s", "episode_return_mean",
+    "episodes", "policy_version", "policy_lag_mean", "policy_lag_max", "dropped_samples", "updates",
+)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> str:
+    """An integer count with thousands separators: 12800 -> ``12,800``."""
+    return f"{int(round(float(value))):,}" if _is_number(value) and math.isfinite(float(value)) else str(value)
+
+
+def _rate(value: Any) -> str:
+    """A rate rounded to a whole number with separators: 2100.4 -> ``2,100``."""
+    return _count(value)
+
+
+def _real(value: Any) -> str:
+    """A float: ``23.4`` (one decimal from 1 up), ``1,234`` (>= 1000), ``0.0123`` (3 significant)."""
+    if value is None:
+        return "n/a"
+    if not _is_number(value):
+        return str(value)
+    x = float(value)
+    if not math.isfinite(x):
+        return str(x)
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 1 or x == 0:
+        return f"{x:.1f}"
+    return f"{x:.3g}"
+
+
+# Message bookkeeping the controller may leave in a status dict; never shown.
+IGNORED_KEYS = ("type", "role", "index", "time", "timestamp")
+
+
+def status_extras(status: dict[str, Any]) -> dict[str, Any]:
+    """The numeric entries of ``status`` not in :data:`STATUS_KEYS` or :data:`IGNORED_KEYS`, in order."""
+    return {k: v for k, v in status.items()
+            if k not in STATUS_KEYS and k not in IGNORED_KEYS and (_is_number(v) or v is None)}
+
+
+def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(label, text)`` pairs in display order, skipping absent keys."""
+    out: list[tuple[str, str]] = []
+    s = status
+    if "env_steps" in s:
+        total = s.get("budget_env_steps") or 0
+        text = _count(s["env_steps"])
+        if _is_number(total) and total > 0:
+            text += f"/{_count(total)} ({100.0 * float(s['env_steps']) / float(total):.1f}%)"
+        out.append(("env_steps", text))
+    for key, label, fmt in (
+        ("frames", "frames", _count),
+        ("env_steps_per_s", "env_steps/s", _rate),
+        ("frames_per_s", "frames/s", _rate),
+        ("episode_return_mean", "return", _real),
+        ("episodes", "episodes", _count),
+        ("policy_version", "version", _count),
+    ):
+        if key in s:
+            out.append((label, fmt(s[key])))
+    if "policy_lag_mean" in s or "policy_lag_max" in s:
+        lag = s.get("policy_lag_mean")
+        mean = f"{float(lag):.1f}" if _is_number(lag) else "n/a"
+        out.append(("lag", mean + (f"/{_count(s['policy_lag_max'])}" if "policy_lag_max" in s else "")))
+    for key, label in (("dropped_samples", "dropped"), ("updates", "updates")):
+        if key in s:
+            out.append((label, _count(s[key])))
+    for key, value in status_extras(s).items():
+        out.append((key, _real(value)))
+    return out
+
+
+def format_status_line(status: dict[str, Any]) -> str:
+    """One plain line for a status, e.g.
+
+    ``env_steps=12,800/200,000 (6.4%) frames=12,800 env_steps/s=2,100 frames/s=2,100
+    return=23.4 episodes=12 version=50 lag=0.4/1 dropped=0 updates=50``
+
+    followed by any extra numeric keys as ``name=value``. Counts and rates are rounded to
+    whole numbers with thousands separators; a return of None prints as ``n/a``; lag is
+    ``mean/max`` in policy versions (mean with one decimal).
+    """
+    return " ".join(f"{label}={text}" for label, text in _fields(status))
+
+
+class Display:
+    """Context manager showing training progress; call it with each status dict.
+
+    Args:
+        console: where to draw (default: a new stdout :class:`rich.console.Console`).
+        live: draw a live progress bar (True) or print plain lines (False); default: live
+            exactly when ``console`` is a terminal.
+        title: the progress bar's label (e.g. the run name).
+
+    Usage::
+
+        with Display(title=cfg.name) as display:
+            code = run(cfg, spec, on_status=display)
+    """
+
+    def __init__(self, console: Console | None = None, *, live: bool | None = None, title: str = "training") -> None:
+        self.console = console if console is not None else Console()
+        self.live = self.console.is_terminal if live is None else live
+        self.title = title
+        self.last: dict[str, Any] | None = None
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._live: Live | None = None
+
+    # -- context manager -----------------------------------------------------------------
+    def __enter__(self) -> "Display":
+        if self.live:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:,.0f}/{task.fields[total_text]} env steps"),
+                TaskProgressColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self._task = self._progress.add_task(self.title, total=None, total_text="?")
+            self._live = Live(self, console=self.console, refresh_per_second=2, transient=False)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the live display (the last frame stays on screen). Safe to call twice."""
+        if self._live is not None:
+            self._live.refresh()
+            self._live.stop()
+            self._live = None
+
+    # -- updates ---------------------------------------------------------------------------
+    def __call__(self, status: dict[str, Any]) -> None:
+        """Show one status (see the module docstring for its keys)."""
+        self.last = dict(status)
+        if self.live and self._progress is not None:
+            total = status.get("budget_env_steps") or None
+            self._progress.update(
+                self._task,
+                completed=float(status.get("env_steps", 0) or 0),
+                total=float(total) if total else None,
+                total_text=_count(total) if total else "?",
+            )
+            if self._live is not None:
+                self._live.refresh()
+        else:
+            self.console.print(format_status_line(status), markup=False, highlight=False, soft_wrap=True)
+
+    def log(self, message: str) -> None:
+        """Print a line of text (above the live display when there is one)."""
+        self.console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+    # -- rendering -------------------------------------------------------------------------
+    def _table(self) -> Table:
+        grid = Table.grid(padding=(0, 2))
+        pairs = [(k, v) for k, v in _fields(self.last or {}) if k != "env_steps"]
+        per_row = 4
+        for _ in range(per_row):
+            grid.add_column(justify="right", style="cyan")
+            grid.add_column(justify="left")
+        for i in range(0, len(pairs), per_row):
+            row: list[str] = []
+            for label, text in pairs[i:i + per_row]:
+                row += [label, text]
+            grid.add_row(*row)
+        return grid
+
+    def __rich__(self) -> Group:
+        parts: list[Any] = []
+        if self._progress is not None:
+            parts.append(self._progress)
+        if self.last:
+            parts.append(self._table())
+        return Group(*parts)
