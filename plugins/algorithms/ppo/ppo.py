@@ -1,0 +1,321 @@
+"""Proximal Policy Optimisation with the clipped surrogate objective.
+
+Schulman, Wolski, Dhariwal, Radford and Klimov, "Proximal Policy Optimization
+Algorithms", arXiv 1707.06347: eq. 7 (clipped surrogate ``L^CLIP``) and eq. 9 (combined
+objective ``L^CLIP - c1 * L^VF + c2 * S``); advantages by GAE (arXiv 1506.02438, see
+:mod:`zoo.plugins.algorithms.returns`). The loss is written term by term as in CleanRL's
+``ppo.py`` (Huang et al., "The 37 Implementation Details of Proximal Policy
+Optimization", ICLR Blog Track 2022), including its optional value clipping, per-minibatch
+advantage normalisation, global gradient-norm clipping and Adam epsilon 1e-5.
+
+The batch follows :mod:`zoo.core.algorithm` (time-major ``[T, B]``, bootstrap row
+``obs[T]``, ``final_obs`` / ``final_index`` for truncated steps, ``active`` mask, and the
+behaviour policy's ``"logp"`` and ``"value"`` extras). Samples may come from slightly
+older weights (policy lag); the importance ratio ``exp(logp_new - logp_behaviour)`` and
+its clipping account for that.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from zoo.core.algorithm import Batch
+from zoo.core.env import OBS_KEY, EnvSpec
+from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
+from zoo.plugins.algorithms.returns import gae
+
+STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "grad_norm")
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters (every field settable with ``--set algo.FIELD=VALUE``).
+
+    Defaults are CleanRL's Atari settings; :meth:`PPO.presets` tunes them per environment.
+    """
+
+    lr: float = 2.5e-4
+    """Adam learning rate."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly from ``lr`` to 0 over ``anneal_lr_steps``."""
+    anneal_lr_steps: int = 0
+    """Agent steps (active steps trained on) over which ``lr`` decays to 0 when ``anneal_lr``."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda (arXiv 1506.02438, eq. 16)."""
+    clip_coef: float = 0.1
+    """Surrogate clipping epsilon (arXiv 1707.06347, eq. 7); also the value-clipping range."""
+    clip_vloss: bool = True
+    """Clip the value prediction around the behaviour policy's value (CleanRL)."""
+    vf_coef: float = 0.5
+    """Value-loss coefficient c1 (arXiv 1707.06347, eq. 9)."""
+    ent_coef: float = 0.01
+    """Entropy-bonus coefficient c2 (arXiv 1707.06347, eq. 9)."""
+    max_grad_norm: float = 0.5
+    """Global L2 gradient-norm clipping threshold (0 disables clipping)."""
+    epochs: int = 4
+    """Passes over each batch."""
+    minibatches: int = 4
+    """Minibatches per epoch; the active steps are split into this many near-equal parts."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch (see :func:`normalize_advantages`)."""
+    target_kl: float = 0.0
+    """Stop the epochs of an update early once the approximate KL exceeds this (0: never)."""
+    hidden: int = 64
+    """Hidden units per layer of the MLP (vector observations)."""
+    device: str = "cpu"
+    """Torch device the trainer's copy of the network lives on."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "lr": self.lr > 0, "adam_eps": self.adam_eps > 0,
+            "anneal_lr_steps": not self.anneal_lr or self.anneal_lr_steps > 0,
+            "gamma": 0 <= self.gamma <= 1, "gae_lambda": 0 <= self.gae_lambda <= 1,
+            "clip_coef": self.clip_coef > 0, "vf_coef": self.vf_coef >= 0, "ent_coef": self.ent_coef >= 0,
+            "max_grad_norm": self.max_grad_norm >= 0, "epochs": self.epochs >= 1,
+            "minibatches": self.minibatches >= 1, "target_kl": self.target_kl >= 0, "hidden": self.hidden >= 1,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            k = bad[0]
+            hint = ("set algo.anneal_lr_steps to the number of agent steps to decay over, or algo.anneal_lr=false"
+                    if k == "anneal_lr_steps" else "see PPOConfig for the valid range")
+            raise ValueError(f"algo.{k}={getattr(self, k)!r} is invalid: {hint}")
+
+
+def normalize_advantages(adv: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """``(adv - mean) / (std + eps)`` over one minibatch, finite for any size.
+
+    ``std`` is the unbiased sample standard deviation (as in CleanRL). A minibatch of one
+    sample has no defined spread (its unbiased std is nan), so it is only centred: the
+    result is ``0``. An empty tensor is returned unchanged.
+    """
+    if adv.numel() <= 1:
+        return adv - adv.mean() if adv.numel() == 1 else adv
+    return (adv - adv.mean()) / (adv.std() + eps)
+
+
+def minibatch_indices(n: int, minibatches: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """A random permutation of ``range(n)`` cut into ``minibatches`` near-equal parts.
+
+    Sizes follow ``np.array_split``: the first ``n % minibatches`` parts hold one more
+    sample (5 samples in 3 parts: 2, 2, 1). Empty parts (``n < minibatches``) are dropped.
+    """
+    return [mb for mb in np.array_split(rng.permutation(n), minibatches) if len(mb) > 0]
+
+
+def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
+    """``1 - Var[y - y_pred] / Var[y]``; nan when ``Var[y] = 0`` (undefined)."""
+    var_y = float(y.var(unbiased=False)) if y.numel() else 0.0
+    return float("nan") if var_y == 0 else 1.0 - float((y - y_pred).var(unbiased=False)) / var_y
+
+
+def _tensor(x: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, device=device)
+    return t.to(dtype) if dtype is not None else t
+
+
+class PPO:
+    """The ``ppo`` algorithm (see :mod:`zoo.core.algorithm` for the interface)."""
+
+    Config = PPOConfig
+
+    @classmethod
+    def build_policy(cls, config: PPOConfig, spec: EnvSpec) -> ActorCritic:
+        """The actor-critic network for ``spec`` (MLP or Nature CNN; see networks.py).
+
+        Raises:
+            TypeError: the action space is not Discrete, MultiDiscrete or Box.
+            ValueError: an image observation is under a key other than ``"obs"``.
+        """
+        return ActorCritic(spec, hidden=config.hidden)
+
+    @classmethod
+    def presets(cls, spec: EnvSpec) -> dict[str, Any]:
+        """Experiment-config overrides for ``spec``.
+
+        Image observations (``"obs"`` a uint8 ``[C, H, W]`` Box): the Atari settings of
+        arXiv 1707.06347 Table 5 / CleanRL ``ppo_atari.py`` (8 envs, T = 128, 4 epochs x 4
+        minibatches, lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, gamma 0.99, lambda 0.95).
+        Vector observations: rl-baselines3-zoo's tuned CartPole-v1 PPO (8 envs, T = 32,
+        gamma 0.98, lambda 0.8, 20 epochs of one minibatch of 256 steps, lr 1e-3,
+        clip 0.2, no entropy bonus). Each update takes ``trainer.batch_samples`` (8)
+        samples of ``sample_length`` steps; 8 environments = 2 actors x 4 envs.
+        """
+        layout = {"actors.count": 2, "actors.envs_per_actor": 4, "actors.ring_size": 2,
+                  "trainer.batch_samples": 8, "trainer.max_policy_lag": 1}
+        image = OBS_KEY in spec.observation_space and is_image_space(spec.observation_space[OBS_KEY])
+        if image:
+            algo = {"lr": 2.5e-4, "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.1, "clip_vloss": True,
+                    "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 0.5, "epochs": 4, "minibatches": 4}
+            return {"sample_length": 128, **layout, **{f"algo.{k}": v for k, v in algo.items()}}
+        algo = {"lr": 1e-3, "gamma": 0.98, "gae_lambda": 0.8, "clip_coef": 0.2, "clip_vloss": False,
+                "vf_coef": 0.5, "ent_coef": 0.0, "max_grad_norm": 0.5, "epochs": 20, "minibatches": 1}
+        return {"sample_length": 32, **layout, **{f"algo.{k}": v for k, v in algo.items()}}
+
+    def __init__(self, config: PPOConfig, spec: EnvSpec, seed: int) -> None:
+        self.config, self.spec = config, spec
+        self.device = torch.device(config.device)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = self.build_policy(config, spec).to(self.device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
+        self.rng = np.random.default_rng(seed)
+        self.agent_steps = 0  # active steps trained on so far (drives lr annealing)
+        self.updates = 0
+
+    # -- helpers -------------------------------------------------------------------
+    def current_lr(self) -> float:
+        """``lr``, or ``lr * max(0, 1 - agent_steps / anneal_lr_steps)`` when annealing."""
+        c = self.config
+        if not c.anneal_lr:
+            return c.lr
+        return c.lr * max(0.0, 1.0 - self.agent_steps / c.anneal_lr_steps)
+
+    def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {k: _tensor(v, self.device) for k, v in obs.items()}
+
+    def _targets(self, batch: Batch, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Behaviour values ``[T, B]``, advantages and value targets (GAE) under no_grad."""
+        c, dev = self.config, self.device
+        reward = _tensor(batch["reward"], dev, torch.float32)
+        T, B = reward.shape
+        with torch.no_grad():
+            if "value" in batch:
+                values = _tensor(batch["value"], dev, torch.float32)
+            else:  # not recorded at rollout time: use the current network
+                values = self.policy.value({k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}).reshape(T, B)
+            bootstrap = self.policy.value({k: v[T] for k, v in obs.items()})
+            final_index = _tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
+            if final_index.shape[0] > 0:
+                final_values = self.policy.value(self._obs(batch["final_obs"]))
+            else:
+                final_values = torch.zeros(0, device=dev)
+            adv, ret = gae(
+                reward, torch.cat([values, bootstrap[None]]),
+                _tensor(batch["terminated"], dev, torch.bool), _tensor(batch["truncated"], dev, torch.bool),
+                gamma=c.gamma, gae_lambda=c.gae_lambda, final_index=final_index, final_values=final_values,
+                active=_tensor(batch["active"], dev, torch.bool) if "active" in batch else None,
+            )
+        return values, adv, ret
+
+    # -- the update ----------------------------------------------------------------
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One PPO update on ``batch`` (layout in :mod:`zoo.core.algorithm`).
+
+        Values of the bootstrap row ``obs[T]`` and of ``final_obs`` come from the current
+        network; the rows ``0..T-1`` use the behaviour policy's ``"value"`` (recomputed if
+        absent). Only active steps enter the losses and statistics.
+
+        Returns:
+            Means over all minibatch steps of ``pg_loss``, ``v_loss``, ``entropy`` (nats),
+            ``approx_kl`` (the ``(r - 1) - log r`` estimator), ``clipfrac`` (fraction of
+            samples with ``|r - 1| > clip_coef``) and ``grad_norm`` (before clipping);
+            ``explained_variance`` of the behaviour values (nan if the targets are
+            constant); ``lr``; ``agent_steps`` (active steps in this batch). All zeros
+            except ``lr`` when the batch has no active step.
+
+        Raises:
+            KeyError: a required batch key (obs, action, reward, terminated, truncated, logp) is missing.
+            ValueError: shapes disagree (from :func:`zoo.plugins.algorithms.returns.gae`).
+        """
+        c, dev = self.config, self.device
+        obs = self._obs(batch["obs"])
+        values, adv, ret = self._targets(batch, obs)
+        T, B = values.shape
+        active = _tensor(batch["active"], dev, torch.bool) if "active" in batch else torch.ones(T, B, dtype=torch.bool, device=dev)
+        idx = active.reshape(-1).nonzero().squeeze(-1)
+        n = int(idx.numel())
+
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        stats = {k: 0.0 for k in STATS} | {"lr": lr, "agent_steps": float(n)}
+        if n == 0:
+            return stats
+
+        action = _tensor(batch["action"], dev)
+        b_obs = {k: v[:T].reshape(T * B, *v.shape[2:])[idx] for k, v in obs.items()}
+        b_action = action.reshape(T * B, *action.shape[2:])[idx]
+        b_logp = _tensor(batch["logp"], dev, torch.float32).reshape(-1)[idx]
+        b_values, b_adv, b_returns = values.reshape(-1)[idx], adv.reshape(-1)[idx], ret.reshape(-1)[idx]
+
+        sums = {k: 0.0 for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
+        steps = 0
+        for _ in range(c.epochs):
+            for mb_np in minibatch_indices(n, c.minibatches, self.rng):
+                mb = torch.as_tensor(mb_np, device=dev)
+                newlogp, entropy, newvalue = self.policy.evaluate({k: v[mb] for k, v in b_obs.items()}, b_action[mb])
+                logratio = newlogp - b_logp[mb]
+                ratio = logratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfrac = ((ratio - 1.0).abs() > c.clip_coef).float().mean()
+
+                mb_adv = normalize_advantages(b_adv[mb]) if c.norm_adv else b_adv[mb]
+
+                # Policy loss: clipped surrogate, arXiv 1707.06347 eq. 7 (negated for descent).
+                pg_loss1 = -mb_adv * ratio
+                pg_loss2 = -mb_adv * torch.clamp(ratio, 1 - c.clip_coef, 1 + c.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                # Value loss: squared error to the GAE target, optionally clipped (CleanRL).
+                v_loss_unclipped = (newvalue - b_returns[mb]) ** 2
+                if c.clip_vloss:
+                    v_clipped = b_values[mb] + torch.clamp(newvalue - b_values[mb], -c.clip_coef, c.clip_coef)
+                    v_loss_clipped = (v_clipped - b_returns[mb]) ** 2
+                    v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                else:
+                    v_loss = 0.5 * v_loss_unclipped.mean()
+
+                # Entropy bonus S, arXiv 1707.06347 eq. 9.
+                entropy_loss = entropy.mean()
+                loss = pg_loss - c.ent_coef * entropy_loss + c.vf_coef * v_loss
+
+                self.optimizer.zero_grad()
+                loss.backward()
+                max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
+                grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+                self.optimizer.step()
+
+                for k, v in (("pg_loss", pg_loss), ("v_loss", v_loss), ("entropy", entropy_loss),
+                             ("approx_kl", approx_kl), ("clipfrac", clipfrac), ("grad_norm", grad_norm)):
+                    sums[k] += float(v.detach())
+                steps += 1
+            if c.target_kl > 0 and float(approx_kl) > c.target_kl:
+                break
+
+        self.agent_steps += n
+        self.updates += 1
+        stats.update({k: v / steps for k, v in sums.items()})
+        stats["explained_variance"] = explained_variance(b_values, b_returns)
+        return stats
+
+    # -- checkpoints -----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Policy and optimiser state, counters, minibatch RNG state and the config."""
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "agent_steps": self.agent_steps,
+            "updates": self.updates,
+            "rng": self.rng.bit_generator.state,
+            "config": asdict(self.config),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (the stored config is informational)."""
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.agent_steps = int(state.get("agent_steps", 0))
+        self.updates = int(state.get("updates", 0))
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
