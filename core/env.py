@@ -113,3 +113,69 @@ class GymnasiumEnv:
 
     def close(self) -> None:
         self.env.close()
+
+
+class PettingZooEnv:
+    """Adapts a PettingZoo ``ParallelEnv`` to Zoo's interface (``A = len(possible_agents)``).
+
+    Agents are laid out in ``possible_agents`` order. An agent that is not in ``env.agents``
+    (finished early or not yet joined) gets a zero observation, reward 0, both flags False
+    and ``info["active"][a] = False``; it is sent no action. The step on which an agent
+    finishes keeps its own reward and flag. Per-episode statistics that the env puts in any
+    agent's info under ``"stats"`` are passed on.
+
+    Raises:
+        TypeError: agents have observation or action spaces of different structure (one
+            shared policy needs one layout; pad them in the env).
+    """
+
+    def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None) -> None:
+        from gymnasium import spaces
+
+        self.env = env
+        self.agents = tuple(env.possible_agents)
+        first = self.agents[0]
+        space = env.observation_space(first)
+        for a in self.agents[1:]:
+            if env.observation_space(a) != space or env.action_space(a) != env.action_space(first):
+                raise TypeError(f"env {env_id!r}: agents {first!r} and {a!r} have different spaces; "
+                                "Zoo's shared-policy layout needs one per-agent observation and action space")
+        obs_space = dict(space.spaces) if isinstance(space, spaces.Dict) else {OBS_KEY: space}
+        self.spec = EnvSpec(env_id, self.agents, obs_space, env.action_space(first), frame_skip, False, resolved or {})
+        self._zero = {k: np.zeros(s.shape, s.dtype) for k, s in obs_space.items()}
+
+    def _stack(self, per_agent: dict[str, Any]) -> dict[str, np.ndarray]:
+        rows = []
+        for a in self.agents:
+            o = per_agent.get(a)
+            rows.append(self._zero if o is None else (o if isinstance(o, dict) else {OBS_KEY: o}))
+        return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in self._zero}
+
+    def _info(self, infos: dict[str, Any]) -> dict[str, Any]:
+        live = set(self.env.agents)
+        out: dict[str, Any] = {"active": np.array([a in live for a in self.agents])}
+        for a in self.agents:
+            if isinstance(infos.get(a), dict) and "stats" in infos[a]:
+                out["stats"] = infos[a]["stats"]
+        return out
+
+    def reset(self, seed: int | None = None):
+        obs, infos = self.env.reset(seed=seed)
+        return self._stack(obs), self._info(infos)
+
+    def step(self, action: np.ndarray):
+        live = list(self.env.agents)
+        acts = {}
+        for i, a in enumerate(self.agents):
+            if a in live:
+                act = action[i]
+                acts[a] = act.item() if act.ndim == 0 else act
+        obs, rew, term, trunc, infos = self.env.step(acts)
+        rewards = np.array([rew.get(a, 0.0) for a in self.agents], np.float32)
+        terminated = np.array([bool(term.get(a, False)) for a in self.agents])
+        truncated = np.array([bool(trunc.get(a, False)) for a in self.agents])
+        # env.agents no longer lists agents that just finished: inactive from the next step on.
+        return self._stack(obs), rewards, terminated, truncated, self._info(infos)
+
+    def close(self) -> None:
+        self.env.close()

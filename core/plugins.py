@@ -34,6 +34,7 @@ BUILTIN_PLUGINS = (
     "zoo.plugins.algorithms.ppo.plugin",
     "zoo.plugins.envs.gym.plugin",
     "zoo.plugins.envs.atari.plugin",
+    "zoo.plugins.envs.pettingzoo.plugin",
     "zoo.transports.nng.plugin",
 )
 OPTIONAL_BUILTIN_PLUGINS = (

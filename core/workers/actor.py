@@ -37,6 +37,7 @@ class SampleBuffer:
         self.terminated = np.zeros((T, S), bool)
         self.truncated = np.zeros((T, S), bool)
         self.active = np.ones((T, S), bool)
+        self.on_reset = np.zeros((T, S), bool)
         self.policy_version = np.zeros((T, S), np.int64)
         self.action: np.ndarray | None = None
         self.extras: dict[str, np.ndarray] = {}
@@ -45,17 +46,22 @@ class SampleBuffer:
         for k, v in first_obs.items():
             self.obs[k][0] = v
 
-    def record_policy(self, reply: dict[str, np.ndarray], version: int, active: np.ndarray) -> None:
+    def record_policy(self, reply: dict[str, np.ndarray], version: int, active: np.ndarray,
+                      on_reset: np.ndarray) -> None:
+        """Record the policy's outputs for step ``t``; ``reply`` rows are the active slots only."""
         t = self.t
-        action = reply["action"]
+        S = active.shape[0]
         if self.action is None:
-            self.action = np.empty((self.T, *action.shape), action.dtype)
-            self.extras = {k: np.empty((self.T, *v.shape), v.dtype) for k, v in reply.items() if k != "action"}
-        self.action[t] = action
+            self.action = np.zeros((self.T, S, *reply["action"].shape[1:]), reply["action"].dtype)
+            self.extras = {k: np.zeros((self.T, S, *v.shape[1:]), v.dtype) for k, v in reply.items() if k != "action"}
+        self.action[t] = 0
+        self.action[t][active] = reply["action"]
         for k, buf in self.extras.items():
-            buf[t] = reply[k]
+            buf[t] = 0
+            buf[t][active] = reply[k]
         self.policy_version[t] = version
         self.active[t] = active
+        self.on_reset[t] = on_reset
 
     def record_step(self, reward, terminated, truncated, next_obs) -> None:
         t = self.t
@@ -72,8 +78,8 @@ class SampleBuffer:
 
     def bundle(self) -> dict[str, Any]:
         out = {"obs": self.obs, "action": self.action, "reward": self.reward, "terminated": self.terminated,
-               "truncated": self.truncated, "active": self.active, "policy_version": self.policy_version,
-               **self.extras}
+               "truncated": self.truncated, "active": self.active, "on_reset": self.on_reset,
+               "policy_version": self.policy_version, **self.extras}
         if self.final_obs:
             out["final_obs"] = {k: np.stack([f[2][k] for f in self.final_obs]) for k in self.obs}
             out["final_index"] = np.array([[t, s] for t, s, _ in self.final_obs], np.int64)
@@ -92,6 +98,7 @@ class EnvGroup:
         obs, infos = zip(*(env.reset(seed=s) for env, s in zip(envs, seeds)))
         self.obs = self._stack(obs)
         self.active = self._active(infos)
+        self.on_reset = np.ones(self.active.shape, bool)  # the observation starts an episode
         n = len(envs)
         self.ep_return = np.zeros((n, self.A), np.float64)
         self.ep_length = np.zeros(n, np.int64)
@@ -111,6 +118,7 @@ class EnvGroup:
         terminated = np.zeros(n * A, bool)
         truncated = np.zeros(n * A, bool)
         next_obs, next_infos = [], []
+        self.on_reset[:] = False
         for i, env in enumerate(self.envs):
             obs, r, term, trunc, info = env.step(action[i * A:(i + 1) * A])
             rewards[i * A:(i + 1) * A] = r
@@ -119,11 +127,12 @@ class EnvGroup:
             self.ep_return[i] += r
             self.ep_length[i] += 1
             active = np.asarray(info.get("active", np.ones(A, bool)), bool)
+            for a in np.flatnonzero(trunc & ~term):  # truncated: keep the real last observation
+                buf.final_obs.append((buf.t, i * A + a, {k: v[a].copy() for k, v in obs.items()}))
             if np.all(term | trunc | ~active):
-                for a in np.flatnonzero(trunc & ~term):
-                    buf.final_obs.append((buf.t, i * A + a, {k: v[a].copy() for k, v in obs.items()}))
                 episodes.extend(self._episode_stats(i, info))
                 obs, info = env.reset()
+                self.on_reset[i * A:(i + 1) * A] = True
                 if "episode" in info:  # a whole episode may also end inside a reset (Atari: the no-op after a lost life)
                     episodes.append({"return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])})
             next_obs.append(obs)
@@ -167,8 +176,12 @@ def run(ctx: WorkerContext) -> None:
         group.request_id = next_request
         pending[next_request] = g
         next_request += 1
-        meta = {"request_id": group.request_id, "rows": int(group.active.size)}
-        while not client.send({"obs": group.obs, "active": group.active}, meta, REQUEST_TIMEOUT_S):
+        # Only agents that act are sent: finished or not-yet-joined agents get no action.
+        slots = np.flatnonzero(group.active)
+        request = {"obs": {k: v[slots] for k, v in group.obs.items()}, "slot": slots,
+                   "on_reset": group.on_reset[slots]}
+        meta = {"request_id": group.request_id, "rows": int(slots.size), "group": g}
+        while not client.send(request, meta, REQUEST_TIMEOUT_S):
             if ctx.stop:
                 return
 
@@ -185,7 +198,7 @@ def run(ctx: WorkerContext) -> None:
             if g is None:
                 continue  # a reply to a request this actor no longer waits for
             group, buf = groups[g], buffers[g]
-            buf.record_policy(reply, meta["policy_version"], group.active)
+            buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
             group.step(reply["action"], buf, episodes)
             env_steps_unsent += len(group.envs)
             if buf.full:

@@ -36,7 +36,7 @@ def run_group(T=4):
     episodes = []
     for step in range(T):
         reply = {"action": np.zeros(2, np.int64), "logp": np.full(2, -0.5, np.float32)}
-        buf.record_policy(reply, version=step, active=group.active)
+        buf.record_policy(reply, version=step, active=group.active, on_reset=group.on_reset)
         group.step(reply["action"], buf, episodes)
     return buf.bundle(), episodes
 
@@ -52,6 +52,7 @@ def test_sample_rows_reset_and_bootstrap_observation():
     assert sample["final_index"].tolist() == [[2, 0]]
     assert sample["final_obs"]["obs"][:, 0].tolist() == [3.0]
     assert sample["policy_version"].T.tolist() == [[0, 1, 2, 3]] * 2
+    assert sample["on_reset"].T.tolist() == [[True, False, False, True]] * 2
     assert sample["logp"].shape == (4, 2) and sample["action"].shape == (4, 2)
     assert [(e["return"], e["length"]) for e in episodes] == [(6.0, 3), (6.0, 3)]
 

@@ -1,0 +1,1 @@
+"""PettingZoo Parallel environments."""

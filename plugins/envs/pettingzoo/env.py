@@ -1,0 +1,54 @@
+"""PettingZoo Parallel environments through :class:`zoo.core.env.PettingZooEnv`."""
+from __future__ import annotations
+
+import ast
+import importlib
+from dataclasses import dataclass
+
+from zoo.core.env import PettingZooEnv
+
+
+@dataclass
+class PettingZooConfig:
+    """Options of the ``pettingzoo`` environment plugin.
+
+    ``kwargs``: keyword arguments of the module's ``parallel_env``, as comma-separated
+    ``key=value`` pairs of Python literals, e.g. ``"N=3,max_cycles=25"``.
+    """
+
+    kwargs: str = ""
+
+
+def parse_kwargs(text: str) -> dict:
+    """``"N=3,max_cycles=25"`` -> ``{"N": 3, "max_cycles": 25}``.
+
+    Raises:
+        ValueError: a pair is not ``key=literal``.
+    """
+    out = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ValueError(f"env.kwargs: {pair!r} is not key=value (e.g. --set env.kwargs=N=3,max_cycles=25)")
+        try:
+            out[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value.strip()  # a bare word: a string
+    return out
+
+
+def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv:
+    """Import ``arg`` (a module with ``parallel_env(**kwargs)``) and adapt its env.
+
+    Raises:
+        ValueError: no module given, it cannot be imported, or it has no ``parallel_env``.
+    """
+    if not arg:
+        raise ValueError("env 'pettingzoo' needs a module: --env pettingzoo:mpe2.simple_spread_v3")
+    try:
+        module = importlib.import_module(arg)
+    except ImportError as exc:
+        raise ValueError(f"--env pettingzoo:{arg}: cannot import {arg!r} ({exc}); install the package that provides it") from None
+    if not hasattr(module, "parallel_env"):
+        raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env()")
+    return PettingZooEnv(module.parallel_env(**parse_kwargs(config.kwargs)), arg)

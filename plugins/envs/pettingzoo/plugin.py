@@ -1,0 +1,13 @@
+"""Built-in plugin: any PettingZoo Parallel environment (``--env pettingzoo:MODULE``)."""
+from zoo.core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_envs(register):
+    register(
+        "pettingzoo",
+        "zoo.plugins.envs.pettingzoo.env:make",
+        summary="Any PettingZoo Parallel env by module: --env pettingzoo:mpe2.simple_spread_v3",
+        config="zoo.plugins.envs.pettingzoo.env:PettingZooConfig",
+        default_budget=("env_steps", 1_000_000),
+    )
