@@ -122,7 +122,9 @@ class PettingZooEnv:
     (finished early or not yet joined) gets a zero observation, reward 0, both flags False
     and ``info["active"][a] = False``; it is sent no action. The step on which an agent
     finishes keeps its own reward and flag. Per-episode statistics that the env puts in any
-    agent's info under ``"stats"`` are passed on.
+    agent's info under ``"stats"`` are passed on. When the env has a global ``state()`` with
+    a Box ``state_space`` (centralised-critic input), every agent's observation also holds
+    it under the key ``"state"``.
 
     Raises:
         TypeError: agents have observation or action spaces of different structure (one
@@ -141,15 +143,21 @@ class PettingZooEnv:
                 raise TypeError(f"env {env_id!r}: agents {first!r} and {a!r} have different spaces; "
                                 "Zoo's shared-policy layout needs one per-agent observation and action space")
         obs_space = dict(space.spaces) if isinstance(space, spaces.Dict) else {OBS_KEY: space}
+        self.with_state = isinstance(getattr(env, "state_space", None), spaces.Box) and "state" not in obs_space
+        if self.with_state:
+            obs_space["state"] = env.state_space
         self.spec = EnvSpec(env_id, self.agents, obs_space, env.action_space(first), frame_skip, False, resolved or {})
-        self._zero = {k: np.zeros(s.shape, s.dtype) for k, s in obs_space.items()}
+        self._zero = {k: np.zeros(s.shape, s.dtype) for k, s in obs_space.items() if k != "state"}
 
     def _stack(self, per_agent: dict[str, Any]) -> dict[str, np.ndarray]:
         rows = []
         for a in self.agents:
             o = per_agent.get(a)
             rows.append(self._zero if o is None else (o if isinstance(o, dict) else {OBS_KEY: o}))
-        return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in self._zero}
+        out = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in self._zero}
+        if self.with_state:
+            out["state"] = np.broadcast_to(np.asarray(self.env.state()), (len(self.agents), *self.spec.observation_space["state"].shape)).copy()
+        return out
 
     def _info(self, infos: dict[str, Any]) -> dict[str, Any]:
         live = set(self.env.agents)
