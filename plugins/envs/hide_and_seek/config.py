@@ -1,0 +1,223 @@
+"""Every constant of the hide-and-seek game as a config option, and the two presets.
+
+:class:`HideAndSeekConfig` is the options dataclass registered with the ``hide-and-seek``
+plugin. Fields shared by both scenarios have plain names; fields that differ between the
+presets are prefixed ``quadrant_`` or ``full_`` and hold that preset's default.
+:func:`resolve` turns a config and a scenario name into :class:`Params`, the concrete
+values the game uses. Sources: ``shared/specs/hide-and-seek.md`` (sections named on each
+field), which follows the released configuration of Baker et al. 2019 (arXiv 1909.07528).
+
+Units: metres, seconds, kilograms, newtons, radians unless a field says degrees.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+SCENARIOS = ("quadrant", "full")
+INTEGRATORS = ("discrete", "implicitfast", "implicit", "Euler", "RK4")
+
+
+@dataclass
+class HideAndSeekConfig:
+    """Options of the ``hide-and-seek`` environment (``--env hide-and-seek[:full]``).
+
+    Spec section "World and timing": ``timestep`` (s), ``substeps`` physics steps per env
+    step, ``integrator`` (MuJoCo's: ``discrete``, ``implicitfast``, ``implicit``,
+    ``Euler``, ``RK4``; see docs/hide-and-seek.md), ``gravity`` (m/s^2, along z),
+    ``floor_size`` (m, square), ``grid_cells`` per side of the placement grid,
+    ``wall_thickness``, ``inner_wall_height``, ``outer_wall_height`` (m),
+    ``object_friction`` (boxes, floor, ramps) and ``agent_friction`` (agents, walls).
+
+    "Bodies": ``agent_radius``, ``agent_mass``, ``agent_damping`` (x, y, yaw),
+    ``agent_damping_z``, ``motor_gear``; ``box_size`` (cube side), ``box_mass``,
+    ``elongated_length``, ``elongated_width`` (height is ``box_size``); ``ramp_size``
+    (bounding box side of the 45-degree wedge), ``ramp_mass``.
+
+    "Actions": ``action_bins`` per movement dimension, ``action_scale`` (the bins map
+    linearly onto ``[-action_scale, action_scale] * motor_gear``).
+
+    "Grab and lock": ``grab_radius`` and ``lock_radius`` (object surface to agent
+    centre, m); ``lock_inertia`` (kg, kg m^2: added to a locked object's joints so nothing
+    can move it, see docs/hide-and-seek.md).
+
+    "Phases, reward, horizon": ``prep_fraction`` of the horizon, ``out_of_area_reward``.
+
+    "Vision and lidar": ``vision_cone_deg`` (full angle, degrees), ``lidar_rays``,
+    ``lidar_range`` (m).
+
+    "Scenarios": ``door_cells`` (door width in grid cells, both scenarios), the
+    ``quadrant_*`` and ``full_*`` fields; team and object counts are drawn
+    uniformly from ``[min, max]`` inclusive. Set min = max for fixed counts (e.g.
+    ``full_hiders_min = full_hiders_max = 2`` for the fixed 2 v 2 option).
+    """
+
+    # World and timing
+    timestep: float = 0.005
+    substeps: int = 15
+    integrator: str = "discrete"
+    gravity: float = -50.0
+    floor_size: float = 6.0
+    grid_cells: int = 30
+    wall_thickness: float = 0.1
+    inner_wall_height: float = 0.5
+    outer_wall_height: float = 4.0
+    object_friction: float = 0.2
+    agent_friction: float = 0.01
+    # Bodies
+    agent_radius: float = 0.15
+    agent_mass: float = 1.0
+    agent_damping: float = 10.0
+    agent_damping_z: float = 1.0
+    motor_gear: float = 100.0
+    box_size: float = 0.5
+    box_mass: float = 1.0
+    elongated_length: float = 1.65
+    elongated_width: float = 0.15
+    ramp_size: float = 0.5
+    ramp_mass: float = 1.0
+    # Actions
+    action_bins: int = 11
+    action_scale: float = 0.9
+    # Grab and lock
+    grab_radius: float = 0.25
+    lock_radius: float = 0.25
+    lock_inertia: float = 1e9
+    # Phases and reward
+    prep_fraction: float = 0.4
+    out_of_area_reward: float = -10.0
+    # Vision and lidar
+    vision_cone_deg: float = 135.0
+    lidar_rays: int = 30
+    lidar_range: float = 6.0
+    # Door width, both scenarios (cells)
+    door_cells: int = 2
+    # Scenario "quadrant"
+    quadrant_horizon: int = 80
+    quadrant_hiders: int = 2
+    quadrant_seekers: int = 2
+    quadrant_boxes: int = 2
+    quadrant_ramps: int = 1
+    quadrant_lock_ramps: bool = False
+    quadrant_room_size: float = 3.0
+    quadrant_one_door_prob: float = 0.5
+    quadrant_area_min: float = 0.1
+    quadrant_area_max: float = 5.9
+    quadrant_penalize_objects_out: bool = True
+    # Scenario "full"
+    full_horizon: int = 240
+    full_hiders_min: int = 1
+    full_hiders_max: int = 3
+    full_seekers_min: int = 1
+    full_seekers_max: int = 3
+    full_boxes_min: int = 3
+    full_boxes_max: int = 9
+    full_elongated_min: int = 3
+    full_elongated_max: int = 9
+    full_ramps: int = 2
+    full_lock_ramps: bool = True
+    full_rooms_min: int = 1
+    full_rooms_max: int = 4
+    full_min_room_cells: int = 6
+    full_outer_walls_prob: float = 0.5
+    full_teammate_radius: float = 0.5
+    full_area_min: float = -6.0
+    full_area_max: float = 12.0
+    full_penalize_objects_out: bool = False
+
+
+@dataclass(frozen=True)
+class Params:
+    """The concrete values of one scenario (the result of :func:`resolve`).
+
+    ``hiders``/``seekers``/``boxes``/``elongated`` are inclusive ``(min, max)`` ranges;
+    ``max_*`` give the padded slot counts of the observations. ``prep_steps`` is
+    ``round(prep_fraction * horizon)`` (32 of 80, 96 of 240). ``full_obs`` selects the
+    full game's observation widths (box size features; ramp padding and lock flags).
+    """
+
+    scenario: str
+    cfg: HideAndSeekConfig
+    horizon: int
+    prep_steps: int
+    hiders: tuple[int, int]
+    seekers: tuple[int, int]
+    boxes: tuple[int, int]
+    elongated: tuple[int, int]
+    ramps: int
+    lock_ramps: bool
+    area: tuple[float, float]
+    penalize_objects_out: bool
+    full_obs: bool
+
+    @property
+    def max_agents(self) -> int:
+        return self.hiders[1] + self.seekers[1]
+
+    @property
+    def cell(self) -> float:
+        """Side of one placement-grid cell (m)."""
+        return self.cfg.floor_size / self.cfg.grid_cells
+
+
+def _check(cond: bool, name: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"hide-and-seek config {name!r}: {msg}")
+
+
+def resolve(config: HideAndSeekConfig | None, scenario: str | None) -> Params:
+    """Validate ``config`` and pick the ``scenario``'s values.
+
+    Args:
+        config: the options (``None``: all defaults).
+        scenario: ``"quadrant"``, ``"full"`` or ``None`` (``"quadrant"``).
+
+    Raises:
+        ValueError: unknown scenario, or a field out of range (the message names it).
+    """
+    cfg = config or HideAndSeekConfig()
+    scenario = scenario or "quadrant"
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown hide-and-seek scenario {scenario!r}; choose one of {', '.join(SCENARIOS)} "
+                         "(--env hide-and-seek or --env hide-and-seek:full)")
+    for f in fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and f.name not in (
+                "gravity", "out_of_area_reward", "full_area_min"):
+            _check(v >= 0, f.name, f"must be >= 0, got {v}")
+    for name in ("timestep", "substeps", "floor_size", "grid_cells", "agent_radius", "action_bins",
+                 "lidar_rays", "lidar_range", "quadrant_horizon", "full_horizon"):
+        _check(getattr(cfg, name) > 0, name, "must be > 0")
+    _check(cfg.integrator in INTEGRATORS, "integrator",
+           f"must be one of {', '.join(INTEGRATORS)}, got {cfg.integrator!r}")
+    _check(cfg.action_bins % 2 == 1, "action_bins",
+           f"must be odd so the middle bin is no action, got {cfg.action_bins}")
+    _check(0.0 <= cfg.prep_fraction <= 1.0, "prep_fraction", "must lie in [0, 1]")
+    _check(0.0 < cfg.vision_cone_deg <= 360.0, "vision_cone_deg", "must lie in (0, 360]")
+    if scenario == "quadrant":
+        horizon = cfg.quadrant_horizon
+        hiders, seekers = (cfg.quadrant_hiders,) * 2, (cfg.quadrant_seekers,) * 2
+        boxes, elongated = (cfg.quadrant_boxes,) * 2, (0, 0)
+        ramps, lock_ramps = cfg.quadrant_ramps, cfg.quadrant_lock_ramps
+        area = (cfg.quadrant_area_min, cfg.quadrant_area_max)
+        penalize, full_obs = cfg.quadrant_penalize_objects_out, False
+        cells = round(cfg.quadrant_room_size / (cfg.floor_size / cfg.grid_cells))
+        _check(2 * cfg.door_cells + 4 <= cells < cfg.grid_cells - 4, "quadrant_room_size",
+               f"must leave room for doors and spawns, got {cfg.quadrant_room_size}")
+        _check(cfg.quadrant_one_door_prob <= 1.0, "quadrant_one_door_prob", "must lie in [0, 1]")
+    else:
+        horizon = cfg.full_horizon
+        hiders, seekers = (cfg.full_hiders_min, cfg.full_hiders_max), (cfg.full_seekers_min, cfg.full_seekers_max)
+        boxes, elongated = (cfg.full_boxes_min, cfg.full_boxes_max), (cfg.full_elongated_min, cfg.full_elongated_max)
+        ramps, lock_ramps = cfg.full_ramps, cfg.full_lock_ramps
+        area = (cfg.full_area_min, cfg.full_area_max)
+        penalize, full_obs = cfg.full_penalize_objects_out, True
+        for rng, name in ((hiders, "full_hiders"), (seekers, "full_seekers"), (boxes, "full_boxes"),
+                          (elongated, "full_elongated"), ((cfg.full_rooms_min, cfg.full_rooms_max), "full_rooms")):
+            _check(rng[0] <= rng[1], f"{name}_min", f"must be <= {name}_max, got {rng[0]} > {rng[1]}")
+        _check(cfg.full_rooms_min >= 1, "full_rooms_min", "must be >= 1")
+        _check(cfg.full_outer_walls_prob <= 1.0, "full_outer_walls_prob", "must lie in [0, 1]")
+    _check(hiders[0] >= 1 and seekers[0] >= 1, f"{scenario}_hiders/seekers", "each team needs at least one agent")
+    _check(area[0] < area[1], f"{scenario}_area_min", "must be < the area maximum")
+    prep_steps = int(round(cfg.prep_fraction * horizon))
+    return Params(scenario, cfg, horizon, prep_steps, hiders, seekers, boxes, elongated, ramps, bool(lock_ramps),
+                  area, bool(penalize), full_obs)

@@ -1,0 +1,73 @@
+"""Who sees what: a 2-D vision cone plus a 3-D line of sight (spec "Vision and lidar").
+
+An agent sees a body (another agent, a box or a ramp) when
+
+1. the horizontal direction from the agent's centre to the body's centre lies within
+   ``vision_cone_deg / 2`` of the agent's heading ``(cos yaw, sin yaw)`` (135 degrees in
+   total by default), and
+2. a ray from the agent's centre towards the body's centre first hits a geom of that
+   body. Static geoms (walls, floor) are included, so walls block sight, as do boxes,
+   ramps and other agents.
+
+Agents never see themselves. Body centres are body origins (the wedge centroid for ramps,
+see :mod:`.world`). Positions are read from ``data.xpos``: call ``mj_kinematics`` after
+``mj_step`` (which leaves them one substep behind).
+"""
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+
+from .lidar import Lidar
+from .world import World
+
+
+class Vision:
+    """Computes the visibility matrix of a :class:`~.world.World`.
+
+    Calling it returns ``bool [A, N]`` with ``N = A + B + R`` movable bodies in world
+    order (agents, boxes, ramps); entry ``[i, k]`` is True when agent ``i`` sees body ``k``.
+    Given a :class:`~.lidar.Lidar`, its rays go into the same ``mj_multiRay`` call and
+    its ``dist`` is filled too.
+    """
+
+    def __init__(self, world: World, cone_deg: float, lidar: Lidar | None = None) -> None:
+        self.w, self.lidar = world, lidar
+        self.cos_half = math.cos(math.radians(cone_deg / 2))
+        self.body_of_geom = world.model.geom_bodyid.copy()
+        a, n = world.n_agents, world.n_agents + world.n_objects
+        self.nl = 0 if lidar is None else lidar.n
+        # one ray batch per agent: its lidar rays, then one ray towards every movable body
+        self.vec = np.zeros((a, self.nl + n, 3))
+        if lidar is not None:
+            self.vec[:, :self.nl] = lidar.vec
+        self.geomid = np.zeros((a, self.nl + n), dtype=np.int32)
+        self.dist = np.zeros((a, self.nl + n), dtype=np.float64)
+        self.target_body = np.arange(1, n + 1)
+        self.cutoff = 0.0 if lidar is None else lidar.range
+
+    def in_cone(self, rel: np.ndarray, norm_xy: np.ndarray) -> np.ndarray:
+        """``bool [A, N]`` from offsets ``rel [A, N, 3]`` and their horizontal norms ``[A, N]``."""
+        yaw = self.w.qpos4[:self.w.n_agents, 3]
+        along = rel[..., 0] * np.cos(yaw)[:, None] + rel[..., 1] * np.sin(yaw)[:, None]
+        return (norm_xy > 1e-9) & (along >= self.cos_half * norm_xy)
+
+    def __call__(self) -> np.ndarray:
+        w = self.w
+        m, d = w.model, w.data
+        a, nl, nray = w.n_agents, self.nl, self.vec.shape[1]
+        centres = d.xpos[1:]
+        rel = centres[None, :, :] - centres[:a, None, :]
+        sq_xy = rel[..., 0] ** 2 + rel[..., 1] ** 2
+        length = np.sqrt(sq_xy + rel[..., 2] ** 2)
+        self.vec[:, nl:] = rel / np.maximum(length, 1e-12)[..., None]
+        cutoff = max(self.cutoff, float(length.max()) + 1.0)
+        for i in range(a):
+            mujoco.mj_multiRay(m, d, centres[i], self.vec[i].ravel(), None, 1, i + 1, self.geomid[i], self.dist[i],
+                               None, nray, cutoff)
+        if nl:
+            self.lidar.dist[:] = self.dist[:, :nl]
+        hit = self.geomid[:, nl:]
+        return self.in_cone(rel, np.sqrt(sq_xy)) & (hit >= 0) & (self.body_of_geom[hit] == self.target_body)
