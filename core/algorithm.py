@@ -13,7 +13,10 @@ An algorithm is a class registered through ``register_algorithms`` with:
 - ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
 - ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch`;
 - ``state_dict()`` / ``load_state_dict()``: everything a checkpoint needs (policy and
-  optimiser state).
+  optimiser state);
+- optionally an attribute ``progress``: the trainer sets it before each update to the
+  fraction of the run's env-step budget done, in [0, 1] (for schedules such as a
+  learning rate annealed over the run).
 
 **Batch layout** (time-major, ``T`` = sample length, ``B`` = agent-slots in the batch):
 

@@ -80,7 +80,8 @@ def scatter_final_values(final_index: Array, final_values: Array, like: Array) -
     if final_index.ndim != 2 or final_index.shape[1] != 2:
         raise ValueError(f"gae: 'final_index' has shape {tuple(final_index.shape)}, expected [K, 2]")
     if tuple(final_values.shape) != (k,):
-        raise ValueError(f"gae: 'final_values' has shape {tuple(final_values.shape)}, expected [{k}] (one per final_index row)")
+        raise ValueError(f"gae: 'final_values' has shape {tuple(final_values.shape)}, "
+                         f"expected [{k}] (one per final_index row)")
     out = _zeros_like(like)
     if k == 0:
         return out

@@ -86,7 +86,7 @@ def test_config_rejects_bad_values_naming_the_field():
     with pytest.raises(ValueError, match="algo.minibatches=0"):
         PPOConfig(minibatches=0)
     with pytest.raises(ValueError, match="algo.anneal_lr_steps"):
-        PPOConfig(anneal_lr=True)
+        PPOConfig(anneal_lr=True, anneal_lr_steps=-1)
 
 
 # -- networks --------------------------------------------------------------------------
@@ -125,6 +125,7 @@ def test_presets():
     vec = PPO.presets(vector_spec())
     assert vec["sample_length"] == 32 and vec["trainer.batch_samples"] == 8
     assert (vec["algo.gamma"], vec["algo.gae_lambda"], vec["algo.epochs"], vec["algo.minibatches"]) == (0.98, 0.8, 20, 1)
+    assert (vec["algo.lr"], vec["algo.anneal_lr"], vec["algo.anneal_lr_steps"]) == (1e-3, True, 0)
     assert vec["actors.count"] * vec["actors.envs_per_actor"] == 8
     img = PPO.presets(image_spec())
     assert img["sample_length"] == 128 and img["trainer.batch_samples"] == 8
@@ -197,6 +198,13 @@ def test_inactive_steps_change_nothing():
         torch.testing.assert_close(p, q)
 
 
+def test_missing_logp_is_named():
+    batch = two_step_batch()
+    del batch["logp"]
+    with pytest.raises(KeyError, match="missing 'logp'"):
+        two_step_algo().update(batch)
+
+
 def test_single_sample_minibatch_stays_finite(monkeypatch):
     # 5 samples (T=1, B=5), every step terminated with reward 3 and behaviour value 0:
     # every advantage is exactly 3.0. 3 minibatches of 5 -> sizes 2, 2, 1; the last holds
@@ -243,3 +251,13 @@ def test_tiny_random_batch_finite_stats_and_checkpoint_roundtrip():
     for p, q in zip(other.policy.parameters(), algo.policy.parameters()):
         torch.testing.assert_close(p, q)
     assert other.agent_steps == 12 and other.updates == 1
+
+
+def test_lr_anneals_over_the_budget_fraction_set_by_the_trainer():
+    spec = EnvSpec("t", ("a",), {"obs": spaces.Box(-1, 1, (3,), np.float32)}, spaces.Discrete(2))
+    algo = PPO(PPOConfig(lr=1e-3, anneal_lr=True, anneal_lr_steps=0), spec, seed=0)
+    assert algo.current_lr() == pytest.approx(1e-3)
+    algo.progress = 0.25
+    assert algo.current_lr() == pytest.approx(7.5e-4)
+    algo.progress = 1.0
+    assert algo.current_lr() == 0.0

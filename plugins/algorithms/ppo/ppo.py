@@ -29,6 +29,8 @@ from zoo.core.env import OBS_KEY, EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
 from zoo.plugins.algorithms.returns import gae
 
+
+REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "grad_norm")
 
 
@@ -44,9 +46,9 @@ class PPOConfig:
     adam_eps: float = 1e-5
     """Adam epsilon."""
     anneal_lr: bool = False
-    """Decay the learning rate linearly from ``lr`` to 0 over ``anneal_lr_steps``."""
+    """Decay the learning rate linearly from ``lr`` to 0 (over ``anneal_lr_steps`` or the run's budget)."""
     anneal_lr_steps: int = 0
-    """Agent steps (active steps trained on) over which ``lr`` decays to 0 when ``anneal_lr``."""
+    """Agent steps (active steps trained on) over which ``lr`` decays to 0; 0 = over the run's env-step budget."""
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95
@@ -77,7 +79,7 @@ class PPOConfig:
     def __post_init__(self) -> None:
         checks = {
             "lr": self.lr > 0, "adam_eps": self.adam_eps > 0,
-            "anneal_lr_steps": not self.anneal_lr or self.anneal_lr_steps > 0,
+            "anneal_lr_steps": self.anneal_lr_steps >= 0,
             "gamma": 0 <= self.gamma <= 1, "gae_lambda": 0 <= self.gae_lambda <= 1,
             "clip_coef": self.clip_coef > 0, "vf_coef": self.vf_coef >= 0, "ent_coef": self.ent_coef >= 0,
             "max_grad_norm": self.max_grad_norm >= 0, "epochs": self.epochs >= 1,
@@ -86,7 +88,7 @@ class PPOConfig:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             k = bad[0]
-            hint = ("set algo.anneal_lr_steps to the number of agent steps to decay over, or algo.anneal_lr=false"
+            hint = ("set algo.anneal_lr_steps to the agent steps to decay over (0 = the run's budget)"
                     if k == "anneal_lr_steps" else "see PPOConfig for the valid range")
             raise ValueError(f"algo.{k}={getattr(self, k)!r} is invalid: {hint}")
 
@@ -119,7 +121,11 @@ def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def _tensor(x: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, device=device)
+    if not isinstance(x, torch.Tensor):
+        x = np.asarray(x)
+        if not x.flags.writeable:  # e.g. decoded from the wire with np.frombuffer
+            x = x.copy()
+    t = torch.as_tensor(x, device=device)
     return t.to(dtype) if dtype is not None else t
 
 
@@ -142,13 +148,14 @@ class PPO:
     def presets(cls, spec: EnvSpec) -> dict[str, Any]:
         """Experiment-config overrides for ``spec``.
 
-        Image observations (``"obs"`` a uint8 ``[C, H, W]`` Box): the Atari settings of
-        arXiv 1707.06347 Table 5 / CleanRL ``ppo_atari.py`` (8 envs, T = 128, 4 epochs x 4
-        minibatches, lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, gamma 0.99, lambda 0.95).
+        Image observations (``"obs"`` a uint8 ``[C, H, W]`` Box): CleanRL ``ppo_atari.py``'s
+        version of the Atari settings of arXiv 1707.06347 Table 5 (8 envs, T = 128, 4 epochs
+        x 4 minibatches, lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, gamma 0.99, lambda 0.95).
         Vector observations: rl-baselines3-zoo's tuned CartPole-v1 PPO (8 envs, T = 32,
-        gamma 0.98, lambda 0.8, 20 epochs of one minibatch of 256 steps, lr 1e-3,
-        clip 0.2, no entropy bonus). Each update takes ``trainer.batch_samples`` (8)
-        samples of ``sample_length`` steps; 8 environments = 2 actors x 4 envs.
+        gamma 0.98, lambda 0.8, 20 epochs of one minibatch of 256 steps, lr 1e-3 decayed
+        linearly to 0 over the run's env-step budget, clip 0.2, no entropy bonus). Each update takes
+        ``trainer.batch_samples`` (8) samples of ``sample_length`` steps; 8 environments
+        = 2 actors x 4 envs.
         """
         layout = {"actors.count": 2, "actors.envs_per_actor": 4, "actors.ring_size": 2,
                   "trainer.batch_samples": 8, "trainer.max_policy_lag": 1}
@@ -157,8 +164,9 @@ class PPO:
             algo = {"lr": 2.5e-4, "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.1, "clip_vloss": True,
                     "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 0.5, "epochs": 4, "minibatches": 4}
             return {"sample_length": 128, **layout, **{f"algo.{k}": v for k, v in algo.items()}}
-        algo = {"lr": 1e-3, "gamma": 0.98, "gae_lambda": 0.8, "clip_coef": 0.2, "clip_vloss": False,
-                "vf_coef": 0.5, "ent_coef": 0.0, "max_grad_norm": 0.5, "epochs": 20, "minibatches": 1}
+        algo = {"lr": 1e-3, "anneal_lr": True, "anneal_lr_steps": 0, "gamma": 0.98,
+                "gae_lambda": 0.8, "clip_coef": 0.2, "clip_vloss": False, "vf_coef": 0.5, "ent_coef": 0.0,
+                "max_grad_norm": 0.5, "epochs": 20, "minibatches": 1}
         return {"sample_length": 32, **layout, **{f"algo.{k}": v for k, v in algo.items()}}
 
     def __init__(self, config: PPOConfig, spec: EnvSpec, seed: int) -> None:
@@ -170,15 +178,19 @@ class PPO:
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
         self.rng = np.random.default_rng(seed)
         self.agent_steps = 0  # active steps trained on so far (drives lr annealing)
+        self.progress = 0.0  # fraction of the run's env-step budget done; set by the trainer
         self.updates = 0
 
     # -- helpers -------------------------------------------------------------------
     def current_lr(self) -> float:
-        """``lr``, or ``lr * max(0, 1 - agent_steps / anneal_lr_steps)`` when annealing."""
+        """``lr``; when annealing ``lr * max(0, 1 - agent_steps / anneal_lr_steps)``, or
+        ``lr * max(0, 1 - progress)`` with ``anneal_lr_steps = 0`` (``progress``: the fraction
+        of the run's env-step budget done, set by the trainer before each update)."""
         c = self.config
         if not c.anneal_lr:
             return c.lr
-        return c.lr * max(0.0, 1.0 - self.agent_steps / c.anneal_lr_steps)
+        done = self.agent_steps / c.anneal_lr_steps if c.anneal_lr_steps else self.progress
+        return c.lr * max(0.0, 1.0 - done)
 
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
         return {k: _tensor(v, self.device) for k, v in obs.items()}
@@ -227,11 +239,18 @@ class PPO:
             KeyError: a required batch key (obs, action, reward, terminated, truncated, logp) is missing.
             ValueError: shapes disagree (from :func:`zoo.plugins.algorithms.returns.gae`).
         """
+        missing = [k for k in REQUIRED_KEYS if k not in batch]
+        if missing:
+            raise KeyError(f"PPO batch is missing {', '.join(map(repr, missing))}; the policy's act() extras "
+                           "'logp' and 'value' must be stored in every sample (see zoo.core.algorithm)")
         c, dev = self.config, self.device
         obs = self._obs(batch["obs"])
         values, adv, ret = self._targets(batch, obs)
         T, B = values.shape
-        active = _tensor(batch["active"], dev, torch.bool) if "active" in batch else torch.ones(T, B, dtype=torch.bool, device=dev)
+        if "active" in batch:
+            active = _tensor(batch["active"], dev, torch.bool)
+        else:
+            active = torch.ones(T, B, dtype=torch.bool, device=dev)
         idx = active.reshape(-1).nonzero().squeeze(-1)
         n = int(idx.numel())
 
