@@ -3,7 +3,8 @@ worker as its own process (spawn), watches them and stops them.
 
 Graph: ``actors.count`` actor workers, one policy worker, one trainer worker, joined by
 the inference, sample and parameter streams (:mod:`zoo.core.streams`); every worker
-reports to the controller over the control stream (heartbeats, status, errors).
+reports to the controller over the control stream (heartbeats, status, errors,
+warnings: printed to stderr, rate-limited by :func:`show_warning`).
 
 Exit codes of :func:`run`: 0 when the trainer reached the budget, 1 when a worker
 crashed (its role, index and traceback are printed), 130 on Ctrl-C. In every case all
@@ -26,6 +27,24 @@ from zoo.core.workers.base import WorkerContext, worker_main
 
 STOP_GRACE_S = 5.0
 POLL_S = 0.1
+WARNING_REPEAT_S = 60.0
+"""A ``warning`` control message with the same (role, index, key) is printed at most this often."""
+
+
+def show_warning(meta: dict[str, Any], shown: dict[tuple, float], now: float) -> bool:
+    """Print a worker's ``warning`` control message to stderr, rate-limited; True if printed.
+
+    ``meta``: ``{"role", "index", "key", "message"}`` (``key`` names the kind of warning;
+    the message itself when absent). ``shown`` maps (role, index, key) to when it was
+    last printed (``now``: monotonic seconds) and is updated.
+    """
+    key = (meta.get("role"), meta.get("index"), meta.get("key") or meta.get("message"))
+    if key in shown and now - shown[key] < WARNING_REPEAT_S:
+        return False
+    shown[key] = now
+    print(f"zoo: warning from {meta.get('role')} worker {meta.get('index')}: {meta.get('message', '')}",
+          file=sys.stderr, flush=True)
+    return True
 
 
 class WorkerCrashed(RuntimeError):
@@ -125,6 +144,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     last_shown = 0.0
     rate_ref: tuple[float, int] | None = None
     latest: dict[str, Any] | None = None
+    warnings_shown: dict[tuple, float] = {}
     try:
         controller.start()
         while True:
@@ -134,6 +154,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                     latest = meta
                 elif meta["type"] == "done":
                     done = True
+                elif meta["type"] == "warning":
+                    show_warning(meta, warnings_shown, time.monotonic())
             now = time.monotonic()
             if latest is not None and (now - last_shown >= cfg.log.interval_s or done):
                 steps = latest["env_steps"]

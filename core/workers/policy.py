@@ -6,6 +6,12 @@ run the network once on the concatenated observations; split the outputs by requ
 and reply to each client. Between batches it pulls the newest parameters from the
 parameter stream; every reply carries the ``policy_version`` of the weights that
 produced it.
+
+If no newer version arrives for :data:`STALL_WARNING_S` seconds while the worker keeps
+answering with the weights it has (:class:`StallWatch`), it sends one ``warning`` control
+message (key ``parameter-stall``) per stall, which the controller prints: actors then act
+with stale weights, the policy lag grows and the trainer drops what is too old. No warning
+is sent when ``trainer.learn`` is false (the weights never change by design).
 """
 from __future__ import annotations
 
@@ -17,6 +23,37 @@ from zoo.core.arrays import concat
 from zoo.core.workers.base import WorkerContext
 
 POLL_S = 0.2
+STALL_WARNING_S = 30.0
+"""Seconds without a new policy version, while serving requests, before the worker warns."""
+
+
+class StallWatch:
+    """Notices that parameters stopped arriving while inference goes on.
+
+    Call :meth:`served` after each answered batch and :meth:`new_version` when newer
+    weights are loaded (this re-arms the watch). :meth:`due` is True once per stall: at
+    least one batch was served with the current weights and ``threshold_s`` seconds
+    (monotonic clock) have passed since they arrived; :meth:`warned` records that the
+    warning went out.
+    """
+
+    def __init__(self, threshold_s: float, now: float) -> None:
+        self.threshold_s = threshold_s
+        self.since = now
+        self.batches = 0
+        self._warned = False
+
+    def served(self) -> None:
+        self.batches += 1
+
+    def new_version(self, now: float) -> None:
+        self.since, self.batches, self._warned = now, 0, False
+
+    def due(self, now: float) -> bool:
+        return not self._warned and self.batches > 0 and now - self.since >= self.threshold_s
+
+    def warned(self) -> None:
+        self._warned = True
 
 
 def load_parameters(policy, bundle: dict[str, np.ndarray]) -> None:
@@ -39,6 +76,9 @@ def run(ctx: WorkerContext) -> None:
     params = ctx.transport("parameter").subscriber("parameter")
     version = -1
     max_wait = cfg.policy.max_wait_ms / 1000
+    state_shape = getattr(policy, "state_shape", None)
+    states = RecurrentStates(state_shape) if state_shape else None
+    watch = StallWatch(STALL_WARNING_S, time.monotonic())
     try:
         while version < 0 and not ctx.stop:  # serve nothing before the trainer's first weights
             ctx.heartbeat(waiting_for="parameters")
@@ -46,6 +86,7 @@ def run(ctx: WorkerContext) -> None:
             if msg is not None:
                 load_parameters(policy, msg[0])
                 version = int(msg[1]["policy_version"])
+                watch.new_version(time.monotonic())
         while not ctx.stop:
             ctx.heartbeat(policy_version=version)
             first = server.recv(POLL_S)
@@ -59,26 +100,88 @@ def run(ctx: WorkerContext) -> None:
                         break
                     batch.append(nxt)
                     rows += nxt[2]["rows"]
-                _answer(policy, server, batch, version, cfg.policy.device)
+                _answer(policy, server, batch, version, cfg.policy.device, states)
+                watch.served()
             msg = params.latest(0)
             if msg is not None and int(msg[1]["policy_version"]) > version:
                 load_parameters(policy, msg[0])
                 version = int(msg[1]["policy_version"])
+                watch.new_version(time.monotonic())
+            elif cfg.trainer.learn and watch.due(now := time.monotonic()):
+                message = (f"no new parameters for {now - watch.since:.0f} s: still serving policy version "
+                           f"{version} ({watch.batches} inference batches since it arrived); actors act with "
+                           "stale weights and the policy lag grows (samples older than "
+                           f"trainer.max_policy_lag={cfg.trainer.max_policy_lag} versions are dropped). "
+                           "Is the trainer stalled, or much slower than sampling?")
+                if ctx.send_control("warning", timeout=0.05, key="parameter-stall", message=message):
+                    watch.warned()
     finally:
         server.close()
         params.close()
 
 
-def _answer(policy, server, batch, version: int, device: str) -> None:
+class RecurrentStates:
+    """Each agent-slot's recurrent state, kept per (actor, ring group).
+
+    A group has at most one request in flight, so keying by ``(client_id, group)`` and the
+    slot index keeps states apart between actors, groups and agents, also when replies go
+    out in another order than requests came in. The initial state is zeros; a slot whose
+    request row has ``on_reset`` set starts again from zeros (a new episode).
+    """
+
+    def __init__(self, state_shape: tuple[int, ...]) -> None:
+        self.state_shape = tuple(state_shape)
+        self.table: dict[tuple[int, int], np.ndarray] = {}
+
+    def _rows(self, key: tuple[int, int], slots: np.ndarray) -> np.ndarray:
+        need = int(slots.max()) + 1 if slots.size else 0
+        table = self.table.get(key)
+        if table is None or table.shape[0] < need:
+            grown = np.zeros((need, *self.state_shape), np.float32)
+            if table is not None:
+                grown[:table.shape[0]] = table
+            self.table[key] = table = grown
+        return table
+
+    def gather(self, key: tuple[int, int], slots: np.ndarray, on_reset: np.ndarray) -> np.ndarray:
+        """The states to feed, ``float32 [rows, *state_shape]`` (zeros where ``on_reset``)."""
+        state = self._rows(key, slots)[slots]
+        state[on_reset] = 0.0
+        return state
+
+    def scatter(self, key: tuple[int, int], slots: np.ndarray, new_state: np.ndarray) -> None:
+        self._rows(key, slots)[slots] = new_state
+
+
+def _answer(policy, server, batch, version: int, device: str, states: RecurrentStates | None = None) -> None:
+    """Run ``policy`` once on every request of ``batch`` and reply to each client.
+
+    Recurrent policies (``policy.state_shape`` not None) get the slots' states from
+    ``states``; the reply then also carries ``rnn_state``, the state fed at this step
+    (``float32 [rows, *state_shape]``), which the actor stores in its sample.
+    """
     import torch
 
     obs = concat([b[1]["obs"] for b in batch])
+    tensors = {k: torch.as_tensor(v, device=device) for k, v in obs.items()}
+    state_in = None
+    if states is not None:
+        state_in = np.concatenate([states.gather((c, m.get("group", 0)), b["slot"], b["on_reset"])
+                                   for c, b, m in batch])
     with torch.no_grad():
-        out = policy.act({k: torch.as_tensor(v, device=device) for k, v in obs.items()})
+        if state_in is None:
+            out = policy.act(tensors)
+        else:
+            out = policy.act(tensors, state=torch.as_tensor(state_in, device=device))
     out = {k: v.cpu().numpy() for k, v in out.items()}
+    if state_in is not None:
+        new_state = out.pop("state").astype(np.float32)
+        out["rnn_state"] = state_in
     start = 0
-    for client_id, _, meta in batch:
+    for client_id, bundle, meta in batch:
         end = start + meta["rows"]
+        if state_in is not None:
+            states.scatter((client_id, meta.get("group", 0)), bundle["slot"], new_state[start:end])
         server.reply(client_id, {k: v[start:end] for k, v in out.items()},
                      {"request_id": meta["request_id"], "policy_version": version}, timeout=1.0)
         start = end

@@ -12,6 +12,11 @@ controller is told ``done``.
 
 Units: ``env_steps`` counts environment steps (not agent steps); ``frames`` is
 ``env_steps x frame_skip``.
+
+Testing knob: the environment variable ``ZOO_TEST_TRAINER_DELAY_S`` (seconds, default 0)
+makes the trainer sleep that long before every update (in short slices, so a stop request
+is still honoured), to exercise a trainer slower than sampling: the policy lag grows,
+stale samples are dropped, the policy worker warns that parameters stopped arriving.
 """
 from __future__ import annotations
 
@@ -27,6 +32,29 @@ from zoo.core.workers.base import WorkerContext
 
 RECV_S = 0.5
 RECENT_EPISODES = 20
+TEST_DELAY_ENV = "ZOO_TEST_TRAINER_DELAY_S"
+
+
+def policy_lag(version: int, sample: dict[str, Any]) -> np.ndarray:
+    """Policy lag of each active step: ``version - policy_version``, int64 ``[n_active]``.
+
+    ``sample`` holds ``policy_version`` int64 ``[T, B]`` and ``active`` bool ``[T, B]``
+    (a sample or a collated batch); inactive steps have no lag.
+    """
+    return version - sample["policy_version"][sample["active"]]
+
+
+def too_stale(version: int, sample: dict[str, Any], max_policy_lag: int) -> bool:
+    """True when some active step of ``sample`` lags ``version`` by more than ``max_policy_lag``."""
+    lag = policy_lag(version, sample)
+    return bool(lag.size) and int(lag.max()) > max_policy_lag
+
+
+def _test_delay(ctx: WorkerContext, seconds: float) -> None:
+    """Sleep ``seconds`` in 0.1 s slices, returning early on a stop request (see the module doc)."""
+    end = time.monotonic() + seconds
+    while not ctx.stop and (left := end - time.monotonic()) > 0:
+        time.sleep(min(0.1, left))
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -100,6 +128,7 @@ def run(ctx: WorkerContext) -> None:
     _, budget_steps = budget(cfg, spec)
     version, updates, env_steps, episodes = 0, 0, 0, 0
     dropped_samples = 0
+    test_delay_s = float(os.environ.get(TEST_DELAY_ENV) or 0)
     recent = collections.deque(maxlen=RECENT_EPISODES)
     recent_stats: dict[str, collections.deque] = {}
     start = time.monotonic()
@@ -138,8 +167,7 @@ def run(ctx: WorkerContext) -> None:
                     if k not in ("return", "length"):
                         recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
                 metrics.write({"type": "episode", "env_steps": env_steps, **ep}, env_steps)
-            lag = version - sample["policy_version"][sample["active"]]
-            if lag.size and lag.max() > cfg.trainer.max_policy_lag:
+            if too_stale(version, sample, cfg.trainer.max_policy_lag):
                 dropped_samples += sample["reward"].shape[1]
                 continue
             pending.append(sample)
@@ -147,12 +175,18 @@ def run(ctx: WorkerContext) -> None:
             if pending_slots < cfg.trainer.batch_samples:
                 continue
             batch = collate(pending)
-            lags = version - batch["policy_version"][batch["active"]]
+            lags = policy_lag(version, batch)
             lag_mean, lag_max = float(lags.mean()) if lags.size else 0.0, int(lags.max()) if lags.size else 0
             pending, pending_slots = [], 0
             if not cfg.trainer.learn:  # sampling benchmark: count the samples, keep the weights
                 status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
                 continue
+            if test_delay_s > 0:
+                _test_delay(ctx, test_delay_s)
+                if ctx.stop:
+                    break
+            if hasattr(algo, "progress"):
+                algo.progress = min(1.0, env_steps / budget_steps)
             stats = algo.update(batch)
             version += 1
             updates += 1
