@@ -247,10 +247,10 @@ def train_command(
                       f"{cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs, "
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),
         soft_wrap=True, highlight=False)
-    try:
-        from zoo.core.controller import run
-    except ImportError as exc:
-        raise _fail(f"the controller is not available: {exc}", EXIT_FAILURE) from None
+    explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
+    if explain is not None:  # presets scaled to this machine say what they chose and why
+        console.print(Text("presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
+    from zoo.core.controller import run
     from zoo.display import Display
 
     try:
