@@ -21,12 +21,15 @@ from zoo.core.testing import plugin as testing_plugin
 ARGS = {
     "gym": ["CartPole-v1", "Acrobot-v1", "Pendulum-v1"],
     "atari": ["Pong", "Breakout"],
+    "pettingzoo": ["mpe2.simple_spread_v3"],
+    "hide-and-seek": ["quadrant", "full"],
 }
 # name -> config overrides that make the check quick (and the crashing fake not crash).
 OVERRIDES = {
     "fake-crashing": {"crash_at": 0},
     "boom": {"crash_at": 0},  # tests/plugins/zoo-boom, when on the path
     "fake-slow": {"step_latency": 0.0005},
+    "pettingzoo": {"kwargs": "N=3,max_cycles=25"},
 }
 # Expected in a complete checkout; skipped with a reason when not registered.
 EXPECTED = ("gym", "atari", "hide-and-seek", "corridor", "fake-counting", "fake-crashing", "fake-slow")
