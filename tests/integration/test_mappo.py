@@ -22,7 +22,7 @@ def test_mappo_hide_and_seek_short_run_writes_hide_and_seek_statistics(tmp_path)
     updates = [r for r in rows if r["type"] == "update"]
     episodes = [r for r in rows if r["type"] == "episode"]
     assert updates and all(np.isfinite(u["pg_loss"]) for u in updates)
-    assert updates[-1]["env_steps"] >= 3000
+    assert len(updates) >= 2 and updates[-1]["policy_version"] == len(updates)
     # Quadrant episodes are truncated at exactly 80 env steps.
     assert episodes and {e["length"] for e in episodes} == {80}
     stats = set(episodes[0]) - {"type", "env_steps", "return", "length"}
