@@ -95,6 +95,8 @@ class PolicyConfig:
     """Torch device of the inference network: cpu, cuda, cuda:N or mps."""
     threads: int = 1
     """Torch CPU threads of the policy worker (actors use none)."""
+    stall_warning_s: float = 30.0
+    """Warn when no new parameters arrived for this many seconds while serving requests."""
 
 
 @dataclass
@@ -368,6 +370,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
          f"trainer.max_policy_lag must be >= 0, got {t.max_policy_lag!r} (0 accepts only the current version)")
     at_least("trainer.checkpoint_interval", t.checkpoint_interval, 1)
     at_least("policy.threads", p.threads, 1)
+    need(p.stall_warning_s > 0, "policy.stall_warning_s",
+         f"policy.stall_warning_s must be > 0 seconds, got {p.stall_warning_s!r}")
     need(t.threads >= 0, "trainer.threads", f"trainer.threads must be >= 0 (0 = automatic), got {t.threads!r}")
     need(cfg.log.interval_s > 0, "log.interval_s", f"log.interval_s must be > 0 seconds, got {cfg.log.interval_s!r}")
     for path, dev in (("policy.device", p.device), ("trainer.device", t.device)):

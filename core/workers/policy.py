@@ -7,7 +7,7 @@ and reply to each client. Between batches it pulls the newest parameters from th
 parameter stream; every reply carries the ``policy_version`` of the weights that
 produced it.
 
-If no newer version arrives for :data:`STALL_WARNING_S` seconds while the worker keeps
+If no newer version arrives for ``policy.stall_warning_s`` seconds while the worker keeps
 answering with the weights it has (:class:`StallWatch`), it sends one ``warning`` control
 message (key ``parameter-stall``) per stall, which the controller prints: actors then act
 with stale weights, the policy lag grows and the trainer drops what is too old. No warning
@@ -23,8 +23,6 @@ from zoo.core.arrays import concat
 from zoo.core.workers.base import WorkerContext
 
 POLL_S = 0.2
-STALL_WARNING_S = 30.0
-"""Seconds without a new policy version, while serving requests, before the worker warns."""
 
 
 class StallWatch:
@@ -78,7 +76,7 @@ def run(ctx: WorkerContext) -> None:
     max_wait = cfg.policy.max_wait_ms / 1000
     state_shape = getattr(policy, "state_shape", None)
     states = RecurrentStates(state_shape) if state_shape else None
-    watch = StallWatch(STALL_WARNING_S, time.monotonic())
+    watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic())
     try:
         while version < 0 and not ctx.stop:  # serve nothing before the trainer's first weights
             ctx.heartbeat(waiting_for="parameters")

@@ -1,0 +1,280 @@
+"""IMPALA: an actor-critic that learns from stale samples through V-trace.
+
+Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance Weighted
+Actor-Learner Architectures", ICML 2018, arXiv 1802.01561. Actors act with whatever
+weights the policy worker holds (the sample's ``policy_version`` per step); the learner
+corrects for the lag with V-trace (eq. 1, :mod:`zoo.plugins.algorithms.vtrace`) and takes
+one gradient step per batch on (section 4.2)::
+
+    pg_loss      = - sum_s rho_s * (r_s + gamma * v_{s+1} - V(x_s)) * log pi(a_s|x_s)
+    v_loss       = 0.5 * sum_s (v_s - V(x_s))^2                     ("baseline loss")
+    entropy      = sum_s H(pi(.|x_s))                               ("entropy bonus")
+    loss         = pg_loss + vf_coef * v_loss - ent_coef * entropy
+
+summed over the active steps of the batch, as in the paper's implementation (so that its
+learning rate, RMSProp epsilon and gradient-norm clipping of 40 keep their meaning);
+``rho_s``, ``v_s`` and ``v_{s+1}`` are constants of the loss. Behaviour log-probabilities
+``log mu(a_s|x_s)`` come from the sample's ``"logp"`` extra (what the policy's ``act``
+returned when it chose the action); target log-probabilities ``log pi`` and all values
+``V`` (rows ``0..T``, and the final observations of truncated steps) from the current
+network.
+
+The networks are PPO's (:mod:`zoo.plugins.algorithms.ppo.networks`): separate tanh MLPs
+for vector observations, the Nature CNN shared by both heads for frames.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from zoo.core.algorithm import Batch
+from zoo.core.env import OBS_KEY, EnvSpec
+from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
+from zoo.plugins.algorithms.vtrace import vtrace
+
+STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "rho_mean", "rho_clipfrac", "explained_variance",
+         "grad_norm")
+
+
+@dataclass
+class IMPALAConfig:
+    """IMPALA hyperparameters (every field settable with ``--set algo.FIELD=VALUE``).
+
+    Defaults are the paper's Atari settings (arXiv 1802.01561, appendix, "Atari"
+    hyperparameters: RMSProp lr 0.0006, decay 0.99, epsilon 0.01, momentum 0; discount
+    0.99; baseline cost 0.5; entropy cost 0.01; global gradient-norm clipping 40);
+    :meth:`IMPALA.presets` tunes them per environment.
+    """
+
+    optimizer: Literal["rmsprop", "adam"] = "rmsprop"
+    """rmsprop (the paper's) or adam."""
+    lr: float = 6e-4
+    """Learning rate."""
+    rmsprop_alpha: float = 0.99
+    """RMSProp decay of the running mean of squared gradients."""
+    rmsprop_eps: float = 0.01
+    """RMSProp epsilon (torch convention: added to the root of the mean square)."""
+    rmsprop_momentum: float = 0.0
+    """RMSProp momentum."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    anneal_lr: bool = False
+    """Decay ``lr`` linearly to 0 (over ``anneal_lr_steps`` or the run's budget), as the paper does."""
+    anneal_lr_steps: int = 0
+    """Agent steps (active steps trained on) over which ``lr`` decays to 0; 0 = the run's env-step budget."""
+    gamma: float = 0.99
+    """Discount factor."""
+    rho_bar: float = 1.0
+    """Truncation level of the importance weights rho (eq. 1); also used in the policy gradient."""
+    c_bar: float = 1.0
+    """Truncation level of the trace coefficients c (eq. 1); the paper assumes rho_bar >= c_bar."""
+    vtrace_lambda: float = 1.0
+    """Trace discount lambda: c_i = lambda * min(c_bar, pi/mu) (section 4.1)."""
+    vf_coef: float = 0.5
+    """Baseline-loss coefficient."""
+    ent_coef: float = 0.01
+    """Entropy-bonus coefficient."""
+    max_grad_norm: float = 40.0
+    """Global L2 gradient-norm clipping threshold on the summed loss (0 disables clipping)."""
+    hidden: int = 64
+    """Hidden units per layer of the MLP (vector observations)."""
+    device: str = "cpu"
+    """Torch device the trainer's copy of the network lives on."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "lr": self.lr > 0, "rmsprop_alpha": 0 <= self.rmsprop_alpha < 1, "rmsprop_eps": self.rmsprop_eps > 0,
+            "rmsprop_momentum": self.rmsprop_momentum >= 0, "adam_eps": self.adam_eps > 0,
+            "anneal_lr_steps": self.anneal_lr_steps >= 0,
+            "gamma": 0 <= self.gamma <= 1, "rho_bar": self.rho_bar > 0, "c_bar": self.c_bar > 0,
+            "vtrace_lambda": 0 <= self.vtrace_lambda <= 1, "vf_coef": self.vf_coef >= 0,
+            "ent_coef": self.ent_coef >= 0, "max_grad_norm": self.max_grad_norm >= 0, "hidden": self.hidden >= 1,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if self.optimizer not in ("rmsprop", "adam"):
+            bad.insert(0, "optimizer")
+        if bad:
+            k = bad[0]
+            hint = ("set algo.anneal_lr_steps to the agent steps to decay over (0 = the run's budget)"
+                    if k == "anneal_lr_steps" else "see IMPALAConfig for the valid range")
+            raise ValueError(f"algo.{k}={getattr(self, k)!r} is invalid: {hint}")
+
+
+def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
+    """``1 - Var[y - y_pred] / Var[y]``; nan when ``Var[y] = 0`` (undefined)."""
+    var_y = float(y.var(unbiased=False)) if y.numel() else 0.0
+    return float("nan") if var_y == 0 else 1.0 - float((y - y_pred).var(unbiased=False)) / var_y
+
+
+def _tensor(x: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, device=device)
+    return t.to(dtype) if dtype is not None else t
+
+
+class IMPALA:
+    """The ``impala`` algorithm (see :mod:`zoo.core.algorithm` for the interface)."""
+
+    Config = IMPALAConfig
+
+    @classmethod
+    def build_policy(cls, config: IMPALAConfig, spec: EnvSpec) -> ActorCritic:
+        """The actor-critic network for ``spec`` (MLP or Nature CNN; PPO's networks).
+
+        Its ``act`` returns ``{"action", "logp", "value"}``; ``logp`` (float32 ``[N]``) is the
+        behaviour log-probability V-trace needs.
+
+        Raises:
+            TypeError: the action space is not Discrete, MultiDiscrete or Box.
+            ValueError: an image observation is under a key other than ``"obs"``.
+        """
+        return ActorCritic(spec, hidden=config.hidden)
+
+    @classmethod
+    def presets(cls, spec: EnvSpec) -> dict[str, Any]:
+        """Experiment-config overrides for ``spec``; fully asynchronous, small batches.
+
+        Image observations (``"obs"`` a uint8 ``[C, H, W]`` Box, e.g. Atari): the paper's
+        Atari settings (unroll T = 20, batch 32 trajectories, RMSProp lr 6e-4 annealed to 0
+        over the run, entropy 0.01, clipping 40) on 2 actors x 8 envs; samples up to 16
+        versions old are used.
+
+        Vector observations (e.g. CartPole-v1): Adam lr 1e-3 (on summed losses, constant:
+        annealing gives a steadier final policy, ``--set algo.anneal_lr=true``, but reached
+        450 later in our CartPole runs), T = 16, batch 8 trajectories, gamma 0.99, entropy
+        0.003, on 2 actors x 4 envs; samples up to 16 versions old are used.
+        """
+        image = OBS_KEY in spec.observation_space and is_image_space(spec.observation_space[OBS_KEY])
+        if image:
+            layout = {"sample_length": 20, "actors.count": 2, "actors.envs_per_actor": 8, "actors.ring_size": 2,
+                      "trainer.batch_samples": 32, "trainer.max_policy_lag": 16}
+            algo = {"optimizer": "rmsprop", "lr": 6e-4, "anneal_lr": True, "rmsprop_alpha": 0.99,
+                    "rmsprop_eps": 0.01, "gamma": 0.99, "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 40.0}
+        else:
+            layout = {"sample_length": 16, "actors.count": 2, "actors.envs_per_actor": 4, "actors.ring_size": 2,
+                      "trainer.batch_samples": 8, "trainer.max_policy_lag": 16}
+            algo = {"optimizer": "adam", "lr": 1e-3, "anneal_lr": False, "gamma": 0.99, "vf_coef": 0.5,
+                    "ent_coef": 0.003, "max_grad_norm": 40.0}
+        return {**layout, **{f"algo.{k}": v for k, v in algo.items()}}
+
+    def __init__(self, config: IMPALAConfig, spec: EnvSpec, seed: int) -> None:
+        self.config, self.spec = config, spec
+        self.device = torch.device(config.device)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = self.build_policy(config, spec).to(self.device)
+        params = self.policy.parameters()
+        if config.optimizer == "rmsprop":
+            self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
+                params, lr=config.lr, alpha=config.rmsprop_alpha, eps=config.rmsprop_eps,
+                momentum=config.rmsprop_momentum)
+        else:
+            self.optimizer = torch.optim.Adam(params, lr=config.lr, eps=config.adam_eps)
+        self.agent_steps = 0  # active steps trained on so far (drives lr annealing)
+        self.progress = 0.0  # fraction of the run's env-step budget done; set by the trainer
+        self.updates = 0
+
+    def current_lr(self) -> float:
+        """``lr``; when annealing ``lr * max(0, 1 - agent_steps / anneal_lr_steps)``, or
+        ``lr * max(0, 1 - progress)`` with ``anneal_lr_steps = 0`` (``progress``: the fraction
+        of the run's env-step budget done, set by the trainer before each update)."""
+        c = self.config
+        if not c.anneal_lr:
+            return c.lr
+        done = self.agent_steps / c.anneal_lr_steps if c.anneal_lr_steps else self.progress
+        return c.lr * max(0.0, 1.0 - done)
+
+    def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {k: _tensor(v, self.device) for k, v in obs.items()}
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One IMPALA gradient step on ``batch`` (layout in :mod:`zoo.core.algorithm`).
+
+        Returns:
+            Per active step means of ``pg_loss``, ``v_loss`` (the optimised losses are
+            their sums), ``entropy`` (nats), ``approx_kl`` (``(r - 1) - log r`` of the
+            ratio ``r = pi/mu``, behaviour -> current), ``rho_mean`` (truncated weights),
+            ``rho_clipfrac`` (fraction with ``pi/mu > rho_bar``); ``grad_norm`` (before
+            clipping); ``explained_variance`` of ``V`` for the V-trace targets (nan if the
+            targets are constant); ``lr``; ``agent_steps`` (active steps in this batch).
+            All zeros except ``lr`` when the batch has no active step (no step is taken).
+
+        Raises:
+            KeyError: a required batch key (obs, action, reward, terminated, truncated, logp) is missing.
+            ValueError: shapes disagree (from :func:`zoo.plugins.algorithms.vtrace.vtrace`).
+        """
+        c, dev = self.config, self.device
+        obs = self._obs(batch["obs"])
+        reward = _tensor(batch["reward"], dev, torch.float32)
+        T, B = reward.shape
+        active = (_tensor(batch["active"], dev, torch.bool) if "active" in batch
+                  else torch.ones(T, B, dtype=torch.bool, device=dev))
+        n = int(active.sum())
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        stats = {k: 0.0 for k in STATS} | {"lr": lr, "agent_steps": float(n)}
+        if n == 0:
+            return stats
+
+        action = _tensor(batch["action"], dev)
+        flat_obs = {k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}
+        logp, entropy, value = self.policy.evaluate(flat_obs, action.reshape(T * B, *action.shape[2:]))
+        logp, entropy, value = logp.reshape(T, B), entropy.reshape(T, B), value.reshape(T, B)
+        behaviour_logp = _tensor(batch["logp"], dev, torch.float32)
+
+        with torch.no_grad():
+            bootstrap = self.policy.value({k: v[T] for k, v in obs.items()})
+            final_index = _tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
+            final_values = (self.policy.value(self._obs(batch["final_obs"])) if final_index.shape[0] > 0
+                            else torch.zeros(0, device=dev))
+            vt = vtrace(behaviour_logp, logp.detach(), reward, torch.cat([value.detach(), bootstrap[None]]),
+                        _tensor(batch["terminated"], dev, torch.bool), _tensor(batch["truncated"], dev, torch.bool),
+                        gamma=c.gamma, rho_bar=c.rho_bar, c_bar=c.c_bar, vtrace_lambda=c.vtrace_lambda,
+                        final_index=final_index, final_values=final_values, active=active)
+
+        mask = active.to(value.dtype)
+        # Policy gradient, section 4.2: rho_s * (r_s + gamma v_{s+1} - V(x_s)) * grad log pi(a_s|x_s).
+        pg_loss = -(vt.pg_advantages * logp * mask).sum()
+        # Baseline loss, section 4.2: (v_s - V(x_s)) * grad V(x_s) is the gradient of 0.5 (v_s - V(x_s))^2.
+        v_loss = 0.5 * (((vt.vs - value) ** 2) * mask).sum()
+        # Entropy bonus, section 4.2.
+        entropy_sum = (entropy * mask).sum()
+        loss = pg_loss + c.vf_coef * v_loss - c.ent_coef * entropy_sum
+
+        self.optimizer.zero_grad()
+        loss.backward()
+        max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
+        grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+        self.optimizer.step()
+
+        with torch.no_grad():
+            logratio = (logp.detach() - behaviour_logp)[active]
+            ratio = logratio.exp()
+            stats.update({
+                "pg_loss": float(pg_loss) / n, "v_loss": float(v_loss) / n, "entropy": float(entropy_sum) / n,
+                "approx_kl": float(((ratio - 1) - logratio).mean()),
+                "rho_mean": float(vt.rhos[active].mean()),
+                "rho_clipfrac": float((ratio > c.rho_bar).float().mean()),
+                "explained_variance": explained_variance(value.detach()[active], vt.vs[active]),
+                "grad_norm": float(grad_norm),
+            })
+        self.agent_steps += n
+        self.updates += 1
+        return stats
+
+    def state_dict(self) -> dict[str, Any]:
+        """Policy and optimiser state, counters and the config."""
+        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "agent_steps": self.agent_steps, "updates": self.updates, "config": asdict(self.config)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (the stored config is informational)."""
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.agent_steps = int(state.get("agent_steps", 0))
+        self.updates = int(state.get("updates", 0))

@@ -1,0 +1,82 @@
+"""`zoo train impala` end to end: learning, a slowed trainer, parameters that stop arriving.
+
+The trainer is slowed with ``ZOO_TEST_TRAINER_DELAY_S`` (seconds slept before each
+update, see :mod:`zoo.core.workers.trainer`). Each run stops by itself at its budget.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zoo.core.testing import subprocess_env
+STALL_WARNING_S = 3.0  # --set policy.stall_warning_s
+
+pytestmark = pytest.mark.integration
+
+
+def zoo(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zoo", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["type"] == "episode"], [r for r in rows if r["type"] == "update"]
+
+
+def best_rolling_mean(episodes: list[dict], window: int, max_steps: int) -> float:
+    """The best mean return over ``window`` consecutive episodes ending within ``max_steps`` env steps."""
+    returns = [e["return"] for e in episodes if e["env_steps"] <= max_steps]
+    return max(np.mean(returns[i - window:i]) for i in range(window, len(returns) + 1))
+
+
+def test_impala_cartpole_reaches_450_within_300k_env_steps(tmp_path):
+    result = zoo("train", "impala", "--env", "CartPole-v1", "--seed", "1", "--steps", "300000",
+                 "--name", "cartpole", "--set", f"runs_dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    episodes, updates = read_metrics(tmp_path / "cartpole")
+    best = best_rolling_mean(episodes, 20, 300_000)
+    print(f"best 20-episode mean return within 300k env steps: {best:.1f}; updates {len(updates)}; "
+          f"dropped {updates[-1]['dropped_samples']}; max lag {max(u['policy_lag_max'] for u in updates)}")
+    assert best >= 450
+    assert [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
+    assert all(u["policy_lag_max"] <= 16 for u in updates)  # the preset's trainer.max_policy_lag
+
+
+def test_slowed_trainer_lag_grows_stale_samples_dropped_and_counted_no_deadlock(tmp_path):
+    # Every update waits 0.3 s while the actors keep sampling: samples queue up and are
+    # older when they are pulled; those more than max_policy_lag = 2 versions old are dropped.
+    env = subprocess_env(ZOO_TEST_TRAINER_DELAY_S="0.3")
+    result = zoo("train", "impala", "--env", "CartPole-v1", "--steps", "4000", "--name", "slow",
+                 "--set", f"runs_dir={tmp_path}", "--set", "trainer.max_policy_lag=2", env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, updates = read_metrics(tmp_path / "slow")
+    lags = [u["policy_lag_max"] for u in updates]
+    dropped = [u["dropped_samples"] for u in updates]
+    print(f"updates {len(updates)}; policy_lag_max per update {lags}; dropped {dropped[-1]}")
+    assert lags[0] == 0                             # the first batch was sampled with the first weights
+    assert 2 in lags and lags.index(1) < lags.index(2)  # the lag grew, one version at a time, up to the limit
+    assert all(lag <= 2 for lag in lags)            # no batch holds a sample older than the limit
+    assert dropped[-1] > 0 and dropped == sorted(dropped)
+    assert dropped[-1] % 2 == 0                     # counted in agent-slot trajectories: 2 per sample message
+
+
+def test_parameters_that_stop_arriving_raise_a_warning(tmp_path):
+    # The trainer sleeps longer than the policy worker's stall threshold before its first
+    # update; the policy worker has served batches with version 0 meanwhile: it warns, once.
+    # Budget: exactly one batch (8 trajectories x 16 steps), so the run ends after that update.
+    delay = STALL_WARNING_S + 10
+    env = subprocess_env(ZOO_TEST_TRAINER_DELAY_S=str(delay))
+    result = zoo("train", "impala", "--env", "CartPole-v1", "--steps", "128", "--name", "stall",
+                 "--set", f"runs_dir={tmp_path}", "--set", f"policy.stall_warning_s={STALL_WARNING_S}", env=env, timeout=delay + 240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("zoo: warning from policy worker 0")]
+    assert len(warnings) == 1, result.stderr[-3000:]
+    assert "no new parameters for" in warnings[0] and "still serving policy version 0" in warnings[0]
+    _, updates = read_metrics(tmp_path / "stall")
+    assert [u["policy_version"] for u in updates] == [1]
