@@ -41,3 +41,4 @@ __all__ = [
     "make_slow",
     "subprocess_env",
 ]
+from zoo.core.testing.transport_checks import CHECKS as TRANSPORT_CHECKS, TransportCheckError, TransportUnderTest, check_transport  # noqa: E402,F401

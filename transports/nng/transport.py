@@ -9,33 +9,67 @@ Patterns map onto nng protocols:
   pulling, ``send`` blocks up to its timeout and returns False (back-pressure).
 - publish/latest: Pub0 -> Sub0; ``latest`` drains what has arrived and keeps the newest.
 
-Frames use :mod:`zoo.core.arrays`; malformed frames are counted in ``rejected`` and dropped.
-Dials are non-blocking (nng retries in the background), so start order does not matter.
+Frames use :mod:`zoo.core.arrays`'s wire format, written straight into the nng message on
+send and decoded in place on receive (the returned arrays are views into the message, which
+lives as long as they do). Malformed frames are counted in ``rejected`` and dropped
+(a receive keeps waiting for a good frame until its timeout). Dials are non-blocking (nng
+retries in the background), so start order does not matter.
+
+``close()`` is idempotent; a receive blocked in another thread returns None at once; calls
+made after ``close()`` raise :class:`~zoo.core.transport.TransportError`. Closing a sending
+socket drops the messages nng still queues for it (up to :data:`SEND_BUFFER` per pipe):
+``send`` returning True means *queued*, not delivered.
 """
 from __future__ import annotations
 
 import logging
 import os
 import shutil
-import tempfile
+import time
 from typing import Any
 
+import numpy as np
 import pynng
+from pynng import _nng
+from pynng.exceptions import check_err
 
-from zoo.core.arrays import WireError, decode, encode
+from zoo.core.arrays import WireError, decode
+from zoo.core.transport import TransportError
+from zoo.transports.tcp.framing import layout
+from zoo.transports.tcp.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir
 
 log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 30
 SEND_BUFFER = 2  # messages queued per pipe before a send blocks
 
 
-def _buf(frame: bytearray):
-    # pynng hands the buffer to nng_send via cffi, which takes a cdata pointer, not a bytearray.
-    return pynng.ffi.from_buffer(frame)
-
-
 def _ms(timeout: float) -> int:
     return max(0, int(timeout * 1000))
+
+
+class _Frame(np.ndarray):
+    """A received message's body as a uint8 array that keeps the nng message alive: decoded
+    arrays are views into it (no copy), and the message is freed with the last of them."""
+
+
+def _frame(msg: pynng.Message) -> np.ndarray:
+    frame = np.frombuffer(msg._buffer, np.uint8).view(_Frame)  # noqa: SLF001 - see _Frame
+    frame.msg = msg
+    return frame
+
+
+def _message(bundle: dict[str, Any] | None, meta: dict[str, Any] | None) -> pynng.Message:
+    """An nng message whose body is the wire frame, written in place (one copy per array).
+
+    Raises:
+        WireError: a forbidden dtype. TypeError: ``meta`` is not JSON-serialisable.
+    """
+    lay = layout(bundle, meta)
+    msg_p = pynng.ffi.new("nng_msg **")
+    check_err(_nng.lib.nng_msg_alloc(msg_p, lay.size))
+    msg = pynng.Message(msg_p[0])  # frees the nng_msg when garbage unless it was sent
+    lay.write_into(np.frombuffer(msg._buffer, np.uint8))  # noqa: SLF001
+    return msg
 
 
 class _Endpoint:
@@ -44,16 +78,24 @@ class _Endpoint:
         self.rejected = 0
         self._closed = False
 
-    def _recv_raw(self, timeout: float) -> bytes | None:
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportError(f"{type(self).__name__} is closed")
+
+    def _recv_raw(self, timeout: float) -> np.ndarray | None:
         try:
             if timeout <= 0:
-                return self.sock.recv(block=False)
-            self.sock.recv_timeout = _ms(timeout)
-            return self.sock.recv()
+                return _frame(self.sock.recv_msg(block=False))
+            self.sock.recv_timeout = max(1, _ms(timeout))
+            return _frame(self.sock.recv_msg())
         except (pynng.Timeout, pynng.TryAgain):
             return None
+        except pynng.Closed:
+            return None  # closed from another thread while waiting
 
     def _recv(self, timeout: float):
+        self._check_open()
+        deadline = time.monotonic() + max(0.0, timeout)
         while True:
             raw = self._recv_raw(timeout)
             if raw is None:
@@ -63,15 +105,18 @@ class _Endpoint:
             except WireError as exc:
                 self.rejected += 1
                 log.warning("dropped a malformed frame (%d so far): %s", self.rejected, exc)
-                timeout = 0  # keep serving: look for the next frame without blocking again
+                timeout = deadline - time.monotonic()  # keep serving until the caller's timeout
 
-    def _send(self, sock: pynng.Socket, frame, timeout: float) -> bool:
+    def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float) -> bool:
+        self._check_open()
         try:
             sock.send_timeout = max(1, _ms(timeout))
-            sock.send(_buf(frame))
+            sock.send_msg(msg)  # on failure the message stays ours and is freed with it
             return True
         except pynng.Timeout:
             return False
+        except pynng.Closed:
+            return False  # closed from another thread while waiting
 
     def close(self) -> None:
         if not self._closed:
@@ -86,7 +131,7 @@ class NngPuller(_Endpoint):
 
 class NngPusher(_Endpoint):
     def send(self, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        return self._send(self.sock, encode(bundle, meta), timeout)
+        return self._send(self.sock, _message(bundle, meta), timeout)
 
 
 class NngSubscriber(_Endpoint):
@@ -101,7 +146,16 @@ class NngSubscriber(_Endpoint):
 
 class NngPublisher(_Endpoint):
     def publish(self, bundle: dict[str, Any], meta: dict[str, Any]) -> None:
-        self.sock.send(_buf(encode(bundle, meta)))  # Pub0 never blocks: slow subscribers drop
+        msg = _message(bundle, meta)
+        self._check_open()
+        self.sock.send_msg(msg)  # Pub0 never blocks: slow subscribers drop
+
+
+class NngRawPusher(NngPusher):
+    """Testing aid for the conformance suite: sends bytes that did not come from ``encode``."""
+
+    def send_raw(self, payload: bytes, timeout: float = 1.0) -> bool:
+        return self._send(self.sock, pynng.Message(bytes(payload)), timeout)
 
 
 class NngReplyServer(_Endpoint):
@@ -123,12 +177,14 @@ class NngReplyServer(_Endpoint):
         return client_id, bundle, meta
 
     def reply(self, client_id: int, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
+        msg = _message(bundle, meta)
+        self._check_open()
         sock = self.replies.get(client_id)
         if sock is None:
             sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
             sock.dial(self.transport.address(f"{self.stream}-c{client_id}"), block=False)
             self.replies[client_id] = sock
-        return self._send(sock, encode(bundle, meta), timeout)
+        return self._send(sock, msg, timeout)
 
     def close(self) -> None:
         if not self._closed:
@@ -145,7 +201,7 @@ class NngRequestClient(_Endpoint):
         self.requests.dial(transport.address(stream), block=False)
 
     def send(self, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        return self._send(self.requests, encode(bundle, {**meta, "client_id": self.client_id}), timeout)
+        return self._send(self.requests, _message(bundle, {**meta, "client_id": self.client_id}), timeout)
 
     def recv(self, timeout: float):
         return self._recv(timeout)
@@ -159,16 +215,20 @@ class NngRequestClient(_Endpoint):
 class NngTransport:
     """Endpoints over ``ipc://<base_dir>/zoo-<run_id>/<stream>.ipc``.
 
-    The controller creates the run directory (``create=True``); workers attach to it.
-    :meth:`cleanup` removes the directory and its socket files.
+    The controller creates the run directory (``create=True``), after removing the run
+    directories of dead processes (:func:`~zoo.transports.tcp.rundir.reclaim_stale_run_dirs`);
+    workers attach to it. :meth:`cleanup` removes the directory and its socket files.
     """
 
     name = "nng"
+    cross_process = True
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False) -> None:
-        self.dir = os.path.join(base_dir or tempfile.gettempdir(), f"zoo-{run_id}")
+        self.run_id = run_id
+        self.dir = run_dir(run_id, base_dir)
         if create:
-            os.makedirs(self.dir, exist_ok=True)
+            reclaim_stale_run_dirs(base_dir)
+            create_run_dir(run_id, base_dir)
 
     def address(self, stream: str) -> str:
         return f"ipc://{self.dir}/{stream}.ipc"
@@ -195,6 +255,16 @@ class NngTransport:
         sock.subscribe(b"")
         sock.dial(self.address(stream), block=False)
         return NngSubscriber(sock)
+
+    def raw_pusher(self, stream: str) -> NngRawPusher:
+        """Testing aid: a pusher that can send arbitrary bytes as one nng message."""
+        sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
+        sock.dial(self.address(stream), block=False)
+        return NngRawPusher(sock)
+
+    def resources(self) -> list[str]:
+        """OS resources of this run that exist now: the run directory (with its ipc socket files)."""
+        return [self.dir] if os.path.exists(self.dir) else []
 
     def cleanup(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
