@@ -81,6 +81,9 @@ class ActorsConfig:
     """Environments stepped by each actor; must be divisible by ``ring_size``."""
     ring_size: int = 2
     """Environment groups per actor: one group steps while the others wait for actions."""
+    drop_when_full: bool = False
+    """True: a sample the trainer cannot take at once is dropped (and counted) instead of
+    waited for, so actors never wait for the trainer (fully asynchronous, as IMPALA)."""
 
 
 @dataclass

@@ -24,6 +24,7 @@ from zoo.core.arrays import map_leaves
 from zoo.core.workers.base import WorkerContext, make_env
 
 REQUEST_TIMEOUT_S = 0.2
+DROP_WAIT_S = 0.005  # with actors.drop_when_full: how long a sample may wait for the trainer
 
 
 class SampleBuffer:
@@ -167,6 +168,7 @@ def run(ctx: WorkerContext) -> None:
     buffers = [SampleBuffer(cfg.sample_length, g.obs) for g in groups]
     episodes: list[dict[str, Any]] = []
     env_steps_unsent = 0
+    dropped_unsent = 0  # agent-slot samples dropped because the trainer was behind
     next_request = 0
     pending: dict[int, int] = {}  # request id -> group index
 
@@ -202,13 +204,20 @@ def run(ctx: WorkerContext) -> None:
             group.step(reply["action"], buf, episodes)
             env_steps_unsent += len(group.envs)
             if buf.full:
-                meta = {"actor": ctx.index, "env_steps": env_steps_unsent, "episodes": episodes}
+                meta = {"actor": ctx.index, "env_steps": env_steps_unsent, "episodes": episodes,
+                        "dropped_at_actor": dropped_unsent}
                 bundle = buf.bundle()
-                while not samples.send(bundle, meta, REQUEST_TIMEOUT_S):
-                    if ctx.stop:
-                        return
-                    ctx.heartbeat()
-                episodes, env_steps_unsent = [], 0
+                if cfg.actors.drop_when_full:  # never wait for the trainer
+                    sent = samples.send(bundle, meta, DROP_WAIT_S)
+                else:
+                    while not (sent := samples.send(bundle, meta, REQUEST_TIMEOUT_S)):
+                        if ctx.stop:
+                            return
+                        ctx.heartbeat()
+                if sent:
+                    episodes, env_steps_unsent, dropped_unsent = [], 0, 0
+                else:  # its env steps and episodes travel with the next sample that gets through
+                    dropped_unsent += bundle["reward"].shape[1]
                 buffers[g] = SampleBuffer(cfg.sample_length, group.obs)
             request(g)
     finally:

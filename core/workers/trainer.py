@@ -128,6 +128,7 @@ def run(ctx: WorkerContext) -> None:
     _, budget_steps = budget(cfg, spec)
     version, updates, env_steps, episodes = 0, 0, 0, 0
     dropped_samples = 0
+    actor_dropped_samples = 0  # dropped by actors because the trainer was behind (actors.drop_when_full)
     test_delay_s = float(os.environ.get(TEST_DELAY_ENV) or 0)
     recent = collections.deque(maxlen=RECENT_EPISODES)
     recent_stats: dict[str, collections.deque] = {}
@@ -143,6 +144,7 @@ def run(ctx: WorkerContext) -> None:
 
     def status(**extra: Any) -> None:
         ctx.send_control("status", timeout=0.05, **counters(), dropped_samples=dropped_samples,
+                         actor_dropped_samples=actor_dropped_samples,
                          budget_env_steps=budget_steps,
                          episode_return_mean=float(np.mean(recent)) if recent else None,
                          **{k: float(np.mean(v)) for k, v in recent_stats.items() if v}, **extra)
@@ -160,6 +162,7 @@ def run(ctx: WorkerContext) -> None:
                 continue
             sample, meta = msg
             env_steps += int(meta["env_steps"])
+            actor_dropped_samples += int(meta.get("dropped_at_actor", 0))
             for ep in meta["episodes"]:
                 episodes += 1
                 recent.append(ep["return"])
@@ -194,6 +197,7 @@ def run(ctx: WorkerContext) -> None:
             elapsed = time.monotonic() - start
             row = {"type": "update", **counters(), "time_s": round(elapsed, 3),
                    "policy_lag_mean": lag_mean, "policy_lag_max": lag_max, "dropped_samples": dropped_samples,
+                   "actor_dropped_samples": actor_dropped_samples,
                    "episode_return_mean": float(np.mean(recent)) if recent else None,
                    **{k: float(v) for k, v in stats.items()}}
             metrics.write(row, env_steps)

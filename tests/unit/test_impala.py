@@ -235,6 +235,7 @@ def test_presets_are_asynchronous_with_bounded_lag():
         p = IMPALA.presets(spec)
         assert p["sample_length"] == T and p["trainer.batch_samples"] == batch_samples
         assert 10 <= p["trainer.max_policy_lag"] <= 20
+        assert p["actors.drop_when_full"] is True  # actors never wait for the trainer
     assert IMPALA.presets(image_spec())["algo.optimizer"] == "rmsprop"
 
 

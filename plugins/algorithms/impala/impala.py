@@ -138,6 +138,9 @@ class IMPALA:
     def presets(cls, spec: EnvSpec) -> dict[str, Any]:
         """Experiment-config overrides for ``spec``; fully asynchronous, small batches.
 
+        Actors never wait for the trainer (``actors.drop_when_full``): a sample the trainer
+        cannot take at once is dropped at the actor and counted (``actor_dropped_samples``).
+
         Image observations (``"obs"`` a uint8 ``[C, H, W]`` Box, e.g. Atari): the paper's
         Atari settings (unroll T = 20, batch 32 trajectories, RMSProp lr 6e-4 annealed to 0
         over the run, entropy 0.01, clipping 40) on 2 actors x 8 envs; samples up to 16
@@ -151,12 +154,14 @@ class IMPALA:
         image = OBS_KEY in spec.observation_space and is_image_space(spec.observation_space[OBS_KEY])
         if image:
             layout = {"sample_length": 20, "actors.count": 2, "actors.envs_per_actor": 8, "actors.ring_size": 2,
-                      "trainer.batch_samples": 32, "trainer.max_policy_lag": 16}
+                      "trainer.batch_samples": 32, "trainer.max_policy_lag": 16,
+                      "actors.drop_when_full": True}
             algo = {"optimizer": "rmsprop", "lr": 6e-4, "anneal_lr": True, "rmsprop_alpha": 0.99,
                     "rmsprop_eps": 0.01, "gamma": 0.99, "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 40.0}
         else:
             layout = {"sample_length": 16, "actors.count": 2, "actors.envs_per_actor": 4, "actors.ring_size": 2,
-                      "trainer.batch_samples": 8, "trainer.max_policy_lag": 16}
+                      "trainer.batch_samples": 8, "trainer.max_policy_lag": 16,
+                      "actors.drop_when_full": True}
             algo = {"optimizer": "adam", "lr": 1e-3, "anneal_lr": False, "gamma": 0.99, "vf_coef": 0.5,
                     "ent_coef": 0.003, "max_grad_norm": 40.0}
         return {**layout, **{f"algo.{k}": v for k, v in algo.items()}}
