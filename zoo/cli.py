@@ -23,7 +23,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, List, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -188,15 +187,15 @@ class TrainCommand(TyperCommand):
     eager ``--help`` runs, so ``zoo train ppo --help --env atari:Pong`` works in any order.
     """
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         try:
             opts, _, _ = self.make_parser(ctx).parse_args(args=list(args))
-        except click.ClickException:
+        except Exception:  # noqa: BLE001 - only a peek: typer's own (vendored) click reports bad args later
             opts = {}
         ctx.meta["zoo.train"] = {k: v for k, v in opts.items() if k in ("algo", "env") and isinstance(v, str)}
         return super().parse_args(ctx, args)
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_help(self, ctx: typer.Context, formatter) -> None:
         super().format_help(ctx, formatter)
         raw = ctx.meta.get("zoo.train", {})
         renderables = _train_help(raw.get("algo"), raw.get("env"))
