@@ -75,7 +75,9 @@ def encode(bundle: dict[str, Any] | None = None, meta: dict[str, Any] | None = N
         WireError: an array's dtype is not in :data:`ALLOWED_DTYPES`.
         TypeError: ``meta`` is not JSON-serialisable.
     """
-    leaves = list(flatten(bundle or {}))
+    # Frames are native-endian: a byte-swapped array is converted first, else its raw bytes
+    # would decode as other numbers.
+    leaves = [(n, a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))) for n, a in flatten(bundle or {})]
     entries, offset_rel = [], 0
     for name, arr in leaves:
         dt = arr.dtype.name

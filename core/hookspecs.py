@@ -49,7 +49,8 @@ def register_transports(register: Callable[..., None]) -> None:
     """Register transports.
 
     Called once per process when the registry is first built.
-    ``register(name, factory, *, summary)``; ``factory(run_dir) -> zoo.core.transport.Transport``.
+    ``register(name, factory, *, summary)``; ``factory(run_id, create=False) -> zoo.core.transport.Transport``
+    (``create=True`` in the controller, which owns the run's transport resources).
     """
 
 

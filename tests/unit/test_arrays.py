@@ -83,3 +83,9 @@ def test_flatten_unflatten_and_concat():
     assert unflatten(dict(flatten(b)))["a"]["y"][0] == 2
     c = concat([b, b])
     assert c["a"]["x"].tolist() == [1, 1] and c["z"].tolist() == [3, 3]
+
+
+def test_big_endian_arrays_decode_to_the_same_numbers():
+    big = np.arange(4, dtype=">i4")
+    decoded, _ = decode(encode({"x": big}))
+    assert decoded["x"].tolist() == [0, 1, 2, 3] and decoded["x"].dtype == np.dtype("int32")

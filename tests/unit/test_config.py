@@ -143,14 +143,14 @@ def test_override_coerces_by_field_type(override, path, expected):
      "--set algo.hidden=64,x: algo.hidden expects comma-separated values, each an int, got '64,x'"),
     ("algo.target_kl=big", "--set algo.target_kl=big: algo.target_kl expects a float, got 'big'"),
     ("actors.cont=3", "--set actors.cont=3: unknown field 'actors.cont'; did you mean 'actors.count'? "
-                      "(actors has: count, envs_per_actor, ring_size)"),
+                      "(actors has: count, envs_per_actor, ring_size, drop_when_full)"),
     ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count'? "
                       "(the experiment config has: seed, name, runs_dir, env_steps, frames, sample_length, actors, "
                       "policy, trainer, streams, log, algo, env)"),
     ("algo.lrr=1", "--set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'? "
                    "(algo has: lr, epochs, hidden, schedule, target_kl, use_gae)"),
     ("actors=3", "--set actors=3: actors is a group of options; set one of actors.count, actors.envs_per_actor, "
-                 "actors.ring_size"),
+                 "actors.ring_size, actors.drop_when_full"),
     ("env_name=CartPole-v1", "--set env_name=CartPole-v1: env_name is not an option: it is given on the command "
                              "line (zoo train ALGO --env ENV)"),
     ("actors.count", "--set actors.count: expected key=value, e.g. --set actors.count=4"),
@@ -343,7 +343,7 @@ def test_config_to_dict_is_json(reg):
     assert data["algo"] == {"lr": 0.5, "epochs": 7, "hidden": [64, 64], "schedule": "constant",
                             "target_kl": None, "use_gae": True}
     assert data["env"] == {"frame_skip": 4}
-    assert data["actors"] == {"count": 5, "envs_per_actor": 8, "ring_size": 2}
+    assert data["actors"] == {"count": 5, "envs_per_actor": 8, "ring_size": 2, "drop_when_full": False}
     assert data["streams"]["sample"] == {"transport": "nng"}
     assert data["env_spec"]["resolved"] == {"frame_skip": 4, "game": "Pong"}
     assert data["env_spec"]["frame_skip"] == 4 and data["env_spec"]["agents"] == ["agent_0"]

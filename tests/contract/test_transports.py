@@ -1,0 +1,217 @@
+"""Every registered transport passes the conformance suite (:mod:`zoo.core.testing.transport_checks`),
+plus the transport-specific contracts: tcp's token, shm's ownership and reclaiming, the
+socket engine's frame layout.
+
+Cross-process checks (spawned processes) are skipped for transports that connect endpoints
+of one process only (``inline``).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from zoo.core.arrays import encode
+from zoo.core.plugins import get_registry
+from zoo.core.testing.transport_checks import (
+    CHECKS, CROSS_PROCESS_CHECKS, CheckSkipped, TransportUnderTest, sample_bundle,
+)
+
+EXPECTED = ("inline", "nng", "shm", "tcp")
+REGISTERED = get_registry().names("transport")
+NAMES = sorted(set(REGISTERED) | set(EXPECTED))
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def tut(request) -> TransportUnderTest:
+    if request.param not in REGISTERED:
+        pytest.skip(f"transport {request.param!r} is not registered in this checkout")
+    return TransportUnderTest.from_registry(request.param)
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_conformance(tut: TransportUnderTest, check: str) -> None:
+    if check in CROSS_PROCESS_CHECKS and not tut.cross_process:
+        pytest.skip(f"{tut.name} connects endpoints within one process only")
+    try:
+        CHECKS[check](tut)
+    except CheckSkipped as exc:
+        pytest.skip(str(exc))
+
+
+def test_every_builtin_transport_is_registered() -> None:
+    assert [n for n in EXPECTED if n in REGISTERED] == list(EXPECTED)
+
+
+# -- socket engine framing ------------------------------------------------------------------------
+def test_layout_parts_equal_encode_byte_for_byte() -> None:
+    from zoo.transports.tcp.framing import layout
+
+    bundle = sample_bundle(3)
+    meta = {"a": [1, 2], "b": "x"}
+    lay = layout(bundle, meta)
+    want = bytes(encode(bundle, meta))
+    assert b"".join(bytes(p) for p in lay.parts()) == want
+    assert bytes(lay.to_bytes()) == want
+    assert lay.size == len(want)
+    assert bytes(layout({}, None).to_bytes()) == bytes(encode({}, None))
+
+
+# -- tcp ------------------------------------------------------------------------------------------
+def test_tcp_binds_loopback_and_publishes_its_port() -> None:
+    tut = TransportUnderTest.from_registry("tcp")
+    with tut.run() as run:
+        puller = run.puller("addr")
+        import json
+
+        with open(os.path.join(run.transport.dir, "addr.tcp")) as f:
+            info = json.load(f)
+        assert info["host"] == "127.0.0.1"
+        assert info["pid"] == os.getpid()
+        assert puller._lsock.getsockname() == ("127.0.0.1", info["port"])
+
+
+def test_tcp_token_refuses_peers_without_it() -> None:
+    tut = TransportUnderTest.from_registry("tcp", token="s3cret")
+    with tut.run() as run:
+        puller = run.puller("tok")
+        wrong = TransportUnderTest.from_registry("tcp", token="wrong").make(run.run_id).pusher("tok")
+        none = TransportUnderTest.from_registry("tcp", token="").make(run.run_id).pusher("tok")
+        right = run.pusher("tok")
+        try:
+            wrong.send({}, {"who": "wrong"}, 2.0)
+            none.send({}, {"who": "none"}, 2.0)
+            assert right.send({}, {"who": "right"}, 2.0)
+            assert puller.recv(5.0) == ({}, {"who": "right"})
+            assert puller.recv(0.2) is None
+            assert puller.refused == 2
+        finally:
+            wrong.close()
+            none.close()
+
+
+# -- shm ------------------------------------------------------------------------------------------
+def test_shm_segment_names_carry_run_stream_role_and_owner_pid() -> None:
+    tut = TransportUnderTest.from_registry("shm")
+    with tut.run() as run:
+        run.puller("samples")
+        run.reply_server("infer")
+        run.request_client("infer", 5)
+        run.publisher("params")
+        segs = sorted(os.path.basename(r) for r in run.transport.resources() if r.startswith("/dev/shm/"))
+        pid = os.getpid()
+        assert segs == sorted(f"zoo-{run.run_id}.{s}.p{pid}.g0"
+                              for s in ("samples.pull", "infer.req", "infer.c5", "params.pub"))
+
+
+def test_shm_frames_bigger_than_a_slot_go_inline_then_the_ring_grows() -> None:
+    tut = TransportUnderTest.from_registry("shm", slot_bytes=64 << 10, slots=2)
+    with tut.run() as run:
+        puller, pusher = run.puller("grow"), run.pusher("grow")
+        big = {"x": np.arange(100_000, dtype=np.int64)}  # 800 000 bytes > 64 KiB slots
+        for i in range(3):
+            assert pusher.send(big, {"i": i}, 5.0)
+            got, meta = puller.recv(5.0)
+            assert meta == {"i": i} and np.array_equal(got["x"], big["x"])
+        ring = puller.ring
+        assert ring.gen == 1
+        assert ring.slot_bytes == 1_003_520  # 1.25 x 800 128-byte frame, rounded up to 4 KiB pages
+        segs = sorted(os.path.basename(r) for r in run.transport.resources() if r.startswith("/dev/shm/"))
+        assert segs == [f"zoo-{run.run_id}.grow.pull.p{os.getpid()}.g1"]  # generation 0 was unlinked
+
+
+def test_shm_reclaims_only_segments_of_dead_owners(tmp_path) -> None:
+    import multiprocessing as mp
+
+    from zoo.transports.shm.segments import Segment, list_segments, reclaim_stale_segments
+
+    proc = mp.get_context("spawn").Process(target=time.sleep, args=(0,))
+    proc.start()
+    proc.join()
+    dead_pid = proc.pid
+    alive = Segment.create(f"zoo-reclaimtest{os.getpid()}.s.pull.p{os.getpid()}.g0", 4096, 1, 0)
+    dead = f"zoo-reclaimtest{os.getpid()}.s.pull.p{dead_pid}.g0"
+    with open(f"/dev/shm/{dead}", "wb") as f:
+        f.write(b"\0" * 4096)
+    try:
+        assert dead in reclaim_stale_segments()
+        assert list_segments(f"zoo-reclaimtest{os.getpid()}.") == [alive.name]
+    finally:
+        alive.close()
+    assert list_segments(f"zoo-reclaimtest{os.getpid()}.") == []
+
+
+def test_shm_attaching_process_does_not_let_resource_tracker_unlink() -> None:
+    # A spawned child attaches to a ring and exits; the segment must survive it.
+    import multiprocessing as mp
+
+    tut = TransportUnderTest.from_registry("shm")
+    with tut.run() as run:
+        puller = run.puller("att")
+        proc = mp.get_context("spawn").Process(target=_push_once, args=(run.run_id,))
+        proc.start()
+        for i in range(2):
+            got = puller.recv(20.0)
+            assert got is not None and got[1] == {"i": i}
+        proc.join(20.0)
+        assert proc.exitcode == 0
+        seg = f"/dev/shm/{puller.ring.gens[0].name}"
+        time.sleep(0.2)  # the child's resource tracker, if it had one, acts at the child's exit
+        assert os.path.exists(seg)
+
+
+def _push_once(run_id: str) -> None:
+    from zoo.transports.shm.transport import ShmTransport
+
+    pusher = ShmTransport(run_id).pusher("att")
+    assert pusher.send({"x": np.ones(3)}, {"i": 0}, 10.0)  # inline: the ring is not known yet
+    end = time.monotonic() + 10.0
+    while not pusher.conn.shm.peer.grants and time.monotonic() < end:
+        pusher._poll(0.05)
+    assert pusher.send({"x": np.ones(3)}, {"i": 1}, 10.0)  # through a slot: the child attached
+    pusher.close()
+
+
+def test_layout_matches_encode_for_random_bundles() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    from zoo.core.arrays import ALLOWED_DTYPES
+    from zoo.transports.tcp.framing import layout
+
+    arrays = st.sampled_from(sorted(ALLOWED_DTYPES)).flatmap(
+        lambda dt: hnp.arrays(np.dtype(dt), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)))
+    bundles = st.dictionaries(st.text("abc", min_size=1, max_size=3), arrays, max_size=4)
+
+    @settings(max_examples=60, deadline=None)
+    @given(bundle=bundles, meta=st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+    def prop(bundle, meta):
+        lay = layout(bundle, meta)
+        want = bytes(encode(bundle, meta))
+        assert b"".join(bytes(p) for p in lay.parts()) == want
+        slot = np.full(lay.size + 7, 0xAB, np.uint8)  # padding bytes are not touched: compare data only
+        lay.write_into(slot)
+        from zoo.core.arrays import decode, flatten
+
+        got, got_meta = decode(slot[:lay.size])
+        assert got_meta == meta
+        for (k1, a), (k2, b) in zip(flatten(got), flatten(bundle)):
+            assert k1 == k2 and a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+    prop()
+
+
+def test_inline_refuses_a_run_created_in_another_process() -> None:
+    from zoo.core.transport import TransportError
+    from zoo.transports.inline.transport import InlineTransport
+
+    with pytest.raises(TransportError, match="within one process only"):
+        InlineTransport("never-created-here")
+    run = InlineTransport("created-here", create=True)
+    InlineTransport("created-here").pusher("s").close()  # a peer in the same process is fine
+    run.cleanup()
+    with pytest.raises(TransportError, match="within one process only"):
+        InlineTransport("created-here")

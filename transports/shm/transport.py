@@ -1,0 +1,661 @@
+"""The ``shm`` transport: frames in shared-memory slot rings, slot indices on a Unix socket.
+
+One host only. Every stream has a Unix stream socket ``<run dir>/<stream>.shm`` — the
+*notification channel* — run by the socket engine of the ``tcp`` transport
+(:mod:`zoo.transports.tcp.engine`: HELLO, timeouts, back-pressure, close semantics are the
+same). What travels on it are small records: which ring to map (RING), which slots a peer may
+fill (GRANT), which slot holds a new frame (SLOT), which slots come back (RETURN, RELEASE).
+The frames themselves are written once into a pre-allocated slot by the sender
+(:meth:`Layout.write_into`, one copy per array, no pickling). The receiver decodes them in
+place: the arrays it returns are views into the slot, which goes back to the producers once
+the application has dropped them — or, when half of the ring is already held that way, it
+copies the frame out and frees the slot at once (:meth:`LendingRing.consume`). Subscribers
+always copy (the publisher's slots are shared by all subscribers).
+
+Why a Unix socket for the indices: it is stdlib (no fork, no inherited handles), waits with a
+timeout, reports a dead peer at once (EOF), keeps each producer's order, and tells the owner
+which peer holds which slot — so slots lent to a SIGKILLed producer come back at once.
+
+Who owns which ring (creates it, lends its slots, unlinks it):
+
+===============  =======================================  ====================================
+pattern          ring (segment role)                      slot flow
+===============  =======================================  ====================================
+push/pull        the puller's ``pull`` ring               puller GRANTs, pusher fills + SLOT
+request/reply    the server's ``req`` ring (requests);     owner GRANTs, the other side fills
+                 each client's ``c<id>`` ring (replies)
+publish/latest   the publisher's ``pub`` ring             publisher fills + SLOT to every
+                                                          subscriber, each RELEASEs after copying
+===============  =======================================  ====================================
+
+Back-pressure: a producer writes only into a granted slot, and the owner grants a slot again
+only after the application consumed the frame in it; with no grant within the timeout
+``send`` returns False. Each producer holds at most ``max_lent`` unused grants (default 2:
+double buffering); a freed slot goes to the producer with the fewest slots in use. A producer
+that stops sending keeps its unused grants, so keep ``slots > max_lent x producers`` (the
+request clients' own reply rings lend all their slots to the server, their only peer).
+
+Frames larger than a slot: the frame travels inline on the socket (exactly like ``tcp``,
+logged once per endpoint) and the owner grows its ring to slots of 1.25x that size (at least
+double, up to ``max_slot_bytes``), so the following frames of that size go through shared
+memory again. Beyond ``max_slot_bytes`` frames stay on the inline path. Nothing is refused.
+
+Options (keyword arguments, else environment variables, else defaults):
+
+================  ==========================  ======  ========================================
+option            environment                 default meaning
+================  ==========================  ======  ========================================
+slots             ``ZOO_SHM_SLOTS``           8       slots per ring (the publisher's ring:
+                                                      ``max(4, slots // 2)``)
+slot_bytes        ``ZOO_SHM_SLOT_BYTES``      1 MiB   initial slot size, rounded to 4 KiB
+                                                      (request clients' reply rings: a quarter)
+max_slot_bytes    ``ZOO_SHM_MAX_SLOT_BYTES``  256 MiB largest slot a ring grows to
+max_lent          ``ZOO_SHM_GRANTS``          2       unused grants one producer may hold
+================  ==========================  ======  ========================================
+
+Shared memory used: ``slots x slot_bytes`` per ring (reserved up front), e.g. a puller with
+8 slots of 8 MiB holds 64 MiB.
+
+Clean-up: owners unlink their segments on ``close()``; :meth:`ShmTransport.cleanup` unlinks
+every segment of the run; ``create=True`` (the controller) first reclaims segments and run
+directories of dead processes (:func:`~zoo.transports.shm.segments.reclaim_stale_segments`).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import time
+from typing import Any
+
+from zoo.core.arrays import MAX_FRAME_BYTES, WireError
+from zoo.core.transport import TransportError
+from zoo.transports.shm.segments import (
+    LendingRing, PublishRing, Segment, list_segments, reclaim_stale_segments, run_prefix, unlink_run_segments,
+)
+from zoo.transports.tcp import engine, patterns
+from zoo.transports.tcp.engine import Conn, ProtocolError
+from zoo.transports.tcp.framing import (
+    FRAME, GRANT, RELEASE, RETURN, RING, SLOT, SLOT_REC, Layout, json_record, pairs_record, parse_json,
+    parse_pairs, record_header,
+)
+from zoo.transports.tcp.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+from zoo.transports.tcp.transport import RawPusherMixin
+
+log = logging.getLogger("zoo.transports")
+CONTROL_WRITE_S = 0.5
+
+
+def _slot_record(gen: int, slot: int, nbytes: int, seq: int = 0) -> bytes:
+    return record_header(SLOT, SLOT_REC.size) + SLOT_REC.pack(gen, slot, nbytes, seq)
+
+
+def _parse_slot(payload: bytes) -> tuple[int, int, int, int]:
+    if len(payload) != SLOT_REC.size:
+        raise WireError(f"SLOT record of {len(payload)} bytes (expected {SLOT_REC.size})")
+    return SLOT_REC.unpack(payload)
+
+
+class _PeerRing:
+    """Sender-side view of a ring the peer owns: the mapped segment and the grants held."""
+
+    def __init__(self) -> None:
+        self.seg: Segment | None = None
+        self.grants: collections.deque[tuple[int, int]] = collections.deque()
+
+    def close(self) -> None:
+        self.grants.clear()
+        if self.seg is not None:
+            self.seg.close()
+            self.seg = None
+
+
+class _ShmMixin:
+    """Shared by all shm endpoints; expects an :class:`engine.Endpoint` base."""
+
+    ring: LendingRing | None = None
+    _inline_logged = False
+
+    # -- attaching to the peer's rings (sender side, and subscribers) --------------------
+    def _attach(self, info_payload: bytes) -> Segment:
+        info = parse_json(info_payload)
+        try:
+            name, gen = str(info["name"]), int(info["gen"])
+            slot_bytes, slots = int(info["slot_bytes"]), int(info["slots"])
+        except (KeyError, TypeError, ValueError):
+            raise WireError(f"malformed RING record {info!r}") from None
+        prefix = f"{run_prefix(self.run_id)}{safe_name(self.stream)}."
+        if not name.startswith(prefix) or "/" in name:
+            raise WireError(f"RING names segment {name!r}, which is not one of stream {self.stream!r} of this run")
+        try:
+            return Segment.attach(name, slot_bytes, slots, gen)
+        except TransportError as exc:
+            raise ProtocolError(str(exc)) from None
+
+    def _peer_ring(self, conn: Conn) -> _PeerRing:
+        if not isinstance(getattr(conn.shm, "peer", None), _PeerRing):
+            conn.shm = conn.shm or _ConnState()
+            conn.shm.peer = _PeerRing()
+        return conn.shm.peer
+
+    def _on_peer_ring(self, conn: Conn, payload: bytes) -> None:
+        peer = self._peer_ring(conn)
+        seg = self._attach(payload)
+        stale = list(peer.grants)
+        peer.grants.clear()
+        if peer.seg is not None:
+            peer.seg.close()
+        peer.seg = seg
+        if stale:
+            self._send_control(conn, pairs_record(RETURN, stale))
+
+    def _on_grant(self, conn: Conn, payload: bytes) -> None:
+        peer = self._peer_ring(conn)
+        stale = []
+        for gen, slot in parse_pairs(payload):
+            if peer.seg is not None and gen == peer.seg.gen and slot < peer.seg.slots:
+                peer.grants.append((gen, slot))
+            else:
+                stale.append((gen, slot))
+        if stale:
+            self._send_control(conn, pairs_record(RETURN, stale))
+
+    def _wait_conn(self, conn: Conn, deadline: float, cond) -> bool:
+        """Like ``_wait``, but also reads ``conn`` when it is throttled (its control records
+        may be queued behind data)."""
+        while not cond():
+            if self._closed or conn.closed:
+                return False
+            left = deadline - time.monotonic()
+            if not conn.registered:
+                self._force_read(conn)
+                if cond():
+                    break
+                self._poll(min(max(left, 0.0), 0.005))
+            else:
+                self._poll(left)
+            if left <= 0:
+                return bool(cond()) and not self._closed
+        return True
+
+    def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
+        """Write the frame into a granted slot of the peer's ring and announce it (or send it inline)."""
+        peer = self._peer_ring(conn)
+        if peer.seg is None or lay.size > peer.seg.slot_bytes:
+            # Before the owner has announced its ring (it does so when it next polls), and for
+            # frames larger than its slots, the frame goes inline: bounded by the socket buffers.
+            if peer.seg is not None and not self._inline_logged:
+                self._inline_logged = True
+                log.info("%r: a %d-byte frame exceeds the %d-byte slots; it goes inline on the socket and the "
+                         "owner grows its ring (ZOO_SHM_MAX_SLOT_BYTES caps the growth)", self, lay.size,
+                         peer.seg.slot_bytes)
+            return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
+        if not self._wait_conn(conn, deadline, lambda: peer.grants or peer.seg is None):
+            return False
+        if peer.seg is None or not peer.grants:
+            return False
+        gen, slot = peer.grants.popleft()
+        lay.write_into(peer.seg.view(slot, lay.size))
+        if self._write(conn, [_slot_record(gen, slot, lay.size)], deadline):
+            return True
+        if not conn.closed:
+            peer.grants.appendleft((gen, slot))
+        return False
+
+    # -- owning a lending ring (receiver side) -------------------------------------------
+    def _owner_conns(self) -> list[Conn]:
+        raise NotImplementedError
+
+    def _announce_ring(self, conns: list[Conn]) -> None:
+        record = json_record(RING, self.ring.ring_info())
+        for conn in conns:
+            self._send_control(conn, record)
+
+    def _regrant(self) -> None:
+        """Lend free slots. A peer left with fewer than half its grants gets them at once; for
+        the others the GRANT rides along with the next record this endpoint sends them (a
+        reply, say), saving a wake-up of the peer per message."""
+        if self._closed or self.ring is None:
+            return
+        low = max(1, max(self.ring.max_lent, self.ring.slots // (2 * max(1, len(self._owner_conns())))) // 2)
+        for conn, pairs in self.ring.grant(self._owner_conns()).items():
+            urgent = self.ring.lent_count(conn) - len(pairs) < low
+            self._send_control(conn, pairs_record(GRANT, pairs), urgent)
+
+    def _on_slot(self, conn: Conn, payload: bytes) -> None:
+        gen, slot, nbytes, _ = _parse_slot(payload)
+        try:
+            self.ring.announced(conn, gen, slot, nbytes)
+        except ValueError as exc:
+            raise WireError(str(exc)) from None
+        self._queue(conn, SLOT, (gen, slot, nbytes))
+
+    def _on_return(self, conn: Conn, payload: bytes) -> None:
+        self.ring.returned(conn, parse_pairs(payload))
+        self._regrant()
+
+    def _maybe_grow(self, nbytes: int) -> None:
+        if nbytes > self.ring.slot_bytes and self.ring.grow(nbytes):
+            log.info("%r: ring grown to %d-byte slots (generation %d)", self, self.ring.slot_bytes, self.ring.gen)
+            self._announce_ring(self._owner_conns())
+            self._regrant()
+
+    def _frame_of(self, conn: Conn, kind: int, payload: Any):
+        if kind != SLOT:
+            return payload
+        gen, slot, nbytes = payload
+        self.ring.reap()
+        try:
+            return self.ring.consume(gen, slot, nbytes)
+        finally:
+            self._regrant()
+
+    def _poll(self, timeout: float) -> None:
+        if self.ring is not None and self.ring.reap():
+            self._regrant()
+        super()._poll(timeout)
+
+    def _owner_gone(self, conn: Conn) -> None:
+        if self.ring is not None:
+            self.ring.conn_gone(conn)
+            self._regrant()
+
+    def _close_peer(self, conn: Conn) -> None:
+        peer = getattr(conn.shm, "peer", None)
+        if peer is not None:
+            peer.close()
+
+
+class _ConnState:
+    def __init__(self) -> None:
+        self.peer: _PeerRing | None = None
+
+
+class ShmPuller(_ShmMixin, patterns.SocketPuller):
+    def __init__(self, address, run_id, stream, max_frame_bytes, token, *, ring: LendingRing) -> None:
+        self.ring = ring
+        try:
+            super().__init__(address, run_id, stream, max_frame_bytes, token)
+        except Exception:
+            ring.close()
+            raise
+
+    def _owner_conns(self) -> list[Conn]:
+        return [c for c in self.conns if c.hello is not None and not c.closed]
+
+    def _on_hello(self, conn: Conn) -> None:
+        conn.shm = _ConnState()
+        self._announce_ring([conn])
+        self._regrant()
+
+    def _dispatch(self, conn: Conn, kind: int, payload: Any) -> None:
+        if kind == FRAME and conn.hello is not None:
+            self._maybe_grow(len(payload))
+        super()._dispatch(conn, kind, payload)
+
+    def _on_control(self, conn: Conn, kind: int, payload: bytes) -> None:
+        if kind == SLOT:
+            self._on_slot(conn, payload)
+        elif kind == RETURN:
+            self._on_return(conn, payload)
+        else:
+            super()._on_control(conn, kind, payload)
+
+    def _on_disconnect(self, conn: Conn) -> None:
+        self._owner_gone(conn)
+
+    def _shutdown(self) -> None:
+        super()._shutdown()
+        self.ring.close()
+
+
+class ShmPusher(_ShmMixin, patterns.SocketPusher):
+    def _on_connect(self, conn: Conn) -> None:
+        conn.shm = _ConnState()
+
+    def _on_control(self, conn: Conn, kind: int, payload: bytes) -> None:
+        if kind == RING:
+            self._on_peer_ring(conn, payload)
+        elif kind == GRANT:
+            self._on_grant(conn, payload)
+        else:
+            super()._on_control(conn, kind, payload)
+
+    def _on_disconnect(self, conn: Conn) -> None:
+        self._close_peer(conn)
+
+
+class ShmRawPusher(RawPusherMixin, ShmPusher):
+    """Testing aid: sends arbitrary FRAME payloads (the inline path) or raw bytes."""
+
+
+class ShmReplyServer(_ShmMixin, patterns.SocketReplyServer):
+    """Owns the request ring; writes replies into each client's reply ring."""
+
+    def __init__(self, address, run_id, stream, max_frame_bytes, token, *, ring: LendingRing) -> None:
+        self.ring = ring
+        try:
+            super().__init__(address, run_id, stream, max_frame_bytes, token)
+        except Exception:
+            ring.close()
+            raise
+
+    def _owner_conns(self) -> list[Conn]:
+        return [c for c in self.conns if c.hello is not None and not c.closed]
+
+    def _on_hello(self, conn: Conn) -> None:
+        super()._on_hello(conn)
+        if conn.closed:
+            return
+        conn.shm = _ConnState()
+        self._announce_ring([conn])
+        self._regrant()
+
+    def _dispatch(self, conn: Conn, kind: int, payload: Any) -> None:
+        if kind == FRAME and conn.hello is not None:
+            self._maybe_grow(len(payload))
+        super()._dispatch(conn, kind, payload)
+
+    def _on_control(self, conn: Conn, kind: int, payload: bytes) -> None:
+        if kind == SLOT:
+            self._on_slot(conn, payload)
+        elif kind == RETURN:
+            self._on_return(conn, payload)
+        elif kind == RING:
+            self._on_peer_ring(conn, payload)
+        elif kind == GRANT:
+            self._on_grant(conn, payload)
+        else:
+            super()._on_control(conn, kind, payload)
+
+    def _on_disconnect(self, conn: Conn) -> None:
+        super()._on_disconnect(conn)
+        self._close_peer(conn)
+        self._owner_gone(conn)
+
+    def _shutdown(self) -> None:
+        super()._shutdown()
+        self.ring.close()
+
+
+class ShmRequestClient(_ShmMixin, patterns.SocketRequestClient):
+    """Owns its reply ring; writes requests into the server's request ring."""
+
+    def __init__(self, address, run_id, stream, max_frame_bytes, token, client_id, *, ring: LendingRing) -> None:
+        self.ring = ring
+        try:
+            super().__init__(address, run_id, stream, max_frame_bytes, token, client_id=client_id)
+        except Exception:
+            ring.close()
+            raise
+
+    def _owner_conns(self) -> list[Conn]:
+        return [self.conn] if self.conn is not None and not self.conn.closed else []
+
+    def _on_connect(self, conn: Conn) -> None:
+        conn.shm = _ConnState()
+        self._announce_ring([conn])
+        self._regrant()
+
+    def _dispatch(self, conn: Conn, kind: int, payload: Any) -> None:
+        if kind == FRAME:
+            self._maybe_grow(len(payload))
+        super()._dispatch(conn, kind, payload)
+
+    def _on_control(self, conn: Conn, kind: int, payload: bytes) -> None:
+        if kind == SLOT:
+            self._on_slot(conn, payload)
+        elif kind == RETURN:
+            self._on_return(conn, payload)
+        elif kind == RING:
+            self._on_peer_ring(conn, payload)
+        elif kind == GRANT:
+            self._on_grant(conn, payload)
+        else:
+            super()._on_control(conn, kind, payload)
+
+    def _on_disconnect(self, conn: Conn) -> None:
+        self._close_peer(conn)
+        self._owner_gone(conn)
+
+    def _shutdown(self) -> None:
+        super()._shutdown()
+        self.ring.close()
+
+
+class _SubState:
+    def __init__(self) -> None:
+        self.announced: list[tuple[int, int]] = []
+        self.deferred = False
+        self.gen_sent = -1
+
+
+class ShmPublisher(_ShmMixin, patterns.SocketPublisher):
+    """Writes each value once into a free slot of its ring and announces it to every subscriber.
+
+    A subscriber holds at most 2 unreleased announcements; one that lags more gets the newest
+    value when it releases one and the publisher next runs (``publish``). When no slot is free
+    (more lagging subscribers than slots) or a value exceeds ``max_slot_bytes``, the value is
+    sent inline on the sockets instead.
+    """
+
+    def __init__(self, address, run_id, stream, max_frame_bytes, token, *, ring: PublishRing) -> None:
+        self.pring = ring
+        self._cur: tuple[tuple[int, int], int, int] | None = None
+        self._seq = 0
+        try:
+            super().__init__(address, run_id, stream, max_frame_bytes, token)
+        except Exception:
+            ring.close()
+            raise
+
+    def _on_hello(self, conn: Conn) -> None:
+        conn.shm = _SubState()
+        self._announce(conn)
+
+    def _announce(self, conn: Conn) -> None:
+        st: _SubState = conn.shm
+        if self._cur is None:
+            if self._last is not None:
+                conn.offer_latest(self._last)
+            return
+        key, nbytes, seq = self._cur
+        if key in st.announced:
+            st.deferred = False
+            return
+        if len(st.announced) >= 2:
+            st.deferred = True
+            return
+        parts = []
+        if st.gen_sent != key[0]:
+            parts.append(json_record(RING, self.pring.ring_info(key[0])))
+        parts.append(_slot_record(key[0], key[1], nbytes, seq))
+        if self._write(conn, [b"".join(parts)], time.monotonic() + CONTROL_WRITE_S):
+            st.gen_sent = key[0]
+            self.pring.ref(key)
+            st.announced.append(key)
+            st.deferred = False
+        else:
+            st.deferred = not conn.closed
+
+    def _publish_layout(self, lay: Layout) -> None:
+        key = self.pring.acquire(lay.size)
+        if key is None:
+            if self._cur is not None:
+                self.pring.unref(self._cur[0])
+                self._cur = None
+            super()._publish_layout(lay)
+            return
+        lay.write_into(self.pring.gens[key[0]].view(key[1], lay.size))
+        self._seq += 1
+        self.pring.ref(key)
+        if self._cur is not None:
+            self.pring.unref(self._cur[0])
+        self._cur, self._last = (key, lay.size, self._seq), None
+        for conn in list(self.conns):
+            if conn.hello is not None and not conn.closed:
+                self._announce(conn)
+
+    def _on_control(self, conn: Conn, kind: int, payload: bytes) -> None:
+        if kind != RELEASE:
+            super()._on_control(conn, kind, payload)
+            return
+        st: _SubState = conn.shm
+        for key in parse_pairs(payload):
+            if key in st.announced:
+                st.announced.remove(key)
+                self.pring.unref(key)
+        if st.deferred:
+            self._announce(conn)
+
+    def _on_disconnect(self, conn: Conn) -> None:
+        st = conn.shm
+        if isinstance(st, _SubState):
+            for key in st.announced:
+                self.pring.unref(key)
+            st.announced.clear()
+
+    def _shutdown(self) -> None:
+        super()._shutdown()
+        self.pring.close()
+
+
+class _SubConnState:
+    def __init__(self) -> None:
+        self.segs: dict[int, Segment] = {}
+
+
+class ShmSubscriber(_ShmMixin, patterns.SocketSubscriber):
+    def _on_connect(self, conn: Conn) -> None:
+        conn.shm = _SubConnState()
+
+    def _on_control(self, conn: Conn, kind: int, payload: bytes) -> None:
+        st: _SubConnState = conn.shm
+        if kind == RING:
+            seg = self._attach(payload)
+            old = st.segs.pop(seg.gen, None)
+            if old is not None:
+                old.close()
+            st.segs[seg.gen] = seg
+            busy = {p[0] for c, k, p in self._ready if k == SLOT}
+            for gen in [g for g in st.segs if g < seg.gen - 1 and g not in busy]:
+                st.segs.pop(gen).close()
+        elif kind == SLOT:
+            gen, slot, nbytes, seq = _parse_slot(payload)
+            seg = st.segs.get(gen)
+            if seg is None or slot >= seg.slots or nbytes > seg.slot_bytes:
+                raise WireError(f"SLOT ({gen}, {slot}, {nbytes} bytes) does not fit any announced ring")
+            self._queue(conn, SLOT, (gen, slot, nbytes))
+        else:
+            super()._on_control(conn, kind, payload)
+
+    def _release(self, conn: Conn, payload) -> None:
+        if not conn.closed:
+            self._send_control(conn, pairs_record(RELEASE, [payload[:2]]))
+
+    def _discard(self, conn: Conn, kind: int, payload: Any) -> None:
+        if kind == SLOT:
+            self._release(conn, payload)
+
+    def _frame_of(self, conn: Conn, kind: int, payload: Any):
+        if kind != SLOT:
+            return payload
+        gen, slot, nbytes = payload
+        seg = conn.shm.segs.get(gen) if isinstance(conn.shm, _SubConnState) else None
+        if seg is None:
+            return None
+        try:
+            return seg.copy_out(slot, nbytes)
+        finally:
+            self._release(conn, payload)
+
+    def _on_disconnect(self, conn: Conn) -> None:
+        if isinstance(conn.shm, _SubConnState):
+            for seg in conn.shm.segs.values():
+                seg.close()
+            conn.shm.segs.clear()
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise TransportError(f"{name}={raw!r} is not an integer") from None
+    if value <= 0:
+        raise TransportError(f"{name}={raw!r} must be positive")
+    return value
+
+
+class ShmTransport:
+    """Endpoints over shared-memory rings, notified through Unix sockets in ``<base_dir or tempdir>/zoo-<run_id>/``.
+
+    Only for processes of one host. See the module docstring for options and ownership.
+    """
+
+    name = "shm"
+    cross_process = True
+
+    def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
+                 slots: int | None = None, slot_bytes: int | None = None, max_slot_bytes: int | None = None,
+                 max_lent: int | None = None, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.run_id = run_id
+        self.base_dir = base_dir
+        self.dir = run_dir(run_id, base_dir)
+        self.slots = int(slots or _env_int("ZOO_SHM_SLOTS", 8))
+        self.slot_bytes = int(slot_bytes or _env_int("ZOO_SHM_SLOT_BYTES", 1 << 20))
+        self.max_slot_bytes = int(max_slot_bytes or _env_int("ZOO_SHM_MAX_SLOT_BYTES", 256 << 20))
+        self.max_lent = int(max_lent or _env_int("ZOO_SHM_GRANTS", 2))
+        self.max_frame_bytes = int(max_frame_bytes)
+        if create:
+            reclaim_stale_segments()
+            reclaim_stale_run_dirs(base_dir)
+            create_run_dir(run_id, base_dir)
+
+    def _address(self, stream: str) -> engine.UnixAddress:
+        return engine.UnixAddress(os.path.join(self.dir, f"{safe_name(stream)}.shm"))
+
+    def _args(self, stream: str) -> tuple:
+        return (self.run_id, stream, self.max_frame_bytes, None)
+
+    def _ring(self, stream: str, role: str, slots: int) -> LendingRing:
+        return LendingRing(self.run_id, stream, role, self.slot_bytes, slots, self.max_slot_bytes, self.max_lent)
+
+    def reply_server(self, stream: str) -> ShmReplyServer:
+        return ShmReplyServer(self._address(stream), *self._args(stream), ring=self._ring(stream, "req", self.slots))
+
+    def request_client(self, stream: str, client_id: int) -> ShmRequestClient:
+        # The server is this ring's only peer: it may hold every slot.
+        ring = LendingRing(self.run_id, stream, f"c{int(client_id)}", max(4096, self.slot_bytes // 4), self.slots,
+                           self.max_slot_bytes, max_lent=self.slots)
+        return ShmRequestClient(self._address(stream), *self._args(stream), client_id, ring=ring)
+
+    def puller(self, stream: str) -> ShmPuller:
+        return ShmPuller(self._address(stream), *self._args(stream), ring=self._ring(stream, "pull", self.slots))
+
+    def pusher(self, stream: str) -> ShmPusher:
+        return ShmPusher(self._address(stream), *self._args(stream))
+
+    def publisher(self, stream: str) -> ShmPublisher:
+        ring = PublishRing(self.run_id, stream, self.slot_bytes, max(4, self.slots // 2), self.max_slot_bytes)
+        return ShmPublisher(self._address(stream), *self._args(stream), ring=ring)
+
+    def subscriber(self, stream: str) -> ShmSubscriber:
+        return ShmSubscriber(self._address(stream), *self._args(stream))
+
+    def raw_pusher(self, stream: str) -> ShmRawPusher:
+        """Testing aid: a pusher that can send arbitrary bytes (inline FRAME records)."""
+        return ShmRawPusher(self._address(stream), *self._args(stream))
+
+    def resources(self) -> list[str]:
+        """OS resources of this run that exist now: ``/dev/shm`` segments and the run directory."""
+        out = [f"/dev/shm/{n}" for n in list_segments(run_prefix(self.run_id))]
+        return out + ([self.dir] if os.path.exists(self.dir) else [])
+
+    def cleanup(self) -> None:
+        """Unlink every segment of the run (whoever owns it) and remove the run directory (idempotent)."""
+        unlink_run_segments(self.run_id)
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""The ``tcp`` transport: plain stdlib sockets, length-prefixed records (see :mod:`.engine`)."""

@@ -1,0 +1,835 @@
+"""A small socket engine for the three patterns over stream sockets (TCP or Unix), stdlib only.
+
+This module holds connections, addresses and the listening / dialing endpoint bases; the
+pattern endpoints are in :mod:`zoo.transports.tcp.patterns`. Used by the ``tcp`` transport
+(frames travel inline) and by ``shm`` (the same connections carry slot indices; frames lie
+in shared memory — see :mod:`zoo.transports.shm.transport`).
+
+How it works
+------------
+- The binding side (puller, reply server, publisher) listens; the other side dials and
+  sends a HELLO record first (run id, stream, role, client id, pid, optional token). Start
+  order does not matter: a dialer retries (backoff 20..200 ms) within the timeout of the
+  call that needs the connection. A broken connection is redialled by the next call.
+- Receiving is **thread-free**: ``recv``/``latest`` poll the sockets (epoll) themselves, up
+  to their timeout. A listener stops reading a connection while
+  :data:`MAX_QUEUED_PER_CONN` of its messages wait to be consumed, so memory stays bounded
+  and back-pressure reaches the producer through the kernel's socket buffers.
+- Sending writes with non-blocking ``sendmsg`` (contiguous arrays are not copied) while the
+  peer keeps reading. ``send`` returns ``False`` when *nothing* of the frame could be written
+  before its timeout (back-pressure). Once part of a frame is written, if the peer stops
+  reading for :data:`STALL_S` (or the timeout passes) the rest is copied and handed to a
+  per-connection writer thread and ``send`` returns ``True``: the frame is committed and
+  arrives without further calls. The next ``send`` waits (up to its timeout) for that writer
+  to finish. Memory per connection: kernel buffers + one frame.
+- ``close()`` is idempotent; it first lets writer threads finish a committed frame for up to
+  :data:`LINGER_S`. A call blocked in another thread wakes up (self-pipe) and returns
+  ``None``/``False``; calls made after ``close()`` raise :class:`TransportError`.
+- Every received FRAME is checked by :func:`zoo.core.arrays.decode`; a malformed one is
+  counted in ``rejected``, logged and dropped, and the endpoint keeps serving. A corrupt
+  record stream (bad record magic, unknown kind, oversized length) drops only that
+  connection (also counted in ``rejected``).
+- With a token configured, a peer whose HELLO lacks it is refused, counted in ``refused``
+  and logged with its address.
+
+Endpoints are meant for one thread at a time (plus ``close()`` from any thread).
+"""
+from __future__ import annotations
+
+import collections
+import hmac
+import json
+import logging
+import os
+import select
+import selectors
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from zoo.core.arrays import WireError, decode
+from zoo.core.transport import TransportError
+from zoo.transports.tcp.framing import (
+    FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, Layout, json_record, parse_json,
+    wire_magic_ok,
+)
+
+log = logging.getLogger("zoo.transports")
+
+LINGER_S = 1.0
+"""Seconds ``close()`` waits for writer threads to finish frames already committed by ``send``."""
+STAGING_BYTES = 256 << 10
+"""Per-connection read buffer; FRAME records larger than half of it are read into their own buffer."""
+READ_CHUNK = 64 << 10
+"""Bytes asked of one ``recv`` into the staging buffer."""
+MAX_QUEUED_PER_CONN = 4
+"""A listener stops reading a connection while this many of its messages wait in ``recv``'s queue."""
+HARD_QUEUED_PER_CONN = 64
+"""Upper bound when a connection must be read anyway (to find a control record behind data)."""
+CONNECT_BACKOFF_S = (0.02, 0.2)
+CONTROL_DEFER_S = 0.002
+"""Longest a deferred control record waits for a write to ride along with (while polling)."""
+STALL_S = 0.02
+"""A started frame whose peer reads nothing for this long is handed to the writer thread."""
+_IOV = 512
+_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+_LISTEN = object()
+
+
+class ConnClosed(Exception):
+    """The peer closed the connection (EOF) or it failed."""
+
+
+class ProtocolError(Exception):
+    """The record stream of one connection is corrupt; that connection is dropped."""
+
+
+def _advance(views: list[memoryview], n: int) -> list[memoryview]:
+    while n:
+        first = views[0]
+        if n >= first.nbytes:
+            n -= first.nbytes
+            views.pop(0)
+        else:
+            views[0] = first[n:]
+            n = 0
+    return views
+
+
+class Conn:
+    """One connection: a record parser for reading and a writer with an optional background thread.
+
+    ``max_frame`` bounds FRAME payloads in bytes. Attributes used by endpoints: ``hello``
+    (the peer's HELLO dict, listeners only), ``client_id``, ``queued`` (messages of this
+    connection waiting to be consumed), ``closed``, ``peer`` (address for logs). ``shm`` state
+    (rings, grants) is attached by the shm endpoints as ``conn.shm``.
+    """
+
+    def __init__(self, sock: socket.socket, peer: str, max_frame: int) -> None:
+        sock.setblocking(False)
+        self.sock, self.peer, self.max_frame = sock, peer, max_frame
+        self.hello: dict[str, Any] | None = None
+        self.client_id: int | None = None
+        self.closed = False
+        self.error: BaseException | None = None
+        self.queued = 0
+        self.registered = False
+        self.shm: Any = None
+        self.ctrl: list[bytes] = []  # control records waiting to ride along with the next write
+        self.ctrl_since = 0.0
+        self._stage = bytearray(STAGING_BYTES)
+        self._r = self._w = 0
+        self._big: np.ndarray | None = None
+        self._filled = 0
+        self._cond = threading.Condition(threading.Lock())
+        self._tail: list[memoryview] = []
+        self._next: list[memoryview] | None = None
+        self._writer: threading.Thread | None = None
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    # -- reading -------------------------------------------------------------------
+    def read(self) -> list[tuple[int, Any]]:
+        """Read what the socket holds now (non-blocking) and return the complete records.
+
+        Stops after the first ``recv`` that completes a FRAME or SLOT record, so one call reads
+        at most :data:`STAGING_BYTES` or one large frame.
+
+        Raises:
+            ConnClosed: EOF or a socket error.
+            ProtocolError: bad record magic, unknown kind, oversized length, or a large
+                FRAME whose payload does not start with the wire magic.
+        """
+        out: list[tuple[int, Any]] = []
+        while True:
+            self._parse(out)
+            if any(k == FRAME or k == SLOT for k, _ in out):
+                return out
+            try:
+                if self._big is not None:
+                    n = self.sock.recv_into(memoryview(self._big)[self._filled:])
+                else:
+                    if self._r and len(self._stage) - self._w < MAX_CONTROL_BYTES + REC.size:
+                        avail = self._w - self._r
+                        self._stage[:avail] = self._stage[self._r:self._w]
+                        self._r, self._w = 0, avail
+                    if self._w == len(self._stage):  # cannot happen: every staged record fits in half
+                        raise ProtocolError("record parser stalled with a full staging buffer")
+                    # At most READ_CHUNK at a time: a large frame's first bytes are copied once
+                    # more (staging -> its own buffer), so keep that copy small.
+                    n = self.sock.recv_into(memoryview(self._stage)[self._w:self._w + READ_CHUNK])
+            except (BlockingIOError, InterruptedError):
+                return out
+            except OSError as exc:
+                raise ConnClosed(str(exc)) from None
+            if n == 0:
+                if out:
+                    return out  # deliver what came before the EOF; the next read reports it
+                raise ConnClosed("peer closed the connection")
+            if self._big is not None:
+                self._filled += n
+                if self._filled == self._big.nbytes:
+                    out.append((FRAME, self._big))
+                    self._big = None
+            else:
+                self._w += n
+
+    def _parse(self, out: list[tuple[int, Any]]) -> None:
+        stage = self._stage
+        while self._big is None:
+            avail = self._w - self._r
+            if avail < REC.size:
+                break
+            magic, kind, length = REC.unpack_from(stage, self._r)
+            if magic != REC_MAGIC:
+                raise ProtocolError(f"bad record magic {bytes(magic)!r} (expected {REC_MAGIC!r})")
+            if kind not in KINDS:
+                raise ProtocolError(f"unknown record kind {kind}")
+            limit = self.max_frame if kind == FRAME else MAX_CONTROL_BYTES
+            if length > limit:
+                raise ProtocolError(f"{KINDS[kind]} record declares {length} bytes, over the limit of {limit}")
+            start, body = self._r + REC.size, avail - REC.size
+            if body >= length:
+                out.append((kind, bytes(memoryview(stage)[start:start + length])))
+                self._r = start + length
+                continue
+            if kind == FRAME and length + REC.size > len(stage) // 2:
+                if body < 8:
+                    break
+                if not wire_magic_ok(memoryview(stage)[start:start + 8]):
+                    raise ProtocolError("FRAME payload does not start with the wire-format magic")
+                big = np.empty(length, np.uint8)
+                big[:body] = np.frombuffer(stage, np.uint8, body, start)
+                self._big, self._filled = big, body
+                self._r = self._w = 0
+            break
+        if self._r == self._w:
+            self._r = self._w = 0
+
+    # -- writing -------------------------------------------------------------------
+    def _send_nb(self, views: list[memoryview]) -> tuple[list[memoryview], int]:
+        """Send without blocking; returns (what is left, bytes sent). Marks the connection broken on error."""
+        sent = 0
+        while views:
+            try:
+                n = self.sock.sendmsg(views[:_IOV], (), _SEND_FLAGS)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._broken(exc)
+                return [], sent
+            sent += n
+            views = _advance(views, n)
+        return views, sent
+
+    def _broken(self, exc: BaseException) -> None:
+        self.closed = True
+        self.error = exc
+
+    @property
+    def busy(self) -> bool:
+        """Whether the writer thread still holds bytes of a committed frame."""
+        return bool(self._tail) or self._next is not None
+
+    def write(self, parts: list, deadline: float, abort: Callable[[], bool] = lambda: False) -> bool:
+        """Write one record (``parts`` concatenated) before ``deadline`` (``time.monotonic()``).
+
+        Returns False — with nothing of the record written — when the connection is broken or
+        the previous record is still being written, or the socket stays full, until the
+        deadline or until ``abort()`` is true. Returns True once the record is committed:
+        fully written, or started and its (copied) rest handed to the writer thread.
+        """
+        with self._cond:
+            while self.busy and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0 or abort():
+                    return False
+                self._cond.wait(min(left, 0.05))
+            if self.closed:
+                return False
+            views = [memoryview(p) for p in parts if len(p)]
+            started = False
+            progress = time.monotonic()
+            while True:
+                views, sent = self._send_nb(views)
+                now = time.monotonic()
+                if sent:
+                    started, progress = True, now
+                if self.closed:
+                    return False
+                if not views:
+                    return True
+                left = deadline - now
+                if left <= 0 or abort() or (started and now - progress > STALL_S):
+                    if not started:
+                        return False
+                    self._tail = [memoryview(bytes(v)) for v in views]  # the caller may reuse its arrays
+                    self._start_writer()
+                    return True
+                self._cond.release()
+                try:
+                    select.select([], [self.sock], [], min(left, STALL_S if started else 0.05))
+                except (OSError, ValueError):
+                    pass
+                finally:
+                    self._cond.acquire()
+
+    def offer_latest(self, parts: list) -> None:
+        """Publisher path: send ``parts`` (owned, never modified) now if the socket is free,
+        otherwise make them the next record the writer thread sends, replacing an older one."""
+        with self._cond:
+            if self.closed:
+                return
+            views = [memoryview(p) for p in parts if len(p)]
+            if self.busy:
+                self._next = views
+                return
+            left, sent = self._send_nb(views)
+            if self.closed or not left:
+                return
+            if sent:
+                self._tail = left
+            else:
+                self._next = left
+            self._start_writer()
+
+    def _start_writer(self) -> None:
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_loop, name=f"zoo-writer {self.peer}", daemon=True)
+            self._writer.start()
+        else:
+            self._cond.notify_all()
+
+    def _write_loop(self) -> None:
+        with self._cond:
+            try:
+                while not self.closed:
+                    if not self._tail and self._next is not None:
+                        self._tail, self._next = self._next, None
+                    if not self._tail:
+                        break
+                    self._tail, _ = self._send_nb(self._tail)
+                    if self._tail and not self.closed:
+                        self._cond.release()
+                        try:
+                            select.select([], [self.sock], [], 0.05)
+                        except (OSError, ValueError):
+                            pass
+                        finally:
+                            self._cond.acquire()
+            finally:
+                if self.closed:
+                    self._tail, self._next = [], None
+                self._writer = None
+                self._cond.notify_all()
+
+    def close(self, linger_deadline: float = 0.0) -> None:
+        """Close (idempotent), first waiting until ``linger_deadline`` for a committed frame to be written."""
+        with self._cond:
+            while self.busy and not self.closed and time.monotonic() < linger_deadline:
+                self._cond.wait(0.05)
+            self.closed = True
+            self._cond.notify_all()
+            writer = self._writer
+        if writer is not None and writer is not threading.current_thread():
+            writer.join(1.0)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# -- addresses -------------------------------------------------------------------------
+TCP_BUFFER_BYTES = 4 << 20
+"""Socket send/receive buffer asked for on TCP connections (the kernel caps it at
+``net.core.wmem_max`` / ``rmem_max``); large frames then need fewer wake-ups."""
+
+
+def tune_tcp(sock: socket.socket) -> None:
+    """No Nagle delay (requests are latency-bound) and large socket buffers."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, TCP_BUFFER_BYTES)
+        except OSError:
+            pass
+
+class UnixAddress:
+    """A Unix stream socket at ``path`` (at most 107 bytes, the kernel's limit)."""
+
+    def __init__(self, path: str) -> None:
+        if len(path.encode()) > 107:
+            raise TransportError(f"socket path {path!r} is longer than the 107-byte Unix limit; "
+                                 "use a shorter run id, stream name or base_dir")
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"unix:{self.path}"
+
+    def listen(self) -> socket.socket:
+        """Bind and listen; a stale socket file is replaced, a live listener is an error.
+
+        Raises:
+            TransportError: another endpoint is listening on this path.
+        """
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        if os.path.exists(self.path):
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(self.path)
+                raise TransportError(f"{self}: another endpoint already listens here")
+            except OSError:
+                os.unlink(self.path)
+            finally:
+                probe.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(self.path)
+        sock.listen(128)
+        return sock
+
+    def connect(self, timeout: float) -> socket.socket | None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(max(timeout, 0.001))
+            sock.connect(self.path)
+            return sock
+        except OSError:
+            sock.close()
+            return None
+
+    def unpublish(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+class TcpAddress:
+    """A TCP listener on ``host`` and an OS-chosen port, published in the file ``port_file``.
+
+    The file holds JSON ``{"host", "port", "pid"}`` and is replaced atomically, so a dialer
+    never reads half of it. ``connect_host`` overrides where dialers connect (default: the
+    published host; ``0.0.0.0``/``::`` become loopback).
+    """
+
+    def __init__(self, port_file: str, host: str = "127.0.0.1", connect_host: str | None = None) -> None:
+        self.port_file, self.host, self.connect_host = port_file, host, connect_host
+
+    def __str__(self) -> str:
+        return f"tcp:{self.port_file}"
+
+    def listen(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+        os.makedirs(os.path.dirname(self.port_file), exist_ok=True)
+        tmp = f"{self.port_file}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"host": self.host, "port": port, "pid": os.getpid()}, f)
+        os.replace(tmp, self.port_file)
+        return sock
+
+    def connect(self, timeout: float) -> socket.socket | None:
+        try:
+            with open(self.port_file) as f:
+                info = json.load(f)
+            host, port = info["host"], int(info["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if self.connect_host:
+            host = self.connect_host
+        elif host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        try:
+            sock = socket.create_connection((host, port), timeout=max(timeout, 0.001))
+        except OSError:
+            return None
+        tune_tcp(sock)
+        return sock
+
+    def unpublish(self) -> None:
+        try:
+            with open(self.port_file) as f:
+                if json.load(f).get("pid") != os.getpid():
+                    return  # another listener took over this stream
+            os.unlink(self.port_file)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+# -- endpoints -------------------------------------------------------------------------
+class Endpoint:
+    """What every endpoint shares: the selector, the self-pipe, the queue of received messages.
+
+    Attributes:
+        rejected: malformed frames and corrupt connections dropped so far.
+        refused: peers refused at HELLO (wrong token, run or stream).
+    """
+
+    role = "endpoint"
+
+    def __init__(self, run_id: str, stream: str, max_frame_bytes: int, token: str | None) -> None:
+        self.run_id, self.stream = run_id, stream
+        self.max_frame_bytes = max_frame_bytes
+        self.token = token
+        self.rejected = 0
+        self.refused = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._ready: collections.deque[tuple[Conn, int, Any]] = collections.deque()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.stream!r} of run {self.run_id!r}>"
+
+    # -- helpers for subclasses -----------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportError(f"{self!r} is closed")
+
+    def _is_closed(self) -> bool:
+        return self._closed
+
+    def _reject(self, conn: Conn | None, why: BaseException | str) -> None:
+        self.rejected += 1
+        if self.rejected <= 10 or self.rejected % 100 == 0:
+            peer = f" from {conn.peer}" if conn is not None else ""
+            log.warning("%r dropped a malformed message%s (%d so far): %s", self, peer, self.rejected, why)
+
+    def _register(self, conn: Conn) -> None:
+        if not conn.registered and not conn.closed:
+            self._sel.register(conn.sock, selectors.EVENT_READ, conn)
+            conn.registered = True
+
+    def _unregister(self, conn: Conn) -> None:
+        if conn.registered:
+            try:
+                self._sel.unregister(conn.sock)
+            except (KeyError, ValueError, OSError):
+                pass
+            conn.registered = False
+
+    def _poll(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for socket events and handle all of them.
+
+        Deferred control records are flushed before blocking (and once older than
+        :data:`CONTROL_DEFER_S`), so a peer waiting for them (e.g. for a slot grant) is never
+        stuck behind this endpoint's wait.
+        """
+        stale = time.monotonic() - CONTROL_DEFER_S
+        for conn in self._conns():
+            if conn.ctrl and (timeout > 0 or conn.ctrl_since < stale):
+                self._flush_control(conn)
+        try:
+            events = self._sel.select(max(0.0, timeout))
+        except (OSError, ValueError):
+            if self._closed:
+                return
+            raise
+        for key, _ in events:
+            obj = key.data
+            if obj is None:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except OSError:
+                    pass
+            elif obj is _LISTEN:
+                self._accept()
+            elif obj.registered:
+                self._read(obj)
+
+    def _read(self, conn: Conn) -> None:
+        try:
+            records = conn.read()
+        except ConnClosed:
+            self._drop(conn)
+            return
+        except ProtocolError as exc:
+            self._reject(conn, exc)
+            self._drop(conn)
+            return
+        for kind, payload in records:
+            if conn.closed:
+                break
+            try:
+                self._dispatch(conn, kind, payload)
+            except (WireError, ProtocolError) as exc:
+                self._reject(conn, exc)
+                self._drop(conn)
+                return
+        if conn.queued >= MAX_QUEUED_PER_CONN:
+            self._unregister(conn)
+
+    def _force_read(self, conn: Conn) -> None:
+        """Read a throttled connection once (to reach a control record queued behind data)."""
+        if not conn.closed and conn.queued < HARD_QUEUED_PER_CONN:
+            try:
+                readable = select.select([conn.sock], [], [], 0)[0]
+            except (OSError, ValueError):
+                readable = []
+            if readable:
+                self._read(conn)
+
+    def _dispatch(self, conn: Conn, kind: int, payload: Any) -> None:
+        if kind == FRAME:
+            self._queue(conn, kind, payload)
+        else:
+            self._on_control(conn, kind, payload)
+
+    def _on_control(self, conn: Conn, kind: int, payload: bytes) -> None:
+        raise ProtocolError(f"unexpected {KINDS[kind]} record on {self.role} {self.stream!r}")
+
+    def _queue(self, conn: Conn, kind: int, payload: Any) -> None:
+        self._ready.append((conn, kind, payload))
+        conn.queued += 1
+
+    def _pop(self) -> tuple[Conn, int, Any]:
+        conn, kind, payload = self._ready.popleft()
+        conn.queued -= 1
+        if conn.queued < MAX_QUEUED_PER_CONN and not conn.closed and self._accepts_reads(conn):
+            self._register(conn)
+        return conn, kind, payload
+
+    def _accepts_reads(self, conn: Conn) -> bool:
+        return True
+
+    def _wait(self, deadline: float, cond: Callable[[], Any]) -> bool:
+        """Handle socket events until ``cond()`` holds (True) or ``deadline`` passes / close (False)."""
+        while not cond():
+            if self._closed:
+                return False
+            left = deadline - time.monotonic()
+            self._poll(left)
+            if left <= 0:
+                return bool(cond()) and not self._closed
+        return True
+
+    def _drop(self, conn: Conn) -> None:
+        self._unregister(conn)
+        conn.close()
+        self._on_disconnect(conn)
+
+    def _on_disconnect(self, conn: Conn) -> None:
+        pass
+
+    def _write(self, conn: Conn, parts: list, deadline: float) -> bool:
+        """Write one record (plus any deferred control records) on ``conn``; see :meth:`Conn.write`."""
+        ctrl = conn.ctrl
+        if ctrl:
+            conn.ctrl = []
+            parts = [*ctrl, *parts]
+        ok = conn.write(parts, deadline, self._is_closed)
+        if conn.closed:
+            self._drop(conn)
+            return False
+        if not ok and ctrl:
+            conn.ctrl = ctrl + conn.ctrl
+        return ok
+
+    def _send_control(self, conn: Conn, record: bytes, urgent: bool = True) -> None:
+        """Send a control record now (``urgent``) or let it ride along with the next write on
+        ``conn`` — at the latest before this endpoint blocks waiting (:meth:`_poll`)."""
+        if not conn.ctrl:
+            conn.ctrl_since = time.monotonic()
+        conn.ctrl.append(record)
+        if urgent:
+            self._flush_control(conn)
+
+    def _flush_control(self, conn: Conn) -> None:
+        if conn.ctrl and not conn.closed:
+            self._write(conn, [], time.monotonic() + 0.5)
+
+    def _frame_of(self, conn: Conn, kind: int, payload: Any):
+        """The wire frame of a queued message (shm copies it out of its slot); None to skip it."""
+        return payload
+
+    def _decode_next(self, deadline: float):
+        """Pop queued messages until one decodes, waiting until ``deadline``; None on timeout/close."""
+        while self._wait(deadline, lambda: self._ready):
+            conn, kind, payload = self._pop()
+            frame = self._frame_of(conn, kind, payload)
+            if frame is None:
+                continue
+            try:
+                return conn, decode(frame, self.max_frame_bytes)
+            except WireError as exc:
+                self._reject(conn, exc)
+        return None
+
+    def _check_size(self, lay: Layout) -> None:
+        if lay.size > self.max_frame_bytes:
+            raise WireError(f"frame of {lay.size} bytes exceeds this transport's max_frame_bytes="
+                            f"{self.max_frame_bytes}; raise it (transport option max_frame_bytes)")
+
+    def _conns(self) -> list[Conn]:
+        return []
+
+    def close(self) -> None:
+        """Close every socket (idempotent); a call blocked in another thread returns None/False."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        with self._lock:
+            linger = time.monotonic() + LINGER_S
+            for conn in self._conns():
+                self._unregister(conn)
+                conn.close(linger)
+                self._on_disconnect(conn)
+            self._shutdown()
+            self._sel.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _shutdown(self) -> None:
+        pass
+
+
+class Server(Endpoint):
+    """The listening side: accepts dialers, checks their HELLO, reads all of them."""
+
+    def __init__(self, address, run_id: str, stream: str, max_frame_bytes: int, token: str | None) -> None:
+        super().__init__(run_id, stream, max_frame_bytes, token)
+        self.address = address
+        self._lsock = address.listen()
+        self._lsock.setblocking(False)
+        self._sel.register(self._lsock, selectors.EVENT_READ, _LISTEN)
+        self.conns: set[Conn] = set()
+
+    def _conns(self) -> list[Conn]:
+        return list(self.conns)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, addr = self._lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                tune_tcp(sock)
+                peer = f"{addr[0]}:{addr[1]}"
+            else:
+                peer = f"{self.address}#{sock.fileno()}"
+            conn = Conn(sock, peer, self.max_frame_bytes)
+            self.conns.add(conn)
+            self._register(conn)
+            self._read(conn)  # the HELLO is usually there already
+
+    def _dispatch(self, conn: Conn, kind: int, payload: Any) -> None:
+        if conn.hello is None:
+            if kind != HELLO:
+                raise ProtocolError(f"first record is {KINDS[kind]}, expected HELLO")
+            self._handshake(conn, parse_json(payload))
+            return
+        super()._dispatch(conn, kind, payload)
+
+    def _handshake(self, conn: Conn, hello: dict[str, Any]) -> None:
+        reason = None
+        if hello.get("v") != PROTOCOL_VERSION:
+            reason = f"protocol version {hello.get('v')!r} (this side speaks {PROTOCOL_VERSION})"
+        elif self.token is not None and not hmac.compare_digest(
+                str(hello.get("token") or "").encode(), self.token.encode()):
+            reason = "missing or wrong token"
+        elif hello.get("run") != self.run_id or hello.get("stream") != self.stream:
+            reason = f"it belongs to run {hello.get('run')!r} stream {hello.get('stream')!r}"
+        elif hello.get("role") != self.peer_role:
+            reason = f"role {hello.get('role')!r} cannot talk to a {self.role}"
+        if reason is not None:
+            self.refused += 1
+            log.warning("%r refused peer %s: %s", self, conn.peer, reason)
+            self._drop(conn)
+            return
+        conn.hello = hello
+        self._on_hello(conn)
+
+    peer_role = ""
+
+    def _on_hello(self, conn: Conn) -> None:
+        pass
+
+    def _drop(self, conn: Conn) -> None:
+        self.conns.discard(conn)
+        super()._drop(conn)
+
+    def _shutdown(self) -> None:
+        self.conns.clear()
+        try:
+            self._sel.unregister(self._lsock)
+        except (KeyError, ValueError):
+            pass
+        self._lsock.close()
+        self.address.unpublish()
+
+
+class Client(Endpoint):
+    """The dialing side: one connection, (re)established on demand within a call's timeout."""
+
+    def __init__(self, address, run_id: str, stream: str, max_frame_bytes: int, token: str | None,
+                 client_id: int | None = None) -> None:
+        super().__init__(run_id, stream, max_frame_bytes, token)
+        self.address = address
+        self.client_id = client_id
+        self.conn: Conn | None = None
+        self._next_try = 0.0
+        self._backoff = CONNECT_BACKOFF_S[0]
+
+    def _conns(self) -> list[Conn]:
+        return [self.conn] if self.conn is not None else []
+
+    def _hello(self) -> dict[str, Any]:
+        return {"v": PROTOCOL_VERSION, "run": self.run_id, "stream": self.stream, "role": self.role,
+                "client_id": self.client_id, "pid": os.getpid(), "token": self.token}
+
+    def _connect(self, deadline: float) -> Conn | None:
+        """The live connection, dialling (with backoff) until ``deadline``; None if none by then."""
+        while True:
+            if self.conn is not None and not self.conn.closed:
+                return self.conn
+            if self.conn is not None:
+                self._drop(self.conn)
+            if self._closed:
+                return None
+            now = time.monotonic()
+            if now >= self._next_try:
+                sock = self.address.connect(max(0.05, deadline - now))
+                if sock is not None:
+                    conn = Conn(sock, str(self.address), self.max_frame_bytes)
+                    self.conn = conn
+                    self._register(conn)
+                    self._backoff = CONNECT_BACKOFF_S[0]
+                    if conn.write([json_record(HELLO, self._hello())], time.monotonic() + 1.0):
+                        self._on_connect(conn)
+                    continue
+                self._next_try = now + self._backoff
+                self._backoff = min(2 * self._backoff, CONNECT_BACKOFF_S[1])
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self._poll(min(left, max(0.0, self._next_try - time.monotonic())))
+
+    def _on_connect(self, conn: Conn) -> None:
+        pass
+
+    def _drop(self, conn: Conn) -> None:
+        if self.conn is conn:
+            self.conn = None
+        super()._drop(conn)

@@ -1,0 +1,145 @@
+"""The ``tcp`` transport: the three patterns over plain TCP sockets (stdlib only).
+
+Each binding endpoint (puller, reply server, publisher) listens on ``host`` (default
+``127.0.0.1``) at a port the OS picks, and publishes it in ``<run dir>/<stream>.tcp``
+(:class:`~zoo.transports.tcp.engine.TcpAddress`); dialers read that file. Frames travel
+inline as length-prefixed records (:mod:`zoo.transports.tcp.framing`); see
+:mod:`zoo.transports.tcp.engine` for timeouts, back-pressure and close semantics.
+
+Options (keyword arguments, else environment variables, else defaults):
+
+=================  ===================  ==========================================================
+option             environment          meaning
+=================  ===================  ==========================================================
+host               ``ZOO_TCP_HOST``     address listeners bind to (default ``127.0.0.1``)
+connect_host       ``ZOO_TCP_CONNECT``  address dialers connect to (default: the published host)
+token              ``ZOO_TCP_TOKEN``    shared secret every dialer must present in its HELLO; a
+                                        peer without it is refused (counted, logged). Strongly
+                                        advised when ``host`` is not loopback (a warning says so)
+max_frame_bytes    --                   largest frame accepted or sent (default 1 GiB)
+=================  ===================  ==========================================================
+
+The token is compared in constant time but travels in clear: it keeps stray peers out, it
+is not encryption.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import shutil
+
+from zoo.core.arrays import MAX_FRAME_BYTES
+from zoo.transports.tcp import engine, patterns
+from zoo.transports.tcp.framing import FRAME, record_header
+from zoo.transports.tcp.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+
+log = logging.getLogger("zoo.transports")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names the loopback interface (``localhost``, ``127.x.y.z``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class RawPusherMixin:
+    """Testing aid for the conformance suite: send bytes that did not come from ``encode``."""
+
+    def send_raw(self, payload: bytes, timeout: float = 1.0) -> bool:
+        """Send ``payload`` as the body of one FRAME record (a correct record, any content)."""
+        import time
+
+        with self._lock:
+            self._check_open()
+            deadline = time.monotonic() + timeout
+            conn = self._connect(deadline)
+            return conn is not None and self._write(conn, [record_header(FRAME, len(payload)), payload], deadline)
+
+    def send_garbage(self, data: bytes, timeout: float = 1.0) -> bool:
+        """Write ``data`` on the connection as is, corrupting its record stream."""
+        import time
+
+        with self._lock:
+            self._check_open()
+            deadline = time.monotonic() + timeout
+            conn = self._connect(deadline)
+            return conn is not None and self._write(conn, [data], deadline)
+
+
+class TcpRawPusher(RawPusherMixin, patterns.SocketPusher):
+    pass
+
+
+class TcpTransport:
+    """Endpoints over TCP; port files in ``<base_dir or tempdir>/zoo-<run_id>/``.
+
+    ``create=True`` (the controller) first removes run directories of dead runs, then creates
+    this run's directory. :meth:`cleanup` removes it.
+    """
+
+    name = "tcp"
+    cross_process = True
+
+    def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
+                 host: str | None = None, connect_host: str | None = None, token: str | None = None,
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.run_id = run_id
+        self.base_dir = base_dir
+        self.dir = run_dir(run_id, base_dir)
+        self.host = host or os.environ.get("ZOO_TCP_HOST") or "127.0.0.1"
+        self.connect_host = connect_host or os.environ.get("ZOO_TCP_CONNECT") or None
+        self.token = token if token is not None else (os.environ.get("ZOO_TCP_TOKEN") or None)
+        self.max_frame_bytes = int(max_frame_bytes)
+        if create:
+            reclaim_stale_run_dirs(base_dir)
+            create_run_dir(run_id, base_dir)
+        self._warned = False
+
+    def _address(self, stream: str) -> engine.TcpAddress:
+        return engine.TcpAddress(os.path.join(self.dir, f"{safe_name(stream)}.tcp"), self.host, self.connect_host)
+
+    def _listen_address(self, stream: str) -> engine.TcpAddress:
+        if not is_loopback(self.host) and self.token is None and not self._warned:
+            self._warned = True
+            log.warning("tcp transport of run %s binds to non-loopback %s without a token: any host that can "
+                        "reach it may connect; set ZOO_TCP_TOKEN (or token=...) on every process",
+                        self.run_id, self.host)
+        return self._address(stream)
+
+    def _args(self, stream: str) -> tuple:
+        return (self.run_id, stream, self.max_frame_bytes, self.token)
+
+    def reply_server(self, stream: str) -> patterns.SocketReplyServer:
+        return patterns.SocketReplyServer(self._listen_address(stream), *self._args(stream))
+
+    def request_client(self, stream: str, client_id: int) -> patterns.SocketRequestClient:
+        return patterns.SocketRequestClient(self._address(stream), *self._args(stream), client_id=client_id)
+
+    def puller(self, stream: str) -> patterns.SocketPuller:
+        return patterns.SocketPuller(self._listen_address(stream), *self._args(stream))
+
+    def pusher(self, stream: str) -> patterns.SocketPusher:
+        return patterns.SocketPusher(self._address(stream), *self._args(stream))
+
+    def publisher(self, stream: str) -> patterns.SocketPublisher:
+        return patterns.SocketPublisher(self._listen_address(stream), *self._args(stream))
+
+    def subscriber(self, stream: str) -> patterns.SocketSubscriber:
+        return patterns.SocketSubscriber(self._address(stream), *self._args(stream))
+
+    def raw_pusher(self, stream: str) -> TcpRawPusher:
+        """Testing aid: a pusher that can send arbitrary bytes (see :class:`RawPusherMixin`)."""
+        return TcpRawPusher(self._address(stream), *self._args(stream))
+
+    def resources(self) -> list[str]:
+        """OS resources this run holds now: its run directory, if it exists."""
+        return [self.dir] if os.path.exists(self.dir) else []
+
+    def cleanup(self) -> None:
+        """Remove the run directory and its port files (idempotent)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
