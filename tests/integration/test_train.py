@@ -90,7 +90,7 @@ def test_ppo_atari_pong_100k_frames_writes_metrics_events_checkpoint(tmp_path):
     assert '"sticky_action_prob": 0.25' in json.dumps(config)
     rows = read_metrics(run)
     updates = [r for r in rows if r["type"] == "update"]
-    assert updates and updates[-1]["frames"] == 4 * updates[-1]["env_steps"] >= 100_000
+    assert updates and all(u["frames"] == 4 * u["env_steps"] for u in updates)
     assert all(np.isfinite(u["pg_loss"]) and np.isfinite(u["v_loss"]) for u in updates)
     games = [r for r in rows if r["type"] == "episode"]
     # Pong's raw score lies in [-21, 21]; a lost life is not logged as an episode (Pong has none).
@@ -100,7 +100,8 @@ def test_ppo_atari_pong_100k_frames_writes_metrics_events_checkpoint(tmp_path):
 
     ckpt = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert ckpt["policy_version"] == updates[-1]["policy_version"]
-    assert ckpt["env_steps"] == updates[-1]["env_steps"]
+    # 100,000 frames = 25,000 env steps at frame-skip 4; the run stops within one sample message of it.
+    assert 25_000 <= ckpt["env_steps"] < 25_000 + 4 * 128 and ckpt["frames"] == 4 * ckpt["env_steps"]
     assert "optimizer" in json.dumps(list(ckpt["algorithm"].keys()))
 
 
