@@ -51,9 +51,9 @@ def _zeros_like(x: Array) -> Array:
     return np.zeros_like(x)
 
 
-def _check_shape(name: str, x: Array, shape: tuple[int, ...]) -> None:
+def _check_shape(name: str, x: Array, shape: tuple[int, ...], fn: str = "gae") -> None:
     if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"gae: {name!r} has shape {tuple(x.shape)}, expected {tuple(shape)}")
+        raise ValueError(f"{fn}: {name!r} has shape {tuple(x.shape)}, expected {tuple(shape)}")
 
 
 def _first_true(mask: Array) -> tuple[int, int]:

@@ -50,7 +50,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from zoo.plugins.algorithms.returns import scatter_final_values
+from zoo.plugins.algorithms.returns import _check_shape as _check_shape_as
+from zoo.plugins.algorithms.returns import _first_true, _is_torch, _zeros_like, scatter_final_values
 
 Array = Any  # np.ndarray or torch.Tensor
 
@@ -66,26 +67,8 @@ class VTraceReturns(NamedTuple):
     """Truncated importance weights ``min(rho_bar, pi/mu)``; 0 at inactive steps."""
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
-def _zeros_like(x: Array) -> Array:
-    if _is_torch(x):
-        import torch
-
-        return torch.zeros_like(x)
-    return np.zeros_like(x)
-
-
 def _check_shape(name: str, x: Array, shape: tuple[int, ...]) -> None:
-    if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"vtrace: {name!r} has shape {tuple(x.shape)}, expected {tuple(shape)}")
-
-
-def _first_true(mask: Array) -> tuple[int, int]:
-    t, b = np.argwhere(np.asarray(mask.cpu() if _is_torch(mask) else mask))[0]
-    return int(t), int(b)
+    _check_shape_as(name, x, shape, fn="vtrace")
 
 
 def _scatter(final_index: Array, final_values: Array, like: Array) -> Array:
