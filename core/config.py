@@ -112,6 +112,9 @@ class TrainerConfig:
     """Samples whose policy version is older than the trainer's by more than this are dropped."""
     checkpoint_interval: int = 100
     """Write a checkpoint every this many updates."""
+    keep_checkpoints: bool = False
+    """Besides ``checkpoints/latest.pt``, keep every checkpoint as
+    ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
     device: str = "cpu"
     """Torch device of the trainer: cpu, cuda, cuda:N or mps."""
     threads: int = 0

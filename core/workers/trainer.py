@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import time
 from typing import Any
 
@@ -204,6 +205,10 @@ def run(ctx: WorkerContext) -> None:
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
             if updates % cfg.trainer.checkpoint_interval == 0:
                 save_checkpoint(os.path.join(ckpt_dir, "latest.pt"), algo, counters())
+                if cfg.trainer.keep_checkpoints:
+                    snapshot = os.path.join(ckpt_dir, f"policy-v{version:08d}.pt")
+                    shutil.copyfile(os.path.join(ckpt_dir, "latest.pt"), snapshot + ".tmp")
+                    os.replace(snapshot + ".tmp", snapshot)  # never a half-written snapshot
         save_checkpoint(os.path.join(ckpt_dir, "latest.pt"), algo, counters())
         if not ctx.stop:
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
