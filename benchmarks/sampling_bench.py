@@ -1,14 +1,18 @@
 """Sampling throughput of Zoo's pipeline next to raw environment stepping, in one run.
 
-(a) raw: ``actors.count`` processes each step ``actors.envs_per_actor`` environments
-    (same preprocessing) with random actions — no inference, no transport;
+(a) raw: ``--raw-processes`` processes (default: one per core, i.e. the same cores the
+    pipeline uses) each step ``actors.envs_per_actor`` environments (same preprocessing)
+    with random actions — no inference, no transport;
 (b) zoo: the real dataflow (actor workers + policy worker + trainer with
     ``trainer.learn=false``, which counts and discards samples), so the figure is
-    env stepping + batched inference + transports.
+    env stepping + batched inference + transports. With ``--learn`` the trainer trains
+    as in a real run: the whole pipeline (issue 5's measure).
 
-Both report env steps/s and frames/s measured after a warm-up, and (b)/(a).
+Both report env steps/s, frames/s and agent steps/s (env steps x agents, for
+multi-agent envs) measured after a warm-up, and (b)/(a).
 
     python benchmarks/sampling_bench.py --env atari:Pong --seconds 30
+    python benchmarks/sampling_bench.py --algo mappo --env hide-and-seek --learn --seconds 120 --warmup 30
 """
 from __future__ import annotations
 
@@ -64,13 +68,14 @@ def raw_rate(env_name: str, processes: int, n_envs: int, seconds: float, warmup:
     return total
 
 
-def zoo_rate(env_name: str, algo: str, seconds: float, warmup: float, overrides: list[str]) -> tuple[float, object]:
+def zoo_rate(env_name: str, algo: str, seconds: float, warmup: float, overrides: list[str],
+             learn: bool = False) -> tuple[float, object]:
     from zoo.core.config import build_config
     from zoo.core.controller import run
     from zoo.core.plugins import get_registry
 
     cfg = build_config(get_registry(), algo, env_name, steps=10**9, name=f"bench-sampling-{int(time.time())}",
-                       overrides=["trainer.learn=false", "log.interval_s=0.5", "log.tensorboard=false",
+                       overrides=[f"trainer.learn={str(learn).lower()}", "log.interval_s=0.5", "log.tensorboard=false",
                                   "runs_dir=/tmp/zoo-bench-runs", *overrides])
     points: list[tuple[float, int]] = []
     t0 = time.monotonic()
@@ -98,16 +103,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--learn", action="store_true", help="train as in a real run (whole pipeline)")
+    parser.add_argument("--raw-processes", type=int, default=mp.cpu_count(),
+                        help="processes for raw stepping (default: one per core)")
     args = parser.parse_args()
-    zoo, cfg = zoo_rate(args.env, args.algo, args.seconds, args.warmup, args.overrides)
-    raw = raw_rate(args.env, cfg.actors.count, cfg.actors.envs_per_actor, args.seconds, args.warmup)
-    fs = cfg.spec.frame_skip
+    zoo, cfg = zoo_rate(args.env, args.algo, args.seconds, args.warmup, args.overrides, args.learn)
+    raw = raw_rate(args.env, args.raw_processes, cfg.actors.envs_per_actor, args.seconds, args.warmup)
+    fs, agents = cfg.spec.frame_skip, cfg.spec.num_agents
     print(f"machine: {platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"env {args.env}: {cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs "
-          f"(ring {cfg.actors.ring_size}), transport {cfg.streams.inference.transport}, frame-skip {fs}")
-    print(f"{'':24}{'env steps/s':>14}{'frames/s':>12}")
-    print(f"{'raw stepping':24}{raw:14,.0f}{raw * fs:12,.0f}")
-    print(f"{'zoo sampling (no train)':24}{zoo:14,.0f}{zoo * fs:12,.0f}")
+    print(f"{args.algo} on {args.env}: {cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs "
+          f"(ring {cfg.actors.ring_size}), inference transport {cfg.streams.inference.transport}, "
+          f"precision {cfg.policy.precision}, frame-skip {fs}, {agents} agent(s); raw: {args.raw_processes} processes")
+    label = "zoo pipeline (training)" if args.learn else "zoo sampling (no train)"
+    print(f"{'':26}{'env steps/s':>14}{'frames/s':>12}{'agent steps/s':>15}")
+    print(f"{'raw stepping':26}{raw:14,.0f}{raw * fs:12,.0f}{raw * agents:15,.0f}")
+    print(f"{label:26}{zoo:14,.0f}{zoo * fs:12,.0f}{zoo * agents:15,.0f}")
     print(f"ratio zoo / raw: {zoo / raw:.2f}")
 
 

@@ -62,6 +62,23 @@ def load_parameters(policy, bundle: dict[str, np.ndarray]) -> None:
     policy.load_state_dict(state)
 
 
+def inference_autocast(precision: str, device: str):
+    """The context the forward pass runs in: ``torch.autocast`` for ``bfloat16``, else a no-op.
+
+    Raises:
+        ValueError: an unknown ``precision`` (the config validates it first).
+    """
+    import contextlib
+
+    import torch
+
+    if precision == "float32":
+        return contextlib.nullcontext()
+    if precision == "bfloat16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    raise ValueError(f"policy.precision must be 'float32' or 'bfloat16', got {precision!r}")
+
+
 def run(ctx: WorkerContext) -> None:
     import torch
 
@@ -77,6 +94,7 @@ def run(ctx: WorkerContext) -> None:
     state_shape = getattr(policy, "state_shape", None)
     states = RecurrentStates(state_shape) if state_shape else None
     watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic())
+    autocast = inference_autocast(cfg.policy.precision, cfg.policy.device)
     try:
         while version < 0 and not ctx.stop:  # serve nothing before the trainer's first weights
             ctx.heartbeat(waiting_for="parameters")
@@ -98,7 +116,8 @@ def run(ctx: WorkerContext) -> None:
                         break
                     batch.append(nxt)
                     rows += nxt[2]["rows"]
-                _answer(policy, server, batch, version, cfg.policy.device, states)
+                with autocast:
+                    _answer(policy, server, batch, version, cfg.policy.device, states)
                 watch.served()
             msg = params.latest(0)
             if msg is not None and int(msg[1]["policy_version"]) > version:
@@ -171,7 +190,8 @@ def _answer(policy, server, batch, version: int, device: str, states: RecurrentS
             out = policy.act(tensors)
         else:
             out = policy.act(tensors, state=torch.as_tensor(state_in, device=device))
-    out = {k: v.cpu().numpy() for k, v in out.items()}
+    # reduced-precision outputs (policy.precision) travel as float32: numpy has no bfloat16
+    out = {k: (v.float() if v.dtype in (torch.bfloat16, torch.float16) else v).cpu().numpy() for k, v in out.items()}
     if state_in is not None:
         new_state = out.pop("state").astype(np.float32)
         out["rnn_state"] = state_in
