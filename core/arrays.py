@@ -18,7 +18,6 @@ violation raises :class:`WireError`, which receivers count and survive.
 from __future__ import annotations
 
 import json
-import math
 import struct
 from typing import Any, Iterator
 
@@ -68,6 +67,103 @@ def _pad(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+# Encoding also runs once per message: one JSON encoder (``json.dumps`` with separators
+# builds a new one per call), dtype names looked up by dtype object (``dtype.name`` is slow
+# in numpy 2).
+_JSON_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+_NATIVE_NAMES = {np.dtype(name): name for name in ALLOWED_DTYPES}
+
+
+class Layout:
+    """One planned wire frame, so it can be written straight into its destination.
+
+    Attributes:
+        head: bytes from the frame start to the first array (magic, header length, JSON
+            header, zero padding to a multiple of 64).
+        arrays: ``(offset, array)`` per leaf with ``nbytes > 0``; ``offset`` in bytes from the
+            frame start; ``array`` is the caller's array (not copied, maybe non-contiguous).
+        size: total frame length in bytes (equal to ``len(encode(bundle, meta))``).
+    """
+
+    __slots__ = ("head", "arrays", "size")
+
+    def __init__(self, head: bytes, arrays: list[tuple[int, np.ndarray]], size: int) -> None:
+        self.head, self.arrays, self.size = head, arrays, size
+
+    def parts(self) -> list:
+        """Buffers whose concatenation is the frame: head, then each array and its zero padding.
+
+        Contiguous arrays are referenced, not copied; non-contiguous ones are copied once.
+        """
+        out: list = [self.head]
+        pos = len(self.head)
+        for offset, arr in self.arrays:
+            if offset > pos:
+                out.append(bytes(offset - pos))
+            flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+            out.append(memoryview(flat))
+            pos = offset + flat.nbytes
+        if self.size > pos:
+            out.append(bytes(self.size - pos))
+        return out
+
+    def write_into(self, buf) -> None:
+        """Write the frame into ``buf[:size]`` (one copy per array; padding bytes are left as they are).
+
+        ``buf``: a writable uint8 ``np.ndarray`` or any writable buffer (``bytearray``,
+        ``memoryview``, ``mmap``).
+
+        Raises:
+            ValueError: ``buf`` is shorter than :attr:`size`.
+        """
+        dst_all = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
+        if dst_all.nbytes < self.size:
+            raise ValueError(f"buffer of {dst_all.nbytes} bytes is shorter than the {self.size}-byte frame")
+        head = self.head
+        dst_all.data[:len(head)] = head
+        for offset, arr in self.arrays:
+            dst = dst_all[offset:offset + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+            np.copyto(dst, arr, casting="no")
+
+    def to_bytes(self) -> bytearray:
+        """The whole frame in one new buffer (what :func:`encode` returns)."""
+        out = bytearray(self.size)
+        self.write_into(out)
+        return out
+
+
+def layout(bundle: dict[str, Any] | None, meta: dict[str, Any] | None) -> Layout:
+    """Plan the wire frame of ``(bundle, meta)`` without copying any array.
+
+    Raises:
+        WireError: a leaf's dtype is not in :data:`ALLOWED_DTYPES`.
+        TypeError: ``meta`` is not JSON-serialisable.
+        ValueError: a bundle key contains ``"/"``.
+    """
+    entries, arrays, rel = [], [], 0
+    for name, arr in flatten(bundle) if bundle else ():
+        dt = _NATIVE_NAMES.get(arr.dtype)
+        if dt is None:
+            dt = arr.dtype.name
+            if dt not in ALLOWED_DTYPES:
+                raise WireError(f"array {name!r} has dtype {dt!r}, which the wire format does not allow "
+                                f"(allowed: {', '.join(sorted(ALLOWED_DTYPES))})")
+            # Frames are native-endian: a byte-swapped array is converted first, else its raw
+            # bytes would decode as other numbers.
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        nbytes = arr.nbytes
+        entries.append((name, dt, arr.shape, rel, nbytes))  # tuples encode as JSON arrays
+        if nbytes:
+            arrays.append((rel, arr))
+        rel = _pad(rel + nbytes)
+    # Offsets in the header are relative to the data section, whose start depends on the
+    # header's own length.
+    header = _JSON_ENCODE({"version": FORMAT_VERSION, "meta": meta or {}, "arrays": entries}).encode()
+    start = _pad(_PREFIX.size + len(header))
+    head = _PREFIX.pack(MAGIC, len(header)) + header + bytes(start - _PREFIX.size - len(header))
+    return Layout(head, [(start + off, arr) for off, arr in arrays], start + rel)
+
+
 def encode(bundle: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> bytearray:
     """Encode a bundle and JSON metadata into one frame (one copy of each array).
 
@@ -75,81 +171,81 @@ def encode(bundle: dict[str, Any] | None = None, meta: dict[str, Any] | None = N
         WireError: an array's dtype is not in :data:`ALLOWED_DTYPES`.
         TypeError: ``meta`` is not JSON-serialisable.
     """
-    # Frames are native-endian: a byte-swapped array is converted first, else its raw bytes
-    # would decode as other numbers.
-    leaves = [(n, a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))) for n, a in flatten(bundle or {})]
-    entries, offset_rel = [], 0
-    for name, arr in leaves:
-        dt = arr.dtype.name
-        if dt not in ALLOWED_DTYPES:
-            raise WireError(f"array {name!r} has dtype {dt!r}, which the wire format does not allow "
-                            f"(allowed: {', '.join(sorted(ALLOWED_DTYPES))})")
-        entries.append([name, dt, list(arr.shape), offset_rel, arr.nbytes])
-        offset_rel = _pad(offset_rel + arr.nbytes)
-    # Offsets are relative to the data section until the header size is known.
-    header = json.dumps({"version": FORMAT_VERSION, "meta": meta or {}, "arrays": entries},
-                        separators=(",", ":")).encode()
-    data_start = _pad(_PREFIX.size + len(header))
-    frame = bytearray(data_start + offset_rel)
-    _PREFIX.pack_into(frame, 0, MAGIC, len(header))
-    frame[_PREFIX.size:_PREFIX.size + len(header)] = header
-    view = memoryview(frame)
-    for (name, arr), (_, _, _, off, nbytes) in zip(leaves, entries):
-        if nbytes:
-            dst = np.frombuffer(view[data_start + off:data_start + off + nbytes], dtype=arr.dtype).reshape(arr.shape)
-            np.copyto(dst, arr)
-    return frame
+    return layout(bundle, meta).to_bytes()
+
+
+# Decoding runs once per message on every receiver, so the hot path avoids per-call
+# allocations: one JSON decoder, dtype objects looked up by name, and offsets handed to
+# ``np.frombuffer`` instead of slicing the frame.
+_DTYPES = {name: np.dtype(name) for name in ALLOWED_DTYPES}
+_JSON_DECODE = json.JSONDecoder().decode
+
+
+def _entry_error(entry: Any) -> WireError:
+    return WireError(f"malformed array entry {entry!r}")
 
 
 def decode(frame: bytes | bytearray | memoryview, max_bytes: int = MAX_FRAME_BYTES) -> tuple[dict[str, Any], dict[str, Any]]:
     """Decode a frame into ``(bundle, meta)``.
 
-    The arrays are read-only views into ``frame`` (no copy); copy them to write.
+    The arrays are views into ``frame`` (no copy; read-only when ``frame`` is): copy them to
+    write. Shapes, offsets and sizes in the header must be JSON integers.
 
     Raises:
         WireError: on any malformed, truncated, oversized or wrong-version frame.
     """
     buf = memoryview(frame)
-    if buf.nbytes > max_bytes:
-        raise WireError(f"frame of {buf.nbytes} bytes exceeds the limit of {max_bytes} bytes")
-    if buf.nbytes < _PREFIX.size:
-        raise WireError(f"frame of {buf.nbytes} bytes is shorter than the {_PREFIX.size}-byte prefix")
+    if buf.format != "B" or buf.ndim != 1:
+        buf = buf.cast("B")
+    size = buf.nbytes
+    if size > max_bytes:
+        raise WireError(f"frame of {size} bytes exceeds the limit of {max_bytes} bytes")
+    if size < _PREFIX.size:
+        raise WireError(f"frame of {size} bytes is shorter than the {_PREFIX.size}-byte prefix")
     magic, header_len = _PREFIX.unpack_from(buf, 0)
     if magic != MAGIC:
         raise WireError(f"bad magic {bytes(magic)!r} (expected {MAGIC!r}): not a Zoo frame or another format version")
-    if header_len > MAX_HEADER_BYTES or _PREFIX.size + header_len > buf.nbytes:
-        raise WireError(f"declared header length {header_len} does not fit the {buf.nbytes}-byte frame")
+    if header_len > MAX_HEADER_BYTES or _PREFIX.size + header_len > size:
+        raise WireError(f"declared header length {header_len} does not fit the {size}-byte frame")
     try:
-        header = json.loads(bytes(buf[_PREFIX.size:_PREFIX.size + header_len]))
+        header = _JSON_DECODE(str(buf[_PREFIX.size:_PREFIX.size + header_len], "utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WireError(f"header is not valid JSON: {exc}") from None
-    if not isinstance(header, dict) or header.get("version") != FORMAT_VERSION:
+    if type(header) is not dict or header.get("version") != FORMAT_VERSION:
         raise WireError(f"frame format version {header.get('version') if isinstance(header, dict) else None!r} "
                         f"is not supported (this Zoo reads version {FORMAT_VERSION})")
     meta, entries = header.get("meta", {}), header.get("arrays", [])
-    if not isinstance(meta, dict) or not isinstance(entries, list):
+    if type(meta) is not dict or type(entries) is not list:
         raise WireError("header 'meta' must be an object and 'arrays' a list")
     data_start = _pad(_PREFIX.size + header_len)
     items: dict[str, np.ndarray] = {}
+    nested = False
     for entry in entries:
-        try:
-            name, dt, shape, off, nbytes = entry
-            shape = tuple(int(s) for s in shape)
-            off, nbytes = int(off), int(nbytes)
-        except (TypeError, ValueError):
-            raise WireError(f"malformed array entry {entry!r}") from None
-        if not isinstance(name, str) or dt not in ALLOWED_DTYPES:
+        if type(entry) is not list or len(entry) != 5:
+            raise _entry_error(entry)
+        name, dt, shape, off, nbytes = entry
+        if type(shape) is not list or type(off) is not int or type(nbytes) is not int:
+            raise _entry_error(entry)
+        count = 1
+        for s in shape:
+            if type(s) is not int:
+                raise _entry_error(entry)
+            if s < 0:
+                raise WireError(f"array {name!r}: negative shape, offset or size")
+            count *= s
+        dtype = _DTYPES.get(dt) if type(dt) is str else None
+        if dtype is None or type(name) is not str:
             raise WireError(f"array {name!r}: dtype {dt!r} is not allowed")
-        if any(s < 0 for s in shape) or off < 0 or nbytes < 0:
+        if off < 0 or nbytes < 0:
             raise WireError(f"array {name!r}: negative shape, offset or size")
-        itemsize = np.dtype(dt).itemsize
-        if math.prod(shape) * itemsize != nbytes:
-            raise WireError(f"array {name!r}: shape {shape} x {itemsize} bytes != declared {nbytes} bytes")
+        if count * dtype.itemsize != nbytes:
+            raise WireError(f"array {name!r}: shape {tuple(shape)} x {dtype.itemsize} bytes != declared {nbytes} bytes")
         start = data_start + off
-        if start + nbytes > buf.nbytes:
-            raise WireError(f"array {name!r}: bytes {start}..{start + nbytes} lie past the frame end {buf.nbytes} (truncated frame)")
-        items[name] = np.frombuffer(buf[start:start + nbytes], dtype=dt).reshape(shape)
-    return unflatten(items), meta
+        if start + nbytes > size:
+            raise WireError(f"array {name!r}: bytes {start}..{start + nbytes} lie past the frame end {size} (truncated frame)")
+        items[name] = np.frombuffer(buf, dtype, count, start).reshape(shape)
+        nested = nested or "/" in name
+    return (unflatten(items) if nested else items), meta
 
 
 def concat(bundles: list[dict[str, Any]], axis: int = 0) -> dict[str, Any]:

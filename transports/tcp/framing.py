@@ -2,9 +2,10 @@
 
 Two layers:
 
-1. **Wire frames** — exactly :func:`zoo.core.arrays.encode`'s format, but planned as a
-   :class:`Layout` so a frame can be written straight into a shared-memory slot
-   (:meth:`Layout.write_into`, one copy per array) or handed to ``sendmsg`` as a list of
+1. **Wire frames** — exactly :func:`zoo.core.arrays.encode`'s format, planned as a
+   :class:`~zoo.core.arrays.Layout` (re-exported here) so a frame can be written straight
+   into a shared-memory slot (:meth:`Layout.write_into`, one copy per array) or handed to
+   ``sendmsg`` as a list of
    buffers (:meth:`Layout.parts`, no copy for contiguous arrays). ``b"".join(parts)`` is
    byte-for-byte ``encode(bundle, meta)`` (tested). Frames are still *decoded* only by
    :func:`zoo.core.arrays.decode`, which validates everything.
@@ -34,9 +35,7 @@ import json
 import struct
 from typing import Any
 
-import numpy as np
-
-from zoo.core.arrays import ALIGN, ALLOWED_DTYPES, FORMAT_VERSION, MAGIC, WireError, flatten
+from zoo.core.arrays import MAGIC, Layout, WireError, layout  # noqa: F401 - Layout, layout: re-exported
 
 REC = struct.Struct("<4sB3xQ")
 REC_MAGIC = b"ZOS1"
@@ -47,101 +46,6 @@ MAX_CONTROL_BYTES = 1 << 16
 PROTOCOL_VERSION = 1
 PAIR = struct.Struct("<II")
 SLOT_REC = struct.Struct("<IIQQ")
-_WIRE_PREFIX = struct.Struct("<4sI")
-
-
-_NATIVE_NAMES = {np.dtype(name): name for name in ALLOWED_DTYPES}  # dtype.name is slow in numpy 2
-
-
-def _pad(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-class Layout:
-    """One planned wire frame.
-
-    Attributes:
-        head: bytes from the frame start to the first array (magic, header length, JSON
-            header, zero padding to a multiple of 64).
-        arrays: ``(offset, array)`` per leaf with ``nbytes > 0``; ``offset`` in bytes from the
-            frame start; ``array`` is the caller's array (not copied, maybe non-contiguous).
-        size: total frame length in bytes (equal to ``len(encode(bundle, meta))``).
-    """
-
-    __slots__ = ("head", "arrays", "size")
-
-    def __init__(self, head: bytes, arrays: list[tuple[int, np.ndarray]], size: int) -> None:
-        self.head, self.arrays, self.size = head, arrays, size
-
-    def parts(self) -> list:
-        """Buffers whose concatenation is the frame: head, then each array and its zero padding.
-
-        Contiguous arrays are referenced, not copied; non-contiguous ones are copied once.
-        """
-        out: list = [self.head]
-        pos = len(self.head)
-        for offset, arr in self.arrays:
-            if offset > pos:
-                out.append(bytes(offset - pos))
-            flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-            out.append(memoryview(flat))
-            pos = offset + flat.nbytes
-        if self.size > pos:
-            out.append(bytes(self.size - pos))
-        return out
-
-    def write_into(self, buf) -> None:
-        """Write the frame into ``buf[:size]`` (one copy per array; padding bytes are left as they are).
-
-        ``buf``: a writable uint8 ``np.ndarray`` or any writable buffer (``bytearray``, ``memoryview``).
-
-        Raises:
-            ValueError: ``buf`` is shorter than :attr:`size`.
-        """
-        dst_all = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
-        if dst_all.nbytes < self.size:
-            raise ValueError(f"buffer of {dst_all.nbytes} bytes is shorter than the {self.size}-byte frame")
-        dst_all[:len(self.head)] = np.frombuffer(self.head, np.uint8)
-        for offset, arr in self.arrays:
-            dst = dst_all[offset:offset + arr.nbytes].view(arr.dtype).reshape(arr.shape)
-            np.copyto(dst, arr, casting="no")
-
-    def to_bytes(self) -> bytearray:
-        """The whole frame in one new buffer (what :func:`zoo.core.arrays.encode` returns)."""
-        out = bytearray(self.size)
-        self.write_into(out)
-        return out
-
-
-def layout(bundle: dict[str, Any] | None, meta: dict[str, Any] | None) -> Layout:
-    """Plan the wire frame of ``(bundle, meta)`` without copying any array.
-
-    Raises:
-        WireError: a leaf's dtype is not in :data:`zoo.core.arrays.ALLOWED_DTYPES`.
-        TypeError: ``meta`` is not JSON-serialisable.
-        ValueError: a bundle key contains ``"/"``.
-    """
-    leaves = list(flatten(bundle or {}))
-    entries, rel = [], 0
-    for i, (name, arr) in enumerate(leaves):
-        dt = _NATIVE_NAMES.get(arr.dtype)
-        if dt is None:
-            dt = arr.dtype.name
-            if dt not in ALLOWED_DTYPES:
-                raise WireError(f"array {name!r} has dtype {dt!r}, which the wire format does not allow "
-                                f"(allowed: {', '.join(sorted(ALLOWED_DTYPES))})")
-            arr = arr.astype(arr.dtype.newbyteorder("="))  # the wire is native (little-endian) order
-            leaves[i] = (name, arr)
-        entries.append([name, dt, list(arr.shape), rel, arr.nbytes])
-        rel = _pad(rel + arr.nbytes)
-    header = json.dumps({"version": FORMAT_VERSION, "meta": meta or {}, "arrays": entries},
-                        separators=(",", ":")).encode()
-    start = _pad(_WIRE_PREFIX.size + len(header))
-    head = bytearray(start)
-    _WIRE_PREFIX.pack_into(head, 0, MAGIC, len(header))
-    head[_WIRE_PREFIX.size:_WIRE_PREFIX.size + len(header)] = header
-    arrays = [(start + e[3], arr) for (_, arr), e in zip(leaves, entries) if arr.nbytes]
-    return Layout(bytes(head), arrays, start + rel)
 
 
 def record_header(kind: int, length: int) -> bytes:
