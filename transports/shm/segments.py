@@ -220,6 +220,9 @@ class LendingRing:
     active producer starves. Frames larger than a slot travel inline on the socket; the first such frame
     makes the owner :meth:`grow` the ring (a new generation with bigger slots, up to
     ``max_slot_bytes``); older generations are unlinked once all their slots are back.
+
+    Every message passes through :meth:`grant`, :meth:`announced` and :meth:`consume`, so the
+    per-connection counts they need are kept up to date as slots move rather than recounted.
     """
 
     def __init__(self, run_id: str, stream: str, role: str, slot_bytes: int, slots: int, max_slot_bytes: int,
@@ -233,8 +236,11 @@ class LendingRing:
         self.full: dict[tuple[int, int], object] = {}   # announced, not yet consumed: -> conn
         self.loaned: dict[tuple[int, int], weakref.ref] = {}  # handed to the application without a copy
         self._back: collections.deque = collections.deque()  # loans ended (appended by finalizers)
-        self._granted_at: dict[int, int] = {}            # id(conn) -> grant counter (ties: longest wait first)
+        self._granted_at: dict[object, int] = {}         # conn -> grant counter (ties: longest wait first)
         self._grants = 0
+        # conn -> unused grants of the current generation; conn -> those + announced frames (any generation)
+        self._n_lent: collections.Counter = collections.Counter()
+        self._n_held: collections.Counter = collections.Counter()
         self._new_gen(round_slot(slot_bytes))
 
     @property
@@ -247,6 +253,9 @@ class LendingRing:
         self.gens[gen] = Segment.create(name, slot_bytes, self.slots, gen)
         self.gen = gen
         self.free = list(range(self.slots))
+        # Grants of older generations are useless to the peers: they no longer count.
+        self._n_held.subtract(self._n_lent)
+        self._n_lent.clear()
         for old in [g for g in self.gens if g != gen]:
             self._maybe_retire(old)
 
@@ -263,43 +272,50 @@ class LendingRing:
         self._new_gen(new)
         return True
 
+    def cap(self, n_conns: int) -> int:
+        """Most unused grants one of ``n_conns`` connections may hold (few producers: deeper pipelines)."""
+        return max(self.max_lent, self.slots // (2 * max(1, n_conns)))
+
     def grant(self, conns: list) -> dict[object, list[tuple[int, int]]]:
         """Lend free slots to ``conns`` (see the class doc); returns the new grants per connection."""
         out: dict[object, list[tuple[int, int]]] = {}
         if not conns or not self.free:
             return out
-        held = {id(c): 0 for c in conns}
-        lent = {id(c): 0 for c in conns}
-        for (gen, _), c in self.lent.items():
-            if id(c) in held and gen == self.gen:  # grants of an older generation are useless to the peer
-                held[id(c)] += 1
-                lent[id(c)] += 1
-        for c in self.full.values():
-            if id(c) in held:
-                held[id(c)] += 1
-        cap = max(self.max_lent, self.slots // (2 * len(conns)))  # few producers: deeper pipelines
+        cap, n_lent, n_held = self.cap(len(conns)), self._n_lent, self._n_held
         while self.free:
-            eligible = [c for c in conns if lent[id(c)] < cap]
-            if not eligible:
+            conn = None
+            for c in conns:
+                if n_lent[c] < cap and (conn is None or (n_held[c], self._granted_at.get(c, -1))
+                                        < (n_held[conn], self._granted_at.get(conn, -1))):
+                    conn = c
+            if conn is None:
                 break
-            conn = min(eligible, key=lambda c: (held[id(c)], self._granted_at.get(id(c), -1)))
-            slot = self.free.pop()
-            self.lent[(self.gen, slot)] = conn
-            held[id(conn)] += 1
-            lent[id(conn)] += 1
+            key = (self.gen, self.free.pop())
+            self.lent[key] = conn
+            n_lent[conn] += 1
+            n_held[conn] += 1
             self._grants += 1
-            self._granted_at[id(conn)] = self._grants
-            out.setdefault(conn, []).append((self.gen, slot))
+            self._granted_at[conn] = self._grants
+            out.setdefault(conn, []).append(key)
         return out
 
     def lent_count(self, conn) -> int:
         """Unused grants of the current generation that ``conn`` holds."""
-        return sum(1 for (g, _), c in self.lent.items() if c is conn and g == self.gen)
+        return self._n_lent[conn]
+
+    def _unlend(self, key: tuple[int, int], conn) -> None:
+        """``key``, lent to ``conn``, is no longer an unused grant (it is being announced or given back)."""
+        del self.lent[key]
+        if key[0] == self.gen:
+            self._n_lent[conn] -= 1
+            self._n_held[conn] -= 1
 
     def revoke(self, pairs: list[tuple[int, int]]) -> None:
         """Take back grants that could not be sent."""
         for key in pairs:
-            self.lent.pop(key, None)
+            conn = self.lent.get(key)
+            if conn is not None:
+                self._unlend(key, conn)
             self._give_back(key)
 
     def announced(self, conn, gen: int, slot: int, nbytes: int) -> None:
@@ -313,8 +329,9 @@ class LendingRing:
             raise ValueError(f"SLOT {key} was not granted to this peer")
         if nbytes > self.gens[gen].slot_bytes:
             raise ValueError(f"SLOT {key} declares {nbytes} bytes, more than the slot's {self.gens[gen].slot_bytes}")
-        del self.lent[key]
+        self._unlend(key, conn)
         self.full[key] = conn
+        self._n_held[conn] += 1
 
     def consume(self, gen: int, slot: int, nbytes: int) -> np.ndarray:
         """The announced frame in ``(gen, slot)`` as a uint8 array the application may keep.
@@ -326,7 +343,9 @@ class LendingRing:
         producers.
         """
         key = (gen, slot)
-        del self.full[key]
+        conn = self.full.pop(key)
+        if conn in self._n_held:
+            self._n_held[conn] -= 1
         seg = self.gens[gen]
         if len(self.loaned) < self.slots // 2:
             view = seg.view(slot, nbytes)
@@ -352,15 +371,18 @@ class LendingRing:
         """RETURN: grants ``conn`` hands back unused."""
         for key in pairs:
             if self.lent.get(key) is conn:
-                del self.lent[key]
+                self._unlend(key, conn)
                 self._give_back(key)
 
     def conn_gone(self, conn) -> None:
         """Take back every grant of a closed connection (announced frames stay deliverable)."""
         for key in [k for k, c in self.lent.items() if c is conn]:
-            del self.lent[key]
+            self._unlend(key, conn)
             self._give_back(key)
-        self._granted_at.pop(id(conn), None)
+        self._granted_at.pop(conn, None)
+        # Its announced frames are still consumed later; their counts no longer matter.
+        self._n_lent.pop(conn, None)
+        self._n_held.pop(conn, None)
 
     def _give_back(self, key: tuple[int, int]) -> None:
         gen, slot = key

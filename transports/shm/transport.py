@@ -216,11 +216,13 @@ class _ShmMixin:
         """Lend free slots. A peer left with fewer than half its grants gets them at once; for
         the others the GRANT rides along with the next record this endpoint sends them (a
         reply, say), saving a wake-up of the peer per message."""
-        if self._closed or self.ring is None:
+        ring = self.ring
+        if self._closed or ring is None or not ring.free:
             return
-        low = max(1, max(self.ring.max_lent, self.ring.slots // (2 * max(1, len(self._owner_conns())))) // 2)
-        for conn, pairs in self.ring.grant(self._owner_conns()).items():
-            urgent = self.ring.lent_count(conn) - len(pairs) < low
+        conns = self._owner_conns()
+        low = max(1, ring.cap(len(conns)) // 2)
+        for conn, pairs in ring.grant(conns).items():
+            urgent = ring.lent_count(conn) - len(pairs) < low
             self._send_control(conn, pairs_record(GRANT, pairs), urgent)
 
     def _on_slot(self, conn: Conn, payload: bytes) -> None:
