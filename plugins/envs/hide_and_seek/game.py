@@ -26,7 +26,7 @@ from .config import Params
 from .grab_lock import GrabLock
 from .lidar import Lidar
 from .observations import ObservationBuilder
-from .rules import step_rewards
+from .rules import StepRewards
 from .scenarios import Layout, sample_layout
 from .stats import EpisodeStats
 from .vision import Vision
@@ -46,7 +46,9 @@ class Game:
         self.mid = (cfg.action_bins - 1) // 2
         self.noop = np.array([self.mid] * 3 + [0, 0], dtype=np.int64)
         self.nvec = np.array([cfg.action_bins] * 3 + [2, 2], dtype=np.int64)
+        self.nvec_unsigned = self.nvec.astype(np.uint64)
         self.ctrl_per_bin = cfg.action_scale / self.mid  # motor control (x gear) per bin from the middle
+        self.ctrl_of_bin = (np.arange(cfg.action_bins) - self.mid) * self.ctrl_per_bin
         self.world: World | None = None
         self.layout: Layout | None = None
         self.t = 0
@@ -63,17 +65,22 @@ class Game:
         self._check_layout(layout)
         self.layout = layout
         self.world = w = build_world(p, layout)
-        self._warnings = w.data.warning
+        # views into the data, fetched once (each MjData attribute access builds a new array)
+        self._warnings = w.data.warning.number
+        self._ctrl = w.data.ctrl.reshape(w.n_agents, 3)
         nh, ns = layout.n_hiders, layout.n_seekers
         self.is_hider = np.arange(nh + ns) < nh
         self.slots = np.concatenate([np.arange(nh), p.hiders[1] + np.arange(ns)]).astype(np.int64)
         self.active = np.zeros(p.max_agents, dtype=bool)
         self.active[self.slots] = True
+        self.all_active = bool(self.active.all())
+        self.rewards = StepRewards(self.is_hider, p.area, p.penalize_objects_out, p.cfg.out_of_area_reward)
         self.grablock = GrabLock(w, p, np.where(self.is_hider, 0, 1))
         self.lidar = Lidar(w, p.cfg.lidar_rays, p.cfg.lidar_range)
         self.vision = Vision(w, p.cfg.vision_cone_deg, self.lidar)
         self.t = 0
         self.builder.begin(self.slots, self.is_hider, w.n_boxes, w.n_ramps, w.obj_size)
+        self.flags_version = None  # GrabLock.version the builder's lock flags were set at
         self.stats = EpisodeStats(w.qpos4[w.n_agents:, :3], w.n_boxes, self.is_hider, p.prep_steps)
         return self._observe()
 
@@ -93,14 +100,15 @@ class Game:
     def _observe(self) -> dict[str, np.ndarray]:
         w = self.world
         self.vis = self.vision()  # also casts the lidar rays
-        you, team, locked = self.grablock.flags()
-        return self.builder.build(w.qpos4, w.qvel4, self.vis, self.lidar.values(), you, team, locked,
-                                  self.prep_fraction)
+        if self.flags_version != self.grablock.version:  # locks change rarely: rebuild their flags only then
+            self.builder.set_locks(*self.grablock.flags())
+            self.flags_version = self.grablock.version
+        return self.builder.build(w.qpos4, w.qvel4, self.vis, self.lidar.values(), self.prep_fraction)
 
     def _divergences(self) -> int:
         """How many times MuJoCo found a bad qpos, qvel or qacc in this episode."""
         warn = self._warnings
-        return warn[BAD_QPOS].number + warn[BAD_QVEL].number + warn[BAD_QACC].number
+        return int(warn[BAD_QPOS]) + int(warn[BAD_QVEL]) + int(warn[BAD_QACC])
 
     def _physics(self) -> None:
         """``substeps`` MuJoCo steps, then kinematics so positions match ``qpos``.
@@ -146,7 +154,7 @@ class Game:
         act = actions[self.slots]
         if act.dtype != np.int64:
             act = act.astype(np.int64)
-        if act.min() < 0 or (act >= self.nvec).any():
+        if (act.view(np.uint64) >= self.nvec_unsigned).any():  # a negative bin wraps round to a huge one
             raise ValueError(f"hide-and-seek actions: each row must lie in [0, {list(self.nvec - 1)}], got "
                              f"{act[((act < 0) | (act >= self.nvec)).any(1)].tolist()}")
         in_prep = self.t < p.prep_steps
@@ -154,15 +162,17 @@ class Game:
             act[~self.is_hider] = self.noop
         n = w.n_agents
         self.grablock.apply(act[:, 3] == 1, act[:, 4] == 1, self.vis[:, n:])
-        w.data.ctrl[:] = ((act[:, :3] - self.mid) * self.ctrl_per_bin).ravel()
+        np.take(self.ctrl_of_bin, act[:, :3], out=self._ctrl, mode="clip")  # bins checked above
         self._physics()
         self.t += 1
         obs = self._observe()
-        rew = step_rewards(self.vis[:, :n], self.is_hider, w.qpos4[:n, :2], w.qpos4[n:, :2], p.area,
-                           p.penalize_objects_out, p.cfg.out_of_area_reward, in_prep)
+        rew = self.rewards(self.vis[:, :n], w.qpos4[:, :2], in_prep)
         self.stats.update(self.t, w.qpos4[n:, :3], self.grablock.lock_team >= 0, rew)
-        rewards = np.zeros(p.max_agents, np.float32)
-        rewards[self.slots] = rew
+        if self.all_active:
+            rewards = rew  # a new array every step
+        else:
+            rewards = np.zeros(p.max_agents, np.float32)
+            rewards[self.slots] = rew
         truncated = self.t >= p.horizon
         info: dict[str, Any] = {"stats": self.stats.summary()} if truncated else {}
         return obs, rewards, truncated, info

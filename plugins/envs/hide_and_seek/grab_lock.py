@@ -43,6 +43,11 @@ class GrabLock:
         lock_team: ``int64 [O]`` team that locked each object (0 hiders, 1 seekers), -1 unlocked.
         lockers: ``bool [A, O]`` agents that locked each object (the "you-locked" flag).
         lockable: ``bool [O]`` boxes always; ramps when ``lock_ramps``.
+        version: ``int``, changes whenever ``lock_team`` or ``lockers`` change (so the
+            observation flags need rebuilding only then).
+
+    The rules run on the few (agent, object) pairs within reach, in plain Python: with at
+    most 6 agents and 11 objects that is faster than dense numpy masks.
     """
 
     def __init__(self, world: World, p: Params, team: np.ndarray) -> None:
@@ -54,6 +59,7 @@ class GrabLock:
         self.lockers = np.zeros((a, o), dtype=bool)
         self.lockable = np.ones(o, dtype=bool)
         self.lockable[world.n_boxes:] = p.lock_ramps
+        self.version = 0
         self.radius, self.grab_radius, self.lock_radius = cfg.agent_radius, cfg.grab_radius, cfg.lock_radius
         self.lock_inertia = cfg.lock_inertia
         self.agent_geoms, self.obj_geoms = world.geom[:a].copy(), world.geom[a:].copy()
@@ -62,24 +68,34 @@ class GrabLock:
         self.near_sq = ((self.reach + world.model.geom_rbound[self.obj_geoms] + 1e-6) ** 2)[None, :]
         self.base_armature = world.model.dof_armature.copy()
         self.base_m0 = world.model.dof_M0.copy()
+        # views that follow the data (one geom per movable body, in body order: slices, not copies)
+        g0 = int(world.geom[0])
+        assert np.array_equal(world.geom, g0 + np.arange(a + o)), "movable bodies need consecutive geoms"
+        self.agent_xpos, self.obj_xpos = world.data.geom_xpos[g0:g0 + a], world.data.geom_xpos[g0 + a:g0 + a + o]
+        self.eq_active = world.data.eq_active
+        self.team_list, self.lockable_list = team.tolist(), self.lockable.tolist()
+
+    def near_pairs(self, seen: np.ndarray) -> list[tuple[int, int, float]]:
+        """``(agent, object, distance m)`` for the pairs in ``seen bool [A, O]`` that may be in reach.
+
+        Distance from the agent's centre to the object's surface (``mj_geomDistance``, the
+        agent's sphere against the object's geom), computed only for pairs whose bounding
+        spheres come within reach; a value above ``max(grab_radius, lock_radius)`` means out
+        of reach. Pairs come in row-major order (agent, then object).
+        """
+        m, d = self.w.model, self.w.data
+        diff = self.obj_xpos[None, :, :] - self.agent_xpos[:, None, :]
+        agents, objs = np.nonzero(seen & ((diff ** 2).sum(-1) <= self.near_sq))
+        gap = self.reach - self.radius + 1e-3
+        ga, go = self.agent_geoms, self.obj_geoms
+        return [(i, o, mujoco.mj_geomDistance(m, d, int(ga[i]), int(go[o]), gap, None) + self.radius)
+                for i, o in zip(agents.tolist(), objs.tolist())]
 
     def reach_distances(self, seen: np.ndarray) -> np.ndarray:
-        """``float64 [A, O]``: distance (m) from each agent's centre to each object's surface.
-
-        Computed (``mj_geomDistance``, the agent's sphere against the object's geom) only
-        for pairs in ``seen`` whose bounding spheres come within reach; other pairs, and
-        pairs farther than ``max(grab_radius, lock_radius)``, hold a value beyond reach.
-        """
-        w = self.w
-        m, d = w.model, w.data
-        ga, go = self.agent_geoms, self.obj_geoms
-        xpos = d.geom_xpos
-        diff = xpos[go][None, :, :] - xpos[ga][:, None, :]
-        cand = seen & ((diff ** 2).sum(-1) <= self.near_sq)
+        """``float64 [A, O]``: :meth:`near_pairs` as a matrix, ``inf`` for the pairs it leaves out."""
         dist = np.full(seen.shape, np.inf)
-        gap = self.reach - self.radius + 1e-3
-        for i, o in zip(*np.nonzero(cand)):
-            dist[i, o] = mujoco.mj_geomDistance(m, d, int(ga[i]), int(go[o]), gap, None) + self.radius
+        for i, o, dd in self.near_pairs(seen):
+            dist[i, o] = dd
         return dist
 
     def apply(self, grab: np.ndarray, lock: np.ndarray, seen: np.ndarray) -> None:
@@ -89,39 +105,52 @@ class GrabLock:
             grab, lock: ``bool [A]`` the grab and lock actions.
             seen: ``bool [A, O]`` objects in each agent's previous policy mask.
         """
-        w = self.w
-        for i in np.flatnonzero(~grab & (self.held >= 0)):  # released: detach now
-            w.data.eq_active[w.weld_id(i, int(self.held[i]))] = 0
-            self.held[i] = -1
-        any_lock = lock.any() or (self.lock_team >= 0).any()
-        if not (any_lock or grab.any()):
+        w, held = self.w, self.held
+        grab, lock = grab.tolist(), lock.tolist()
+        for i, o in enumerate(held.tolist()):
+            if o >= 0 and not grab[i]:  # released: detach now
+                self.eq_active[w.weld_id(i, o)] = 0
+                held[i] = -1
+        any_lock = any(lock) or max(self.lock_team.tolist(), default=-1) >= 0
+        if not (any_lock or any(grab)):
             return
-        dist = self.reach_distances(seen)
+        pairs = self.near_pairs(seen)
         if any_lock:
-            self._lock(lock, (dist <= self.lock_radius) & self.lockable[None, :])
-        want = grab & (self.held < 0)
-        if want.any():
-            eligible = (dist <= self.grab_radius) & (self.lock_team < 0)[None, :] & want[:, None]
-            for i in np.flatnonzero(eligible.any(1)):
-                self._weld(i, int(np.argmin(np.where(eligible[i], dist[i], np.inf))))
+            self._lock(lock, [(i, o) for i, o, dd in pairs if dd <= self.lock_radius and self.lockable_list[o]])
+        want = [g and h < 0 for g, h in zip(grab, held.tolist())]
+        if any(want):
+            lock_team = self.lock_team.tolist()
+            nearest: dict[int, tuple[float, int]] = {}  # agent -> (distance, object); ties: lowest object
+            for i, o, dd in pairs:
+                if want[i] and dd <= self.grab_radius and lock_team[o] < 0 and (i not in nearest or dd < nearest[i][0]):
+                    nearest[i] = (dd, o)
+            for i in sorted(nearest):
+                self._weld(i, nearest[i][1])
 
-    def _lock(self, lock: np.ndarray, eligible: np.ndarray) -> None:
-        press = eligible & lock[:, None]
-        release = eligible & ~lock[:, None]
-        for o in np.flatnonzero(eligible.any(0)):
-            t = self.lock_team[o]
+    def _lock(self, lock: list[bool], eligible: list[tuple[int, int]]) -> None:
+        """The lock rule for the eligible ``(agent, object)`` pairs; ``lock``: each agent presses."""
+        agents_at: dict[int, list[int]] = {}
+        for i, o in eligible:
+            agents_at.setdefault(o, []).append(i)
+        team = self.team_list
+        for o in sorted(agents_at):
+            t = int(self.lock_team[o])
             if t >= 0:
-                mine = self.team == t
-                if release[mine, o].any():
+                mine = [i for i in agents_at[o] if team[i] == t]
+                if not all(lock[i] for i in mine):  # an eligible member of the locking team releases
                     self._set_lock(o, -1)
                 else:
-                    self.lockers[:, o] |= press[:, o] & mine
+                    for i in mine:  # pressing teammates join the lockers
+                        if not self.lockers[i, o]:
+                            self.lockers[i, o] = True
+                            self.version += 1
                 continue
             for t in (0, 1):
-                mine = self.team == t
-                if press[mine, o].any() and not release[mine, o].any():
+                mine = [i for i in agents_at[o] if team[i] == t]
+                if mine and all(lock[i] for i in mine):  # some press, none releases
                     self._set_lock(o, t)
-                    self.lockers[:, o] = press[:, o] & mine
+                    self.lockers[:, o] = False
+                    self.lockers[mine, o] = True
                     break
 
     def _set_lock(self, o: int, team: int) -> None:
@@ -129,6 +158,7 @@ class GrabLock:
         dofs = w.obj_dofs(o)
         self.lock_team[o] = team
         m = w.model
+        self.version += 1
         extra = 0.0 if team < 0 else self.lock_inertia
         # MuJoCo reads dof_armature for general bodies and dof_M0 (the compiled diagonal
         # inertia, armature included) for "simple" bodies: change both
@@ -139,7 +169,7 @@ class GrabLock:
         else:
             w.data.qvel[dofs] = 0.0
             for i in np.flatnonzero(self.held == o):  # a locked object cannot be held
-                w.data.eq_active[w.weld_id(i, o)] = 0
+                self.eq_active[w.weld_id(i, o)] = 0
                 self.held[i] = -1
 
     def _weld(self, i: int, o: int) -> None:
@@ -151,7 +181,7 @@ class GrabLock:
         e = w.weld_id(i, o)
         w.model.eq_data[e, 3:6] = (c * dx + s * dy, -s * dx + c * dy, dz)
         w.model.eq_data[e, 6:10] = yaw_quat(qo[3] - qa[3])
-        w.data.eq_active[e] = 1
+        self.eq_active[e] = 1
         self.held[i] = o
 
     def flags(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

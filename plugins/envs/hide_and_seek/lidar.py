@@ -41,8 +41,10 @@ class Lidar:
 
     def values(self) -> np.ndarray:
         """``float32 [A, lidar_rays]``: :attr:`dist` with misses and hits beyond range set to ``range``."""
-        out = np.where((self.dist < 0) | (self.dist > self.range), self.range, self.dist)
-        return np.maximum(out, 1e-6).astype(np.float32)
+        out = np.where(self.dist < 0, self.range, self.dist)
+        np.minimum(out, self.range, out=out)
+        np.maximum(out, 1e-6, out=out)
+        return out.astype(np.float32)
 
     def __call__(self) -> np.ndarray:
         """Cast and return :meth:`values`."""

@@ -49,8 +49,10 @@ class ObservationBuilder:
         self.A, self.B, self.R = p.max_agents, p.boxes[1], p.ramps
         self.box_dim = 9 + (3 if p.full_obs else 0) + LOCK_DIM
         self.ramp_dim = 9 + (3 + LOCK_DIM if p.full_obs else 0)
+        # slot of each other agent, per slot: [rows, others] gathers [A, A] into [A, A-1]
         self.others = np.array([[j for j in range(self.A) if j != i] for i in range(self.A)],
                                dtype=np.int64).reshape(self.A, self.A - 1)
+        self.rows = np.arange(self.A)[:, None]
 
     def spaces(self) -> dict[str, spaces.Box]:
         """Per-agent ``gymnasium.spaces.Box`` of every key (float32; masks in [0, 1], lidar in [0, range])."""
@@ -69,7 +71,7 @@ class ObservationBuilder:
 
     def begin(self, slots: np.ndarray, is_hider: np.ndarray, n_boxes: int, n_ramps: int,
               obj_size: np.ndarray) -> None:
-        """Set the episode's constants.
+        """Set the episode's constants (then call :meth:`set_locks` before :meth:`build`).
 
         Args:
             slots: ``int [n]`` slot of each active agent; ``is_hider``: ``bool [n]``.
@@ -79,22 +81,37 @@ class ObservationBuilder:
         self.slots, self.n, self.b, self.r = slots, len(slots), n_boxes, n_ramps
         self.exists = np.zeros(A, bool)
         self.exists[slots] = True
-        self.hider = np.asarray(is_hider, f32)
+        # rows of the active agents: a slice (cheaper, and a view) when every slot plays
+        self.all_active = self.n == A
+        self.sel = slice(None) if self.all_active else slots
+        self.sel_aa = (slice(None), slice(None)) if self.all_active else (slots[:, None], slots[None, :])
         exist_aa = (self.exists[:, None] & self.exists[None, :]).astype(f32)
-        self.spoof_aa = exist_aa[np.arange(A)[:, None], self.others]
+        self.spoof_aa = exist_aa[self.rows, self.others]
         self.spoof_ab = np.zeros((A, self.B), f32)
         self.spoof_ab[slots, :n_boxes] = 1.0
         self.spoof_ar = np.zeros((A, self.R), f32)
         self.spoof_ar[slots, :n_ramps] = 1.0
         self.sizes = obj_size[:n_boxes].astype(f32)
-        # slot of each other agent, per slot: gathers visibility [A, A] into [A, A-1]
-        self.rows = np.arange(A)[:, None]
+        # what does not change every step, copied and then completed by build()
+        self.self_template = np.zeros((A, SELF_DIM), f32)
+        self.self_template[slots, 8] = np.asarray(is_hider, f32)
 
-    def _objects(self, common: np.ndarray, count: int, width: int, k: int, sizes: np.ndarray | None,
-                 flags: tuple | None) -> np.ndarray:
+    def set_locks(self, you_lock: np.ndarray, team_lock: np.ndarray, locked: np.ndarray) -> None:
+        """Set the lock flags of the following observations (call when they change).
+
+        Args:
+            you_lock, team_lock: ``bool [n, b + r]``; ``locked``: ``bool [b + r]``.
+        """
+        b, full = self.b, self.p.full_obs
+        self.box_template = self._objects(self.B, self.box_dim, b, self.sizes if full else None,
+                                          (you_lock[:, :b], team_lock[:, :b], locked[:b]))
+        self.ramp_template = self._objects(self.R, self.ramp_dim, self.r, None,
+                                           (you_lock[:, b:], team_lock[:, b:], locked[b:]) if full else None)
+
+    def _objects(self, count: int, width: int, k: int, sizes: np.ndarray | None, flags: tuple | None) -> np.ndarray:
+        """``float32 [A, count, width]``: zeros but the sizes and lock flags of the ``k`` objects."""
         out = np.zeros((self.A, count, width), np.float32)
         slots = self.slots
-        out[slots, :k, :9] = common
         if sizes is not None:
             out[slots, :k, 9:12] = sizes
         if flags is not None:
@@ -105,54 +122,59 @@ class ObservationBuilder:
         return out
 
     def build(self, qpos4: np.ndarray, qvel4: np.ndarray, vis: np.ndarray, lidar: np.ndarray,
-              you_lock: np.ndarray, team_lock: np.ndarray, locked: np.ndarray, prep: float) -> dict[str, np.ndarray]:
-        """The observation dict (call :meth:`begin` first each episode).
+              prep: float) -> dict[str, np.ndarray]:
+        """The observation dict (call :meth:`begin` and :meth:`set_locks` first each episode).
+
+        Every array is new (callers may keep them).
 
         Args:
             qpos4, qvel4: ``[n + b + r, 4]`` joint values of the movable bodies (world order).
             vis: ``bool [n, n + b + r]`` visibility (:class:`~.vision.Vision`).
             lidar: ``float32 [n, rays]``.
-            you_lock, team_lock: ``bool [n, b + r]``; ``locked``: ``bool [b + r]``.
             prep: preparation fraction in [0, 1].
         """
-        A, n, b, r, slots = self.A, self.n, self.b, self.r, self.slots
+        A, n, b, r, sel = self.A, self.n, self.b, self.r, self.sel
         f32 = np.float32
-        feats = np.zeros((A, SELF_DIM), f32)
-        feats[slots, :4] = qpos4[:n]
-        feats[slots, 4:8] = qvel4[:n]
-        feats[slots, 8] = self.hider
-        feats[slots, 9] = prep
+        feats = self.self_template.copy()
+        feats[sel, :4] = qpos4[:n]
+        feats[sel, 4:8] = qvel4[:n]
+        feats[sel, 9] = prep
         q, v = qpos4[n:], qvel4[n:]
         common = np.empty((b + r, 9), f32)
         common[:, :3] = q[:, :3]
         common[:, 3] = np.cos(q[:, 3])
         common[:, 4] = np.sin(q[:, 3])
         common[:, 5:] = v
-        full = self.p.full_obs
-        box_obs = self._objects(common[:b], self.B, self.box_dim, b, self.sizes if full else None,
-                                (you_lock[:, :b], team_lock[:, :b], locked[:b]))
-        ramp_obs = self._objects(common[b:], self.R, self.ramp_dim, r, None,
-                                 (you_lock[:, b:], team_lock[:, b:], locked[b:]) if full else None)
-        vis_aa = np.zeros((A, A), f32)
-        vis_aa[slots[:, None], slots[None, :]] = vis[:, :n]
-        mask_ab = np.zeros((A, self.B), f32)
-        mask_ab[slots, :b] = vis[:, n:n + b]
-        mask_ar = np.zeros((A, self.R), f32)
-        mask_ar[slots, :r] = vis[:, n + b:]
-        lidar_out = np.zeros((A, lidar.shape[1]), f32)
-        lidar_out[slots] = lidar
+        box_obs = self.box_template.copy()
+        box_obs[sel, :b, :9] = common[:b]
+        ramp_obs = self.ramp_template.copy()
+        ramp_obs[sel, :r, :9] = common[b:]
         others = feats[self.others]
-        others[~self.exists] = 0.0
+        if self.all_active:
+            mask_aa = vis[self.rows, self.others].astype(f32)
+        else:
+            others[~self.exists] = 0.0
+            vis_aa = np.zeros((A, A), f32)
+            vis_aa[self.sel_aa] = vis[:, :n]
+            mask_aa = vis_aa[self.rows, self.others]
         return {
             "observation_self": feats,
             "agent_qpos_qvel": others,
             "box_obs": box_obs,
             "ramp_obs": ramp_obs,
-            "lidar": lidar_out,
-            "mask_aa_obs": vis_aa[self.rows, self.others],
-            "mask_ab_obs": mask_ab,
-            "mask_ar_obs": mask_ar,
+            "lidar": self._pad(lidar, lidar.shape[1]),
+            "mask_aa_obs": mask_aa,
+            "mask_ab_obs": self._pad(vis[:, n:n + b], self.B),
+            "mask_ar_obs": self._pad(vis[:, n + b:], self.R),
             "mask_aa_obs_spoof": self.spoof_aa.copy(),
             "mask_ab_obs_spoof": self.spoof_ab.copy(),
             "mask_ar_obs_spoof": self.spoof_ar.copy(),
         }
+
+    def _pad(self, values: np.ndarray, width: int) -> np.ndarray:
+        """``float32 [A, width]``: ``values [n, k]`` in the active rows' first ``k`` columns, zeros elsewhere."""
+        if self.all_active and values.shape[1] == width:
+            return values.astype(np.float32)
+        out = np.zeros((self.A, width), np.float32)
+        out[self.sel, :values.shape[1]] = values
+        return out

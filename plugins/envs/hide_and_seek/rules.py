@@ -18,20 +18,31 @@ def outside(xy: np.ndarray, area: tuple[float, float]) -> np.ndarray:
     return ((xy < area[0]) | (xy > area[1])).any(axis=1)
 
 
-def team_reward(vis_agents: np.ndarray, is_hider: np.ndarray) -> float:
-    """``h``: +1.0 when no seeker sees a hider in ``vis_agents bool [n, n]``, else -1.0."""
-    return -1.0 if vis_agents[~is_hider][:, is_hider].any() else 1.0
+class StepRewards:
+    """The reward rule of one episode: ``float32 [n]`` rewards of its active agents (hiders first).
 
+    Args:
+        is_hider: ``bool [n]``.
+        area: the allowed square ``(lo, hi)`` (m).
+        penalize_objects_out: an object outside the square gives every agent ``penalty``.
+        penalty: the out-of-area reward (-10).
+    """
 
-def step_rewards(vis_agents: np.ndarray, is_hider: np.ndarray, agent_xy: np.ndarray, object_xy: np.ndarray,
-                 area: tuple[float, float], penalize_objects_out: bool, penalty: float,
-                 in_prep: bool) -> np.ndarray:
-    """``float32 [n]`` rewards of the active agents (hiders first) for one env step."""
-    if in_prep:
-        return np.zeros(len(is_hider), np.float32)
-    h = team_reward(vis_agents, is_hider)
-    rew = np.where(is_hider, np.float32(h), np.float32(-h))
-    rew[outside(agent_xy, area)] = penalty
-    if penalize_objects_out and len(object_xy) and outside(object_xy, area).any():
-        rew[:] = penalty
-    return rew
+    def __init__(self, is_hider: np.ndarray, area: tuple[float, float], penalize_objects_out: bool,
+                 penalty: float) -> None:
+        self.n, self.area, self.penalize_objects_out, self.penalty = len(is_hider), area, penalize_objects_out, penalty
+        self.seeker_hider = np.ix_(~is_hider, is_hider)  # the [seeker, hider] block of the visibility
+        self.sign = np.where(is_hider, np.float32(1.0), np.float32(-1.0))  # h for hiders, -h for seekers
+
+    def __call__(self, vis_agents: np.ndarray, xy: np.ndarray, in_prep: bool) -> np.ndarray:
+        """Rewards from ``vis_agents bool [n, n]`` and the positions ``xy [n + objects, 2]`` of
+        every movable body (agents first)."""
+        if in_prep:
+            return np.zeros(self.n, np.float32)
+        h = -1.0 if vis_agents[self.seeker_hider].any() else 1.0  # some seeker sees some hider
+        rew = self.sign * np.float32(h)
+        out = outside(xy, self.area)
+        rew[out[:self.n]] = self.penalty
+        if self.penalize_objects_out and out[self.n:].any():
+            rew[:] = self.penalty
+        return rew

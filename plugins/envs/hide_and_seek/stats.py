@@ -23,7 +23,9 @@ class EpisodeStats:
     def __init__(self, obj_pos: np.ndarray, n_boxes: int, is_hider: np.ndarray, prep_steps: int) -> None:
         self.start = obj_pos.copy()
         self.b, self.is_hider, self.prep_steps = n_boxes, is_hider, prep_steps
-        self.max_disp = np.zeros(2)  # box, ramp
+        # running maximum of each object's squared displacement; the square root of the
+        # maximum is the maximum of the square roots, taken only when reported
+        self.max_sq = np.zeros(len(obj_pos))
         self.returns = np.zeros(len(is_hider))
         self.prep = {"box_max_displacement_prep": 0.0, "ramp_max_displacement_prep": 0.0,
                      "boxes_locked_prep": 0.0, "ramps_locked_prep": 0.0}
@@ -33,19 +35,21 @@ class EpisodeStats:
         if prep_steps == 0:
             self._record_prep()
 
+    def _max_displacement(self) -> tuple[float, float]:
+        """Largest displacement (m) of any box and of any ramp so far (0 without any)."""
+        b = self.b
+        box = float(np.sqrt(self.max_sq[:b].max())) if b else 0.0
+        ramp = float(np.sqrt(self.max_sq[b:].max())) if len(self.max_sq) > b else 0.0
+        return box, ramp
+
     def _record_prep(self) -> None:
-        self.prep = {"box_max_displacement_prep": float(self.max_disp[0]),
-                     "ramp_max_displacement_prep": float(self.max_disp[1]),
+        box, ramp = self._max_displacement()
+        self.prep = {"box_max_displacement_prep": box, "ramp_max_displacement_prep": ramp,
                      "boxes_locked_prep": float(self.locked[0]), "ramps_locked_prep": float(self.locked[1])}
 
     def update(self, t: int, obj_pos: np.ndarray, locked: np.ndarray, rewards: np.ndarray) -> None:
         """Record env step ``t`` (1-based): object positions ``[O, 3]``, ``locked bool [O]``, rewards ``[n]``."""
-        sq = ((obj_pos - self.start) ** 2).sum(1)
-        b = self.b
-        if b:
-            self.max_disp[0] = max(self.max_disp[0], np.sqrt(sq[:b].max()))
-        if len(sq) > b:
-            self.max_disp[1] = max(self.max_disp[1], np.sqrt(sq[b:].max()))
+        np.maximum(self.max_sq, ((obj_pos - self.start) ** 2).sum(1), out=self.max_sq)
         self.returns += rewards
         self.last_locked = locked
         if t == self.prep_steps:
@@ -60,10 +64,11 @@ class EpisodeStats:
         """The statistics of the module docstring (call after the last :meth:`update`)."""
         self._count_locks()
         h = self.is_hider
+        box, ramp = self._max_displacement()
         return {
             **self.prep,
-            "box_max_displacement": float(self.max_disp[0]),
-            "ramp_max_displacement": float(self.max_disp[1]),
+            "box_max_displacement": box,
+            "ramp_max_displacement": ramp,
             "boxes_locked": float(self.locked[0]),
             "ramps_locked": float(self.locked[1]),
             "hider_return": float(self.returns[h].mean()) if h.any() else 0.0,

@@ -36,7 +36,6 @@ class Vision:
     def __init__(self, world: World, cone_deg: float, lidar: Lidar | None = None) -> None:
         self.w, self.lidar = world, lidar
         self.cos_half = math.cos(math.radians(cone_deg / 2))
-        self.body_of_geom = world.model.geom_bodyid.copy()
         a, n = world.n_agents, world.n_agents + world.n_objects
         self.nl = 0 if lidar is None else lidar.n
         # one ray batch per agent: its lidar rays, then one ray towards every movable body
@@ -45,29 +44,34 @@ class Vision:
             self.vec[:, :self.nl] = lidar.vec
         self.geomid = np.zeros((a, self.nl + n), dtype=np.int32)
         self.dist = np.zeros((a, self.nl + n), dtype=np.float64)
+        # body of the geom a ray hit; the appended -1 is what geomid -1 (no hit) indexes
+        self.body_of_hit = np.append(world.model.geom_bodyid, -1)
         self.target_body = np.arange(1, n + 1)
         self.cutoff = 0.0 if lidar is None else lidar.range
+        # views into the data and the buffers above (fetched once: each attribute access of
+        # MjData builds a new array), so they always show the current state
+        self.centres = world.data.xpos[1:n + 1]
+        self.yaw = world.qpos4[:a, 3]
+        self.batches = [(self.centres[i], self.vec[i].reshape(-1), i + 1, self.geomid[i], self.dist[i])
+                        for i in range(a)]
 
     def in_cone(self, rel: np.ndarray, norm_xy: np.ndarray) -> np.ndarray:
         """``bool [A, N]`` from offsets ``rel [A, N, 3]`` and their horizontal norms ``[A, N]``."""
-        yaw = self.w.qpos4[:self.w.n_agents, 3]
+        yaw = self.yaw
         along = rel[..., 0] * np.cos(yaw)[:, None] + rel[..., 1] * np.sin(yaw)[:, None]
         return (norm_xy > 1e-9) & (along >= self.cos_half * norm_xy)
 
     def __call__(self) -> np.ndarray:
-        w = self.w
-        m, d = w.model, w.data
-        a, nl, nray = w.n_agents, self.nl, self.vec.shape[1]
-        centres = d.xpos[1:]
-        rel = centres[None, :, :] - centres[:a, None, :]
+        m, d = self.w.model, self.w.data
+        nl, nray = self.nl, self.vec.shape[1]
+        centres = self.centres
+        rel = centres[None, :, :] - centres[:len(self.batches), None, :]
         sq_xy = rel[..., 0] ** 2 + rel[..., 1] ** 2
         length = np.sqrt(sq_xy + rel[..., 2] ** 2)
         self.vec[:, nl:] = rel / np.maximum(length, 1e-12)[..., None]
         cutoff = max(self.cutoff, float(length.max()) + 1.0)
-        for i in range(a):
-            mujoco.mj_multiRay(m, d, centres[i], self.vec[i].ravel(), None, 1, i + 1, self.geomid[i], self.dist[i],
-                               None, nray, cutoff)
+        for pnt, vec, body, geomid, dist in self.batches:
+            mujoco.mj_multiRay(m, d, pnt, vec, None, 1, body, geomid, dist, None, nray, cutoff)
         if nl:
             self.lidar.dist[:] = self.dist[:, :nl]
-        hit = self.geomid[:, nl:]
-        return self.in_cone(rel, np.sqrt(sq_xy)) & (hit >= 0) & (self.body_of_geom[hit] == self.target_body)
+        return self.in_cone(rel, np.sqrt(sq_xy)) & (self.body_of_hit[self.geomid[:, nl:]] == self.target_body)

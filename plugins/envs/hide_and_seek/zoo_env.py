@@ -41,7 +41,7 @@ class ZooHideAndSeek:
         obs, rewards, truncated, info = self.env.step_arrays(action)
         a = self.spec.num_agents
         out = {"active": self.env.game.active.copy(), **info}
-        return obs, rewards, np.zeros(a, bool), np.full(a, truncated, bool), out
+        return obs, rewards, np.zeros(a, bool), (np.ones if truncated else np.zeros)(a, bool), out
 
     def close(self) -> None:
         self.env.close()
