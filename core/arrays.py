@@ -178,7 +178,14 @@ def encode(bundle: dict[str, Any] | None = None, meta: dict[str, Any] | None = N
 # allocations: one JSON decoder, dtype objects looked up by name, and offsets handed to
 # ``np.frombuffer`` instead of slicing the frame.
 _DTYPES = {name: np.dtype(name) for name in ALLOWED_DTYPES}
-_JSON_DECODE = json.JSONDecoder().decode
+_JSON_RAW_DECODE = json.JSONDecoder().raw_decode  # .decode() also runs two whitespace regexes
+
+
+def _json_decode(text: str) -> Any:
+    obj, end = _JSON_RAW_DECODE(text)
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return obj
 
 
 def _entry_error(entry: Any) -> WireError:
@@ -208,7 +215,7 @@ def decode(frame: bytes | bytearray | memoryview, max_bytes: int = MAX_FRAME_BYT
     if header_len > MAX_HEADER_BYTES or _PREFIX.size + header_len > size:
         raise WireError(f"declared header length {header_len} does not fit the {size}-byte frame")
     try:
-        header = _JSON_DECODE(str(buf[_PREFIX.size:_PREFIX.size + header_len], "utf-8"))
+        header = _json_decode(str(buf[_PREFIX.size:_PREFIX.size + header_len], "utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WireError(f"header is not valid JSON: {exc}") from None
     if type(header) is not dict or header.get("version") != FORMAT_VERSION:

@@ -101,6 +101,8 @@ class Segment:
         self.slot_bytes, self.slots, self.gen, self.owner = slot_bytes, slots, gen, owner
         self.size = len(mm)
         self._closed = False
+        # One array over the whole mapping: slicing it is cheaper than a frombuffer per message.
+        self._bytes: np.ndarray | None = np.frombuffer(mm, np.uint8)
 
     @classmethod
     def create(cls, name: str, slot_bytes: int, slots: int, gen: int) -> "Segment":
@@ -162,7 +164,8 @@ class Segment:
 
     def view(self, slot: int, nbytes: int) -> np.ndarray:
         """``nbytes`` bytes of ``slot`` as a uint8 array (a view: drop it before :meth:`close`)."""
-        return np.frombuffer(self.mm, np.uint8, nbytes, self.offset(slot))
+        start = HEADER_BYTES + slot * self.slot_bytes
+        return self._bytes[start:start + nbytes]
 
     def copy_out(self, slot: int, nbytes: int) -> np.ndarray:
         """A private copy of the first ``nbytes`` bytes of ``slot``."""
@@ -175,6 +178,7 @@ class Segment:
         if self._closed:
             return
         self._closed = True
+        self._bytes = None  # its own export of the mapping; views handed out keep theirs
         try:
             self.mm.close()
         except BufferError:

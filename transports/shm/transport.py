@@ -66,6 +66,7 @@ import collections
 import logging
 import os
 import shutil
+import struct
 import time
 from typing import Any
 
@@ -77,8 +78,8 @@ from zoo.transports.shm.segments import (
 from zoo.transports.tcp import engine, patterns
 from zoo.transports.tcp.engine import Conn, ProtocolError
 from zoo.transports.tcp.framing import (
-    FRAME, GRANT, RELEASE, RETURN, RING, SLOT, SLOT_REC, Layout, json_record, pairs_record, parse_json,
-    parse_pairs, record_header,
+    FRAME, GRANT, REC, REC_MAGIC, RELEASE, RETURN, RING, SLOT, SLOT_REC, Layout, json_record, pairs_record,
+    parse_json, parse_pairs, record_header,
 )
 from zoo.transports.tcp.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
 from zoo.transports.tcp.transport import RawPusherMixin
@@ -87,8 +88,11 @@ log = logging.getLogger("zoo.transports")
 CONTROL_WRITE_S = 0.5
 
 
+_SLOT_RECORD = struct.Struct(REC.format + SLOT_REC.format.lstrip("<"))  # header + payload in one pack
+
+
 def _slot_record(gen: int, slot: int, nbytes: int, seq: int = 0) -> bytes:
-    return record_header(SLOT, SLOT_REC.size) + SLOT_REC.pack(gen, slot, nbytes, seq)
+    return _SLOT_RECORD.pack(REC_MAGIC, SLOT, SLOT_REC.size, gen, slot, nbytes, seq)
 
 
 def _parse_slot(payload: bytes) -> tuple[int, int, int, int]:

@@ -87,6 +87,10 @@ class ProtocolError(Exception):
     """The record stream of one connection is corrupt; that connection is dropped."""
 
 
+def _nbytes(part) -> int:
+    return part.nbytes if type(part) is memoryview else len(part)
+
+
 def _advance(views: list[memoryview], n: int) -> list[memoryview]:
     while n:
         first = views[0]
@@ -121,6 +125,7 @@ class Conn:
         self.ctrl: list[bytes] = []  # control records waiting to ride along with the next write
         self.ctrl_since = 0.0
         self._stage = bytearray(STAGING_BYTES)
+        self._stage_mv = memoryview(self._stage)  # never resized: records are sliced out of it
         self._r = self._w = 0
         self._big: np.ndarray | None = None
         self._filled = 0
@@ -146,8 +151,7 @@ class Conn:
         """
         out: list[tuple[int, Any]] = []
         while True:
-            self._parse(out)
-            if any(k == FRAME or k == SLOT for k, _ in out):
+            if self._parse(out):
                 return out
             try:
                 if self._big is not None:
@@ -161,7 +165,7 @@ class Conn:
                         raise ProtocolError("record parser stalled with a full staging buffer")
                     # At most READ_CHUNK at a time: a large frame's first bytes are copied once
                     # more (staging -> its own buffer), so keep that copy small.
-                    n = self.sock.recv_into(memoryview(self._stage)[self._w:self._w + READ_CHUNK])
+                    n = self.sock.recv_into(self._stage_mv[self._w:self._w + READ_CHUNK])
             except (BlockingIOError, InterruptedError):
                 return out
             except OSError as exc:
@@ -175,11 +179,13 @@ class Conn:
                 if self._filled == self._big.nbytes:
                     out.append((FRAME, self._big))
                     self._big = None
+                    return out
             else:
                 self._w += n
 
-    def _parse(self, out: list[tuple[int, Any]]) -> None:
-        stage = self._stage
+    def _parse(self, out: list[tuple[int, Any]]) -> bool:
+        """Append the complete records staged so far to ``out``; True if one of them is a FRAME or SLOT."""
+        stage, data = self._stage, False
         while self._big is None:
             avail = self._w - self._r
             if avail < REC.size:
@@ -194,8 +200,9 @@ class Conn:
                 raise ProtocolError(f"{KINDS[kind]} record declares {length} bytes, over the limit of {limit}")
             start, body = self._r + REC.size, avail - REC.size
             if body >= length:
-                out.append((kind, bytes(memoryview(stage)[start:start + length])))
+                out.append((kind, bytes(self._stage_mv[start:start + length])))
                 self._r = start + length
+                data = data or kind == FRAME or kind == SLOT
                 continue
             if kind == FRAME and length + REC.size > len(stage) // 2:
                 if body < 8:
@@ -209,6 +216,7 @@ class Conn:
             break
         if self._r == self._w:
             self._r = self._w = 0
+        return data
 
     # -- writing -------------------------------------------------------------------
     def _send_nb(self, views: list[memoryview]) -> tuple[list[memoryview], int]:
@@ -251,8 +259,22 @@ class Conn:
                 self._cond.wait(min(left, 0.05))
             if self.closed:
                 return False
-            views = [memoryview(p) for p in parts if len(p)]
             started = False
+            if len(parts) <= _IOV:
+                # Usually one sendmsg takes the whole record: no views to build or advance.
+                try:
+                    sent = self.sock.sendmsg(parts, (), _SEND_FLAGS)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                except OSError as exc:
+                    self._broken(exc)
+                    return False
+                if sent == sum(map(_nbytes, parts)):
+                    return True
+                started = sent > 0
+                views = _advance([memoryview(p) for p in parts if len(p)], sent)
+            else:
+                views = [memoryview(p) for p in parts if len(p)]
             progress = time.monotonic()
             while True:
                 views, sent = self._send_nb(views)
@@ -491,6 +513,7 @@ class Endpoint:
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._ready: collections.deque[tuple[Conn, int, Any]] = collections.deque()
+        self._deferred: set[Conn] = set()  # connections that may hold deferred control records
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.stream!r} of run {self.run_id!r}>"
@@ -529,10 +552,13 @@ class Endpoint:
         :data:`CONTROL_DEFER_S`), so a peer waiting for them (e.g. for a slot grant) is never
         stuck behind this endpoint's wait.
         """
-        stale = time.monotonic() - CONTROL_DEFER_S
-        for conn in self._conns():
-            if conn.ctrl and (timeout > 0 or conn.ctrl_since < stale):
-                self._flush_control(conn)
+        if self._deferred:
+            stale = time.monotonic() - CONTROL_DEFER_S
+            for conn in list(self._deferred):
+                if conn.ctrl and (timeout > 0 or conn.ctrl_since < stale):
+                    self._flush_control(conn)
+                if not conn.ctrl or conn.closed:
+                    self._deferred.discard(conn)
         try:
             events = self._sel.select(max(0.0, timeout))
         except (OSError, ValueError):
@@ -646,6 +672,7 @@ class Endpoint:
         if not conn.ctrl:
             conn.ctrl_since = time.monotonic()
         conn.ctrl.append(record)
+        self._deferred.add(conn)
         if urgent:
             self._flush_control(conn)
 
