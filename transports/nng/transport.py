@@ -77,6 +77,15 @@ class _Endpoint:
         self.sock = sock
         self.rejected = 0
         self._closed = False
+        self._timeouts: dict[tuple[int, str], int] = {}  # (id(socket), option) -> ms last set
+
+    def _set_timeout(self, sock: pynng.Socket, option: str, ms: int) -> None:
+        """Set ``recv_timeout`` / ``send_timeout`` only when it changes: each set is a call into
+        nng (a few microseconds), and a loop usually passes the same timeout every time."""
+        key = (id(sock), option)
+        if self._timeouts.get(key) != ms:
+            setattr(sock, option, ms)
+            self._timeouts[key] = ms
 
     def _check_open(self) -> None:
         if self._closed:
@@ -86,7 +95,7 @@ class _Endpoint:
         try:
             if timeout <= 0:
                 return _frame(self.sock.recv_msg(block=False))
-            self.sock.recv_timeout = max(1, _ms(timeout))
+            self._set_timeout(self.sock, "recv_timeout", max(1, _ms(timeout)))
             return _frame(self.sock.recv_msg())
         except (pynng.Timeout, pynng.TryAgain):
             return None
@@ -110,7 +119,7 @@ class _Endpoint:
     def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float) -> bool:
         self._check_open()
         try:
-            sock.send_timeout = max(1, _ms(timeout))
+            self._set_timeout(sock, "send_timeout", max(1, _ms(timeout)))
             sock.send_msg(msg)  # on failure the message stays ours and is freed with it
             return True
         except pynng.Timeout:

@@ -286,6 +286,8 @@ class LendingRing:
         if not conns or not self.free:
             return out
         cap, n_lent, n_held = self.cap(len(conns)), self._n_lent, self._n_held
+        if len(conns) == 1 and n_lent[conns[0]] >= cap:
+            return out  # the usual case with one peer: it holds all it may
         while self.free:
             conn = None
             for c in conns:

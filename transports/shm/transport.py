@@ -224,10 +224,12 @@ class _ShmMixin:
         if self._closed or ring is None or not ring.free:
             return
         conns = self._owner_conns()
-        low = max(1, ring.cap(len(conns)) // 2)
-        for conn, pairs in ring.grant(conns).items():
-            urgent = ring.lent_count(conn) - len(pairs) < low
-            self._send_control(conn, pairs_record(GRANT, pairs), urgent)
+        granted = ring.grant(conns)
+        if granted:
+            low = max(1, ring.cap(len(conns)) // 2)
+            for conn, pairs in granted.items():
+                urgent = ring.lent_count(conn) - len(pairs) < low
+                self._send_control(conn, pairs_record(GRANT, pairs), urgent)
 
     def _on_slot(self, conn: Conn, payload: bytes) -> None:
         gen, slot, nbytes, _ = _parse_slot(payload)
