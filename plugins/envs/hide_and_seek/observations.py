@@ -130,7 +130,7 @@ class ObservationBuilder:
         Args:
             qpos4, qvel4: ``[n + b + r, 4]`` joint values of the movable bodies (world order).
             vis: ``bool [n, n + b + r]`` visibility (:class:`~.vision.Vision`).
-            lidar: ``float32 [n, rays]``.
+            lidar: ``float32 [n, rays]``, a new array (returned as is when every slot plays).
             prep: preparation fraction in [0, 1].
         """
         A, n, b, r, sel = self.A, self.n, self.b, self.r, self.sel
@@ -162,7 +162,7 @@ class ObservationBuilder:
             "agent_qpos_qvel": others,
             "box_obs": box_obs,
             "ramp_obs": ramp_obs,
-            "lidar": self._pad(lidar, lidar.shape[1]),
+            "lidar": lidar if self.all_active else self._pad(lidar, lidar.shape[1]),  # lidar: a new array
             "mask_aa_obs": mask_aa,
             "mask_ab_obs": self._pad(vis[:, n:n + b], self.B),
             "mask_ar_obs": self._pad(vis[:, n + b:], self.R),

@@ -66,9 +66,10 @@ class Vision:
         nl, nray = self.nl, self.vec.shape[1]
         centres = self.centres
         rel = centres[None, :, :] - centres[:len(self.batches), None, :]
-        sq_xy = rel[..., 0] ** 2 + rel[..., 1] ** 2
-        length = np.sqrt(sq_xy + rel[..., 2] ** 2)
-        self.vec[:, nl:] = rel / np.maximum(length, 1e-12)[..., None]
+        sq = rel * rel
+        sq_xy = sq[..., 0] + sq[..., 1]
+        length = np.sqrt(sq_xy + sq[..., 2])
+        np.divide(rel, np.maximum(length, 1e-12)[..., None], out=self.vec[:, nl:])
         cutoff = max(self.cutoff, float(length.max()) + 1.0)
         for pnt, vec, body, geomid, dist in self.batches:
             mujoco.mj_multiRay(m, d, pnt, vec, None, 1, body, geomid, dist, None, nray, cutoff)
