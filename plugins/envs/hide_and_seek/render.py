@@ -98,7 +98,12 @@ def render_topdown(game, size: int = 480) -> np.ndarray:
 
 
 def write_episode(path: str | Path, frames, fps: int = 10) -> Path:
-    """Write ``frames`` (``uint8 [H, W, 3]`` each) to ``path``: ``.gif`` or ``.mp4``.
+    """Write ``frames`` (``uint8 [H, W, 3]`` each, all one size) to ``path``: ``.gif`` or ``.mp4``.
+
+    GIF: one image per frame, ``1000 / fps`` ms each, looping. MP4: H.264 (yuv420p) at
+    ``fps`` frames per second through the ``imageio-ffmpeg`` package (its own ffmpeg
+    binary, no display needed); H.264 needs an even height and width, so an odd one gains a
+    copy of the last row or column. Frames are not rescaled.
 
     Raises:
         ValueError: no frames, or an extension other than .gif/.mp4.
@@ -118,7 +123,11 @@ def write_episode(path: str | Path, frames, fps: int = 10) -> Path:
         except ImportError as exc:
             raise RuntimeError("writing .mp4 needs the imageio-ffmpeg package (pip install imageio-ffmpeg); "
                                "or write a .gif") from exc
-        imageio.mimsave(path, frames, fps=fps)
+        h, w = frames[0].shape[:2]
+        if h % 2 or w % 2:
+            frames = [np.pad(f, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge") for f in frames]
+        # macro_block_size=1: imageio would otherwise upscale to multiples of 16
+        imageio.mimsave(path, frames, fps=fps, macro_block_size=1)
     else:
         raise ValueError(f"write_episode: {path.name!r} must end in .gif or .mp4")
     return path
@@ -126,7 +135,12 @@ def write_episode(path: str | Path, frames, fps: int = 10) -> Path:
 
 def record_random_episode(path: str | Path, scenario: str | None = None, seed: int = 0, config=None,
                           size: int = 320, fps: int = 10, max_steps: int | None = None) -> Path:
-    """Play one episode with uniformly random actions and write it with :func:`write_episode`."""
+    """Play one episode with uniformly random actions and write it with :func:`write_episode`.
+
+    Writes ``1 + steps`` frames of ``size x size`` pixels (the reset, then every step; an
+    odd ``size`` gains a pixel in MP4); ``steps`` is the horizon (80 quadrant, 240 full)
+    unless ``max_steps`` is smaller.
+    """
     from .env import HideAndSeekEnv
 
     env = HideAndSeekEnv(scenario, config, seed=seed, render_mode="rgb_array")

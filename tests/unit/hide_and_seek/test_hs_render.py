@@ -1,4 +1,6 @@
 """Top-down rendering and episode files (no display, no OpenGL)."""
+import sys
+
 import imageio.v2 as imageio
 import numpy as np
 import pytest
@@ -42,14 +44,53 @@ def test_env_render_and_episode_gif(tmp_path):
     assert len(frames) == 6 and frames[0].shape[:2] == (96, 96)
 
 
-def test_write_episode_rejects_bad_requests(tmp_path):
+def frames_of(height, width, count=7):
+    """``count`` distinct frames: a grey level per frame, its inverse in the first 8 columns."""
+    out = []
+    for k in range(count):
+        f = np.full((height, width, 3), 30 * k, np.uint8)
+        f[:, :8] = 255 - f[:, :8]
+        out.append(f)
+    return out
+
+
+def test_write_episode_gif_reads_back_exactly(tmp_path):
+    frames = frames_of(48, 64)  # height != width catches swapped axes
+    path = render.write_episode(tmp_path / "a.gif", frames, fps=10)
+    back = imageio.mimread(path)
+    assert len(back) == 7 and back[0].shape == (48, 64, 3)
+    assert all(np.array_equal(b, f) for b, f in zip(back, frames))  # two colours per frame: no loss
+    assert imageio.get_reader(path).get_meta_data()["duration"] == 100  # ms per frame at 10 fps
+
+
+def test_write_episode_mp4(tmp_path):
+    frames = frames_of(48, 64)
+    path = render.write_episode(tmp_path / "a.mp4", frames, fps=10)
+    back = imageio.mimread(path)
+    assert len(back) == 7 and back[0].shape == (48, 64, 3) and back[0].dtype == np.uint8
+    meta = imageio.get_reader(path).get_meta_data()
+    assert meta["codec"] == "h264" and meta["fps"] == 10.0 and meta["size"] == (64, 48)
+    # lossy, but close: the mean error per channel is about 1 grey level
+    assert max(np.abs(b.astype(int) - f).mean() for b, f in zip(back, frames)) < 3
+
+
+def test_write_episode_mp4_pads_odd_sizes_without_rescaling(tmp_path):
+    back = imageio.mimread(render.write_episode(tmp_path / "odd.mp4", frames_of(33, 45, count=3)))
+    assert len(back) == 3 and back[0].shape == (34, 46, 3)
+
+
+def test_random_episode_mp4(tmp_path):
+    path = render.record_random_episode(tmp_path / "episode.mp4", "quadrant", seed=1, size=96, max_steps=5)
+    frames = imageio.mimread(path)
+    assert len(frames) == 6 and frames[0].shape == (96, 96, 3)
+
+
+def test_write_episode_rejects_bad_requests(tmp_path, monkeypatch):
     frame = np.zeros((8, 8, 3), np.uint8)
     with pytest.raises(ValueError, match="no frames"):
         render.write_episode(tmp_path / "a.gif", [])
     with pytest.raises(ValueError, match=".gif or .mp4"):
         render.write_episode(tmp_path / "a.avi", [frame])
-    try:
-        import imageio_ffmpeg  # noqa: F401
-    except ImportError:
-        with pytest.raises(RuntimeError, match="imageio-ffmpeg"):
-            render.write_episode(tmp_path / "a.mp4", [frame])
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # as if the package were not installed
+    with pytest.raises(RuntimeError, match="imageio-ffmpeg"):
+        render.write_episode(tmp_path / "a.mp4", [frame])
