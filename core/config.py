@@ -57,6 +57,7 @@ from zoo.core.resolve import (  # noqa: F401  (re-exported)
     make_env,
     resolve_env,
 )
+from zoo.core.streams import STREAMS, transport_options
 
 __all__ = [
     "ActorsConfig", "PolicyConfig", "TrainerConfig", "StreamConfig", "StreamsConfig", "LogConfig",
@@ -135,6 +136,10 @@ class StreamConfig:
 
     transport: str = "nng"
     """Registered transport carrying this stream (see `zoo list transports`)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Options of that transport by name, e.g. ``--set streams.inference.options.slots=16``
+    (docs/transports.md lists each transport's options). Checked against the transport when
+    the config is built; unset options come from its environment variables, then defaults."""
 
 
 @dataclass
@@ -332,6 +337,8 @@ def build_config(
     if not cfg.name:
         cfg.name = sanitize_name(f"{algo_name}-{env_name}-{_now():%Y%m%d-%H%M%S}")
     validate(cfg, registry)
+    for stream in STREAMS:  # typed values ("16" from --set -> 16) for config.json and the workers
+        getattr(cfg.streams, stream).options = transport_options(registry, cfg, stream)
     return cfg
 
 
@@ -345,7 +352,9 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     ``trainer.max_policy_lag`` >= 0; ``policy.max_wait_ms`` >= 0; ``log.interval_s`` > 0;
     ``env_steps``, ``frames`` >= 0 and not both non-zero; ``0 <= seed < 2**32``; devices
     are cpu, cuda, cuda:N or mps; ``name`` is a plain folder name; every
-    ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one);
+    ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one)
+    and ``streams.*.options`` are options of that transport with values it accepts
+    (:func:`zoo.core.streams.check_options`);
     the algorithm's and the env's Config dataclasses are rebuilt with
     ``dataclasses.replace`` (re-running their ``__post_init__`` checks) and their
     ``validate()`` is called when they have one; a ``ValueError``/``TypeError`` from either
@@ -414,6 +423,11 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             problems.append((path, f"{path}={value!r} is not a registered transport; "
                              + (f"did you mean {' or '.join(map(repr, close))}? " if close else "")
                              + f"installed: {', '.join(transports) or 'none'}"))
+            continue
+        try:
+            transport_options(reg, cfg, stream)
+        except ConfigError as exc:
+            problems += [(exc.field, m) for m in exc.problems]
     for part in ("algo", "env"):
         sub = getattr(cfg, part)
         if not dataclasses.is_dataclass(sub) or isinstance(sub, type):

@@ -8,6 +8,10 @@ TOML) must already fit it. Supported types: ``int``, ``float``, ``bool``, ``str`
 classes. A bad value or an unknown field raises :class:`ConfigError` naming the field,
 the bad value and what is allowed.
 
+A ``dict[str, ...]`` field is a *table*: ``table.name=value`` stores the value as given
+under ``name``, and whoever owns the table checks names and types later (a stream's
+transport options: :func:`zoo.core.streams.check_options`).
+
 A field that is not an option carries ``metadata={NOT_OPTION: "why"}`` (``why`` completes
 "it ..."): it is skipped by :func:`list_options` and refused by :func:`set_value`.
 """
@@ -29,7 +33,7 @@ from typing import Any, Literal
 
 __all__ = [
     "ConfigError", "OptionInfo", "NOT_OPTION", "type_name", "list_options",
-    "set_value", "apply_override", "apply_mapping",
+    "set_value", "convert_value", "apply_override", "apply_mapping",
 ]
 
 NOT_OPTION = "not_option"
@@ -134,6 +138,17 @@ def _convert(value: Any, tp: Any) -> Any:
             if value == choice or (text is not None and str(choice) == text):
                 return choice
         raise _Bad("one of " + ", ".join(repr(c) for c in choices))
+    if origin is dict:
+        # A table of name -> value entries whose owner types them later (e.g. a stream's
+        # transport options): a whole table is given as a literal, ``{"slots": 16}``.
+        if text is not None:
+            try:
+                value = ast.literal_eval(text.strip() or "{}")
+            except (ValueError, SyntaxError):
+                raise _Bad("a table such as {'name': value}") from None
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise _Bad("a table such as {'name': value}")
+        return dict(value)
     if origin in (tuple, list):
         args = typing.get_args(tp)
         if text is not None:
@@ -350,7 +365,16 @@ def set_value(cfg: Any, path: str, value: Any, *, source: str = "") -> None:
                               field=path)
         if i == len(parts) - 1:
             break
-        obj = getattr(obj, part)
+        child = getattr(obj, part)
+        if isinstance(child, dict) and typing.get_origin(_hints(obj).get(part)) is dict:
+            table = ".".join(parts[:i + 1])
+            if i + 2 != len(parts):
+                raise ConfigError(f"{prefix}{table} is a table of name=value entries: set "
+                                  f"{table}.<name>=value", field=path)
+            # Stored as given; the table's owner checks names and types (see its docs).
+            child[parts[-1]] = value
+            return
+        obj = child
     leaf = parts[-1]
     current = getattr(obj, leaf)
     tp = _hints(obj).get(leaf, Any)
@@ -364,6 +388,18 @@ def set_value(cfg: Any, path: str, value: Any, *, source: str = "") -> None:
     except _Bad as exc:
         raise ConfigError(f"{prefix}{path} expects {exc}, got {value!r}", field=path) from None
     setattr(obj, leaf, new)
+
+
+def convert_value(value: Any, tp: Any, path: str) -> Any:
+    """``value`` as type ``tp``, parsed like ``--set`` when it is a str.
+
+    Raises:
+        ConfigError: ``"<path> expects an int, got 'abc'"``.
+    """
+    try:
+        return _convert(value, tp)
+    except _Bad as exc:
+        raise ConfigError(f"{path} expects {exc}, got {value!r}", field=path) from None
 
 
 def apply_override(cfg: Any, override: str) -> None:

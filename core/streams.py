@@ -16,12 +16,17 @@ control        push/pull        every worker -> controller: heartbeats, status, 
 =============  ===============  ==========================================================
 
 Which transport carries each stream is set by ``streams.<name>.transport`` in the
-experiment config.
+experiment config, and that transport's options by ``streams.<name>.options.<option>``
+(checked against the transport's ``Options`` dataclass, see :func:`check_options`).
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import typing
 from typing import Any
 
+from zoo.core.options import ConfigError, convert_value
 from zoo.core.registry import Registry
 
 STREAMS = ("inference", "sample", "parameter")
@@ -29,8 +34,77 @@ CONTROL = "control"
 CONTROL_TRANSPORT = "nng"
 
 
+def check_options(factory: Any, name: str, options: dict[str, Any], path: str) -> dict[str, Any]:
+    """``options`` checked against transport ``name``'s ``factory.Options`` dataclass and typed.
+
+    A transport declares its options as a dataclass ``Options`` on its factory: field names
+    are keyword arguments of the factory, field types say how values are parsed (``"16"``
+    from ``--set`` becomes ``16``), and its ``__post_init__`` may raise ``ValueError`` for
+    bad values (message starting with the field name). Options set to None are left out,
+    so the transport falls back to its environment variables and defaults.
+
+    Returns:
+        ``{option: typed value}`` for the options set.
+
+    Raises:
+        ConfigError: every problem at once (``problems``), each naming ``<path>.<option>``:
+            an option the transport does not have (with the closest names and the ones it
+            has), a value of the wrong type, or a value its ``Options`` refuses.
+    """
+    if not options:
+        return {}
+    opts_cls = getattr(factory, "Options", None)
+    if opts_cls is None or not dataclasses.is_dataclass(opts_cls):
+        first = next(iter(options))
+        raise ConfigError(f"{path}.{first}: transport {name!r} has no options; remove "
+                          f"{', '.join(f'{path}.{k}' for k in options)}", field=f"{path}.{first}")
+    hints = typing.get_type_hints(opts_cls)
+    known = [f.name for f in dataclasses.fields(opts_cls)]
+    problems: list[tuple[str, str]] = []
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        field = f"{path}.{key}"
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
+            hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+            problems.append((field, f"{field}: transport {name!r} has no option {key!r}; {hint}"
+                                    f"its options: {', '.join(known)}"))
+            continue
+        try:
+            out[key] = convert_value(value, hints[key], field)
+        except ConfigError as exc:
+            problems.append((field, str(exc)))
+    if not problems:
+        try:
+            opts_cls(**out)
+        except (ValueError, TypeError) as exc:
+            text = str(exc)
+            first = text.split(" ", 1)[0]
+            if first in out:  # "slots must be >= 1, got 0" -> streams.<s>.options.slots must be ...
+                problems.append((f"{path}.{first}", f"{path}.{text}"))
+            else:
+                problems.append((path, f"{path}: {text}"))
+    if problems:
+        raise ConfigError("\n".join(m for _, m in problems), field=problems[0][0], problems=[m for _, m in problems])
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def transport_options(registry: Registry, cfg: Any, stream: str) -> dict[str, Any]:
+    """The typed options of ``stream``'s transport set in ``cfg.streams.<stream>.options`` (``control``: none).
+
+    Raises:
+        ConfigError: see :func:`check_options`.
+    """
+    sc = None if stream == CONTROL else getattr(cfg.streams, stream)
+    if sc is None or not sc.options:
+        return {}  # nothing to check: the transport's module is not even imported
+    factory = registry.get("transport", sc.transport).load()
+    return check_options(factory, sc.transport, sc.options, f"streams.{stream}.options")
+
+
 def transport_for(registry: Registry, cfg: Any, stream: str, run_id: str, create: bool = False):
-    """Build the transport that carries ``stream`` (``control`` uses the default transport)."""
+    """Build the transport that carries ``stream`` with its configured options
+    (``control`` uses the default transport, without options)."""
     name = CONTROL_TRANSPORT if stream == CONTROL else getattr(cfg.streams, stream).transport
     factory = registry.get("transport", name).load()
-    return factory(run_id, create=create)
+    return factory(run_id, create=create, **transport_options(registry, cfg, stream))

@@ -344,7 +344,7 @@ def test_config_to_dict_is_json(reg):
                             "target_kl": None, "use_gae": True}
     assert data["env"] == {"frame_skip": 4}
     assert data["actors"] == {"count": 5, "envs_per_actor": 8, "ring_size": 2, "drop_when_full": False}
-    assert data["streams"]["sample"] == {"transport": "nng"}
+    assert data["streams"]["sample"] == {"transport": "nng", "options": {}}
     assert data["env_spec"]["resolved"] == {"frame_skip": 4, "game": "Pong"}
     assert data["env_spec"]["frame_skip"] == 4 and data["env_spec"]["agents"] == ["agent_0"]
     assert (data["algo_name"], data["env_name"], data["frames"], data["name"]) == ("fake", "atari:Pong", 10_000_000, "r")

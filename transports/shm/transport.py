@@ -40,7 +40,8 @@ logged once per endpoint) and the owner grows its ring to slots of 1.25x that si
 double, up to ``max_slot_bytes``), so the following frames of that size go through shared
 memory again. Beyond ``max_slot_bytes`` frames stay on the inline path. Nothing is refused.
 
-Options (keyword arguments, else environment variables, else defaults):
+Options (per stream in the experiment config, ``--set streams.<stream>.options.<name>=value``,
+or keyword arguments; else environment variables; else defaults — see :class:`ShmOptions`):
 
 ================  ==========================  ======  ========================================
 option            environment                 default meaning
@@ -68,6 +69,7 @@ import os
 import shutil
 import struct
 import time
+from dataclasses import dataclass, fields
 from typing import Any
 
 from zoo.core.arrays import MAX_FRAME_BYTES, WireError
@@ -585,6 +587,35 @@ class ShmSubscriber(_ShmMixin, patterns.SocketSubscriber):
             conn.shm.segs.clear()
 
 
+@dataclass
+class ShmOptions:
+    """Options of the ``shm`` transport, set per stream in the experiment config
+    (``--set streams.<stream>.options.<name>=value``) or as keyword arguments of
+    :class:`ShmTransport`. Unset (None): the environment variable, else the default.
+    """
+
+    slots: int | None = None
+    """Slots per ring (``ZOO_SHM_SLOTS``, default 8); a publisher's ring has ``max(4, slots // 2)``."""
+    slot_bytes: int | None = None
+    """Initial slot size in bytes, rounded up to 4 KiB (``ZOO_SHM_SLOT_BYTES``, default 1 MiB);
+    request clients' reply rings start at a quarter of it."""
+    max_slot_bytes: int | None = None
+    """Largest slot, in bytes, a ring grows to for larger frames (``ZOO_SHM_MAX_SLOT_BYTES``, default 256 MiB)."""
+    max_lent: int | None = None
+    """Unused slot grants one producer may hold (``ZOO_SHM_GRANTS``, default 2)."""
+    max_frame_bytes: int | None = None
+    """Largest frame, in bytes, sent or accepted (default 1 GiB)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and value < 1:
+                raise ValueError(f"{f.name} must be >= 1, got {value}")
+        if self.slot_bytes and self.max_slot_bytes and self.slot_bytes > self.max_slot_bytes:
+            raise ValueError(f"slot_bytes={self.slot_bytes} exceeds max_slot_bytes={self.max_slot_bytes}; "
+                             "raise max_slot_bytes or lower slot_bytes")
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if not raw:
@@ -606,10 +637,11 @@ class ShmTransport:
 
     name = "shm"
     cross_process = True
+    Options = ShmOptions
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  slots: int | None = None, slot_bytes: int | None = None, max_slot_bytes: int | None = None,
-                 max_lent: int | None = None, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_lent: int | None = None, max_frame_bytes: int | None = None) -> None:
         self.run_id = run_id
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
@@ -617,7 +649,7 @@ class ShmTransport:
         self.slot_bytes = int(slot_bytes or _env_int("ZOO_SHM_SLOT_BYTES", 1 << 20))
         self.max_slot_bytes = int(max_slot_bytes or _env_int("ZOO_SHM_MAX_SLOT_BYTES", 256 << 20))
         self.max_lent = int(max_lent or _env_int("ZOO_SHM_GRANTS", 2))
-        self.max_frame_bytes = int(max_frame_bytes)
+        self.max_frame_bytes = int(max_frame_bytes or MAX_FRAME_BYTES)
         if create:
             reclaim_stale_segments()
             reclaim_stale_run_dirs(base_dir)

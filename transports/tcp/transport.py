@@ -6,7 +6,8 @@ Each binding endpoint (puller, reply server, publisher) listens on ``host`` (def
 inline as length-prefixed records (:mod:`zoo.transports.tcp.framing`); see
 :mod:`zoo.transports.tcp.engine` for timeouts, back-pressure and close semantics.
 
-Options (keyword arguments, else environment variables, else defaults):
+Options (per stream in the experiment config, ``--set streams.<stream>.options.<name>=value``,
+or keyword arguments; else environment variables; else defaults — see :class:`TcpOptions`):
 
 =================  ===================  ==========================================================
 option             environment          meaning
@@ -28,6 +29,7 @@ import ipaddress
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 
 from zoo.core.arrays import MAX_FRAME_BYTES
 from zoo.transports.tcp import engine, patterns
@@ -75,6 +77,31 @@ class TcpRawPusher(RawPusherMixin, patterns.SocketPusher):
     pass
 
 
+@dataclass
+class TcpOptions:
+    """Options of the ``tcp`` transport, set per stream in the experiment config
+    (``--set streams.<stream>.options.<name>=value``) or as keyword arguments of
+    :class:`TcpTransport`. Unset (None): the environment variable, else the default.
+    """
+
+    host: str | None = None
+    """Address listeners bind to (``ZOO_TCP_HOST``, default ``127.0.0.1``)."""
+    connect_host: str | None = None
+    """Address dialers connect to (``ZOO_TCP_CONNECT``, default: the published host)."""
+    token: str | None = None
+    """Shared secret every dialer presents in its HELLO (``ZOO_TCP_TOKEN``); set in the
+    config, it is also written to the run's ``config.json``: prefer the variable for secrets."""
+    max_frame_bytes: int | None = None
+    """Largest frame, in bytes, sent or accepted (default 1 GiB)."""
+
+    def __post_init__(self) -> None:
+        for name in ("host", "connect_host", "token"):
+            if getattr(self, name) == "":
+                raise ValueError(f"{name} must not be empty (leave it unset for the default)")
+        if self.max_frame_bytes is not None and self.max_frame_bytes < 1:
+            raise ValueError(f"max_frame_bytes must be >= 1, got {self.max_frame_bytes}")
+
+
 class TcpTransport:
     """Endpoints over TCP; port files in ``<base_dir or tempdir>/zoo-<run_id>/``.
 
@@ -84,17 +111,18 @@ class TcpTransport:
 
     name = "tcp"
     cross_process = True
+    Options = TcpOptions
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  host: str | None = None, connect_host: str | None = None, token: str | None = None,
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int | None = None) -> None:
         self.run_id = run_id
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
         self.host = host or os.environ.get("ZOO_TCP_HOST") or "127.0.0.1"
         self.connect_host = connect_host or os.environ.get("ZOO_TCP_CONNECT") or None
         self.token = token if token is not None else (os.environ.get("ZOO_TCP_TOKEN") or None)
-        self.max_frame_bytes = int(max_frame_bytes)
+        self.max_frame_bytes = int(max_frame_bytes or MAX_FRAME_BYTES)
         if create:
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)

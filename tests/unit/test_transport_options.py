@@ -1,0 +1,116 @@
+"""A stream's transport options set in the experiment config: parsed by the transport's
+``Options`` types, refused with a message naming the field before anything starts, and
+passed to the transport the workers build."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from zoo.core.config import ConfigError, ExperimentConfig, apply_override, load_config_file, validate
+from zoo.core.plugins import get_registry
+from zoo.core.streams import transport_for, transport_options
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return get_registry()
+
+
+def cfg_with(*overrides: str) -> ExperimentConfig:
+    cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", env_steps=10, name="r")
+    for override in overrides:
+        apply_override(cfg, override)
+    return cfg
+
+
+def test_set_options_are_typed_by_the_transport(reg):
+    cfg = cfg_with("streams.inference.transport=shm", "streams.inference.options.slots=16",
+                   "streams.inference.options.slot_bytes=65536", "streams.sample.transport=tcp",
+                   "streams.sample.options.host=127.0.0.1", "streams.sample.options.token=s3cret")
+    assert cfg.streams.inference.options == {"slots": "16", "slot_bytes": "65536"}  # as given, until checked
+    validate(cfg, reg)
+    assert transport_options(reg, cfg, "inference") == {"slots": 16, "slot_bytes": 65536}
+    assert transport_options(reg, cfg, "sample") == {"host": "127.0.0.1", "token": "s3cret"}
+    assert transport_options(reg, cfg, "parameter") == {}
+    assert transport_options(reg, cfg, "control") == {}
+
+
+def test_the_resolved_slot_count_reaches_the_transport(reg, monkeypatch):
+    monkeypatch.setenv("ZOO_SHM_SLOTS", "4")  # the config wins over the environment variable
+    monkeypatch.setenv("ZOO_SHM_GRANTS", "3")
+    cfg = cfg_with("streams.inference.transport=shm", "streams.inference.options.slots=16")
+    run_id = f"opts-{uuid.uuid4().hex[:8]}"
+    transport = transport_for(reg, cfg, "inference", run_id, create=True)
+    try:
+        assert (transport.slots, transport.max_lent, transport.slot_bytes) == (16, 3, 1 << 20)
+        server = transport.reply_server("inference")
+        assert server.ring.slots == 16
+        server.close()
+    finally:
+        transport.cleanup()
+
+
+def test_tcp_options_reach_the_transport(reg):
+    cfg = cfg_with("streams.sample.transport=tcp", "streams.sample.options.token=s3cret",
+                   "streams.sample.options.max_frame_bytes=1_000_000")
+    transport = transport_for(reg, cfg, "sample", f"opts-{uuid.uuid4().hex[:8]}")
+    assert (transport.token, transport.max_frame_bytes, transport.host) == ("s3cret", 1_000_000, "127.0.0.1")
+
+
+def test_options_from_a_toml_table(reg, tmp_path):
+    conf = tmp_path / "c.toml"
+    conf.write_text('[streams.sample]\ntransport = "shm"\n[streams.sample.options]\nslots = 12\nmax_lent = 3\n')
+    from zoo.core.config import apply_mapping
+
+    cfg = cfg_with()
+    apply_mapping(cfg, load_config_file(conf), source=f"--config {conf}")
+    validate(cfg, reg)
+    assert transport_options(reg, cfg, "sample") == {"slots": 12, "max_lent": 3}
+
+
+def test_an_unknown_option_is_refused_naming_it(reg):
+    cfg = cfg_with("streams.inference.transport=shm", "streams.inference.options.slotz=16")
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.field == "streams.inference.options.slotz"
+    assert str(info.value) == (
+        "streams.inference.options.slotz: transport 'shm' has no option 'slotz'; did you mean 'slots'? "
+        "its options: slots, slot_bytes, max_slot_bytes, max_lent, max_frame_bytes")
+
+
+def test_bad_values_are_refused_naming_the_field(reg):
+    cfg = cfg_with("streams.inference.transport=shm", "streams.inference.options.slots=many",
+                   "streams.sample.transport=shm", "streams.sample.options.max_lent=0")
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.field == "streams.inference.options.slots"
+    assert info.value.problems == [
+        "streams.inference.options.slots expects an int, got 'many'",
+        "streams.sample.options.max_lent must be >= 1, got 0",
+    ]
+
+
+def test_options_of_a_transport_without_options_are_refused(reg):
+    cfg = cfg_with("streams.parameter.options.slots=16")  # parameter is on nng (the default)
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert str(info.value) == ("streams.parameter.options.slots: transport 'nng' has no options; "
+                               "remove streams.parameter.options.slots")
+
+
+def test_options_are_flat_names(reg):
+    with pytest.raises(ConfigError, match=r"streams.sample.options is a table of name=value entries: "
+                                          r"set streams.sample.options.<name>=value"):
+        cfg_with("streams.sample.options.ring.slots=3")
+
+
+def test_build_config_refuses_before_anything_starts_and_stores_typed_values(reg, tmp_path):
+    from zoo.core.config import build_config, config_to_dict
+
+    with pytest.raises(ConfigError, match="streams.sample.options.slotz: transport 'shm' has no option"):
+        build_config(reg, "ppo", "CartPole-v1", steps=100, name="r",
+                     overrides=["streams.sample.transport=shm", "streams.sample.options.slotz=3"])
+    cfg = build_config(reg, "ppo", "CartPole-v1", steps=100, name="r",
+                       overrides=["streams.sample.transport=shm", "streams.sample.options.slots=3"])
+    assert config_to_dict(cfg)["streams"]["sample"] == {"transport": "shm", "options": {"slots": 3}}
