@@ -30,7 +30,7 @@ class Vision:
     Calling it returns ``bool [A, N]`` with ``N = A + B + R`` movable bodies in world
     order (agents, boxes, ramps); entry ``[i, k]`` is True when agent ``i`` sees body ``k``.
     Given a :class:`~.lidar.Lidar`, its rays go into the same ``mj_multiRay`` call and
-    its ``dist`` is filled too.
+    its ``dist`` becomes a view of the lidar columns of this class's ray buffer.
     """
 
     def __init__(self, world: World, cone_deg: float, lidar: Lidar | None = None) -> None:
@@ -44,6 +44,8 @@ class Vision:
             self.vec[:, :self.nl] = lidar.vec
         self.geomid = np.zeros((a, self.nl + n), dtype=np.int32)
         self.dist = np.zeros((a, self.nl + n), dtype=np.float64)
+        if lidar is not None:  # the lidar's distances become a view of this buffer: no copy per step
+            lidar.dist = self.dist[:, :self.nl]
         # body of the geom a ray hit; the appended -1 is what geomid -1 (no hit) indexes
         self.body_of_hit = np.append(world.model.geom_bodyid, -1)
         self.target_body = np.arange(1, n + 1)
@@ -69,10 +71,11 @@ class Vision:
         sq = rel * rel
         sq_xy = sq[..., 0] + sq[..., 1]
         length = np.sqrt(sq_xy + sq[..., 2])
-        np.divide(rel, np.maximum(length, 1e-12)[..., None], out=self.vec[:, nl:])
+        cone = self.in_cone(rel, np.sqrt(sq_xy))
+        # unit rays towards the bodies in the cone; the others get zero-length rays (rel / inf),
+        # which MuJoCo skips at no cost and which hit nothing (-1), as does the one to oneself
+        np.divide(rel, np.where(cone, np.maximum(length, 1e-12), np.inf)[..., None], out=self.vec[:, nl:])
         cutoff = max(self.cutoff, float(length.max()) + 1.0)
         for pnt, vec, body, geomid, dist in self.batches:
             mujoco.mj_multiRay(m, d, pnt, vec, None, 1, body, geomid, dist, None, nray, cutoff)
-        if nl:
-            self.lidar.dist[:] = self.dist[:, :nl]
-        return self.in_cone(rel, np.sqrt(sq_xy)) & (self.body_of_hit[self.geomid[:, nl:]] == self.target_body)
+        return cone & (self.body_of_hit[self.geomid[:, nl:]] == self.target_body)
