@@ -161,7 +161,8 @@ class Game:
         if in_prep:
             act[~self.is_hider] = self.noop
         n = w.n_agents
-        self.grablock.apply(act[:, 3] == 1, act[:, 4] == 1, self.vis[:, n:])
+        grab, lock = act[:, 3:].T.tolist()
+        self.grablock.apply(grab, lock, self.vis[:, n:])
         np.take(self.ctrl_of_bin, act[:, :3], out=self._ctrl, mode="clip")  # bins checked above
         self._physics()
         self.t += 1

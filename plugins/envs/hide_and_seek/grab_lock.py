@@ -98,15 +98,15 @@ class GrabLock:
             dist[i, o] = dd
         return dist
 
-    def apply(self, grab: np.ndarray, lock: np.ndarray, seen: np.ndarray) -> None:
+    def apply(self, grab: list[int], lock: list[int], seen: np.ndarray) -> None:
         """Update welds and locks before the physics of one env step.
 
         Args:
-            grab, lock: ``bool [A]`` the grab and lock actions.
+            grab, lock: ``[A]`` the grab and lock actions (1 or True: pressed), as lists
+                (the rules run in plain Python).
             seen: ``bool [A, O]`` objects in each agent's previous policy mask.
         """
         w, held = self.w, self.held
-        grab, lock = grab.tolist(), lock.tolist()
         for i, o in enumerate(held.tolist()):
             if o >= 0 and not grab[i]:  # released: detach now
                 self.eq_active[w.weld_id(i, o)] = 0
@@ -127,7 +127,7 @@ class GrabLock:
             for i in sorted(nearest):
                 self._weld(i, nearest[i][1])
 
-    def _lock(self, lock: list[bool], eligible: list[tuple[int, int]]) -> None:
+    def _lock(self, lock: list[int], eligible: list[tuple[int, int]]) -> None:
         """The lock rule for the eligible ``(agent, object)`` pairs; ``lock``: each agent presses."""
         agents_at: dict[int, list[int]] = {}
         for i, o in eligible:

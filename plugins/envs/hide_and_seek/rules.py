@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def outside(xy: np.ndarray, area: tuple[float, float]) -> np.ndarray:
-    """``bool [k]``: points ``xy [k, 2]`` outside the square ``[area[0], area[1]]^2``."""
-    return ((xy < area[0]) | (xy > area[1])).any(axis=1)
+def outside(x: float, y: float, area: tuple[float, float]) -> bool:
+    """Whether the point ``(x, y)`` lies outside the square ``[area[0], area[1]]^2``."""
+    return x < area[0] or x > area[1] or y < area[0] or y > area[1]
 
 
 class StepRewards:
@@ -41,8 +41,11 @@ class StepRewards:
             return np.zeros(self.n, np.float32)
         h = -1.0 if vis_agents[self.seeker_hider].any() else 1.0  # some seeker sees some hider
         rew = self.sign * np.float32(h)
-        out = outside(xy, self.area)
-        rew[out[:self.n]] = self.penalty
-        if self.penalize_objects_out and out[self.n:].any():
+        # a few points: plain Python beats numpy's per-call overhead here
+        out = [outside(x, y, self.area) for x, y in xy.tolist()]
+        for i in range(self.n):
+            if out[i]:
+                rew[i] = self.penalty
+        if self.penalize_objects_out and any(out[self.n:]):
             rew[:] = self.penalty
         return rew
