@@ -25,7 +25,6 @@ import time
 def _raw_worker(env_name: str, n_envs: int, seconds: float, warmup: float, seed: int, out) -> None:
     import numpy as np
 
-    from zoo.core.config import make_env
     from zoo.core.plugins import get_registry
 
     registry = get_registry()
@@ -78,7 +77,6 @@ def zoo_rate(env_name: str, algo: str, seconds: float, warmup: float, overrides:
                        overrides=[f"trainer.learn={str(learn).lower()}", "log.interval_s=0.5", "log.tensorboard=false",
                                   "runs_dir=/tmp/zoo-bench-runs", *overrides])
     points: list[tuple[float, int]] = []
-    t0 = time.monotonic()
 
     def on_status(status: dict) -> None:
         now = time.monotonic()

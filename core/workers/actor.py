@@ -15,12 +15,10 @@ observation of truncated agents (``final_obs``), resets the environment and cont
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
-from zoo.core.arrays import map_leaves
 from zoo.core.workers.base import WorkerContext, make_env
 
 REQUEST_TIMEOUT_S = 0.2

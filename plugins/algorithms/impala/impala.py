@@ -36,6 +36,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import OBS_KEY, EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
 from zoo.plugins.algorithms.vtrace import vtrace
+from zoo.plugins.algorithms.tensors import explained_variance, to_tensor
 
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "rho_mean", "rho_clipfrac", "explained_variance",
          "grad_norm")
@@ -103,17 +104,6 @@ class IMPALAConfig:
             hint = ("set algo.anneal_lr_steps to the agent steps to decay over (0 = the run's budget)"
                     if k == "anneal_lr_steps" else "see IMPALAConfig for the valid range")
             raise ValueError(f"algo.{k}={getattr(self, k)!r} is invalid: {hint}")
-
-
-def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
-    """``1 - Var[y - y_pred] / Var[y]``; nan when ``Var[y] = 0`` (undefined)."""
-    var_y = float(y.var(unbiased=False)) if y.numel() else 0.0
-    return float("nan") if var_y == 0 else 1.0 - float((y - y_pred).var(unbiased=False)) / var_y
-
-
-def _tensor(x: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, device=device)
-    return t.to(dtype) if dtype is not None else t
 
 
 class IMPALA:
@@ -194,7 +184,7 @@ class IMPALA:
         return c.lr * max(0.0, 1.0 - done)
 
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {k: _tensor(v, self.device) for k, v in obs.items()}
+        return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One IMPALA gradient step on ``batch`` (layout in :mod:`zoo.core.algorithm`).
@@ -214,9 +204,9 @@ class IMPALA:
         """
         c, dev = self.config, self.device
         obs = self._obs(batch["obs"])
-        reward = _tensor(batch["reward"], dev, torch.float32)
+        reward = to_tensor(batch["reward"], dev, torch.float32)
         T, B = reward.shape
-        active = (_tensor(batch["active"], dev, torch.bool) if "active" in batch
+        active = (to_tensor(batch["active"], dev, torch.bool) if "active" in batch
                   else torch.ones(T, B, dtype=torch.bool, device=dev))
         n = int(active.sum())
         lr = self.current_lr()
@@ -226,19 +216,19 @@ class IMPALA:
         if n == 0:
             return stats
 
-        action = _tensor(batch["action"], dev)
+        action = to_tensor(batch["action"], dev)
         flat_obs = {k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}
         logp, entropy, value = self.policy.evaluate(flat_obs, action.reshape(T * B, *action.shape[2:]))
         logp, entropy, value = logp.reshape(T, B), entropy.reshape(T, B), value.reshape(T, B)
-        behaviour_logp = _tensor(batch["logp"], dev, torch.float32)
+        behaviour_logp = to_tensor(batch["logp"], dev, torch.float32)
 
         with torch.no_grad():
             bootstrap = self.policy.value({k: v[T] for k, v in obs.items()})
-            final_index = _tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
+            final_index = to_tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
             final_values = (self.policy.value(self._obs(batch["final_obs"])) if final_index.shape[0] > 0
                             else torch.zeros(0, device=dev))
             vt = vtrace(behaviour_logp, logp.detach(), reward, torch.cat([value.detach(), bootstrap[None]]),
-                        _tensor(batch["terminated"], dev, torch.bool), _tensor(batch["truncated"], dev, torch.bool),
+                        to_tensor(batch["terminated"], dev, torch.bool), to_tensor(batch["truncated"], dev, torch.bool),
                         gamma=c.gamma, rho_bar=c.rho_bar, c_bar=c.c_bar, vtrace_lambda=c.vtrace_lambda,
                         final_index=final_index, final_values=final_values, active=active)
 

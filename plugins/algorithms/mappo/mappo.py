@@ -73,8 +73,8 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
-from zoo.plugins.algorithms.ppo.ppo import _tensor, explained_variance
 from zoo.plugins.algorithms.returns import gae
+from zoo.plugins.algorithms.tensors import explained_variance, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm_actor", "grad_norm_critic")
@@ -391,7 +391,7 @@ class MAPPO:
 
     # -- preparing a batch --
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {k: _tensor(v, self.device) for k, v in obs.items()}
+        return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
     def prepare(self, batch: Batch) -> dict[str, Any]:
         """Targets and chunks of one batch, computed once (no gradients).
@@ -414,12 +414,12 @@ class MAPPO:
                            "'logp' and 'value' must be stored in every sample (see zoo.core.algorithm)")
         c, dev, pol = self.config, self.device, self.policy
         obs = self._obs(batch["obs"])
-        reward = _tensor(batch["reward"], dev, torch.float32)
+        reward = to_tensor(batch["reward"], dev, torch.float32)
         T, B = reward.shape
         ones, zeros = torch.ones(T, B, dtype=torch.bool, device=dev), torch.zeros(T, B, dtype=torch.bool, device=dev)
-        active = _tensor(batch["active"], dev, torch.bool) if "active" in batch else ones
-        on_reset = _tensor(batch["on_reset"], dev, torch.bool) if "on_reset" in batch else zeros
-        action = _tensor(batch["action"], dev)
+        active = to_tensor(batch["active"], dev, torch.bool) if "active" in batch else ones
+        on_reset = to_tensor(batch["on_reset"], dev, torch.bool) if "on_reset" in batch else zeros
+        action = to_tensor(batch["action"], dev)
         L = c.chunk_length if self.recurrent else 1
         state0 = None
         if self.recurrent:
@@ -427,7 +427,7 @@ class MAPPO:
                 raise KeyError("MAPPO: the policy is recurrent but the batch has no 'rnn_state' (the state fed at "
                                "each step, stored by the policy worker); use a policy worker with recurrent "
                                "support or set algo.recurrent=false")
-            rnn_state = _tensor(batch["rnn_state"], dev, torch.float32)
+            rnn_state = to_tensor(batch["rnn_state"], dev, torch.float32)
             expect = (T, B, *pol.state_shape)
             if tuple(rnn_state.shape) != expect:
                 raise ValueError(f"MAPPO: 'rnn_state' has shape {tuple(rnn_state.shape)}, expected {expect}")
@@ -435,16 +435,16 @@ class MAPPO:
         ch = {
             "obs": {k: chunk_time(v[:T], L) for k, v in obs.items()},
             "action": chunk_time(action, L),
-            "logp": chunk_time(_tensor(batch["logp"], dev, torch.float32), L),
+            "logp": chunk_time(to_tensor(batch["logp"], dev, torch.float32), L),
             "mask": chunk_time(active, L),
             "reset": chunk_time(on_reset, L),
             "state0": state0,
         }
-        final_index = _tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
+        final_index = to_tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
         vh = pol.value_head
         with torch.no_grad():
             boot_state = final_state = None
-            values = _tensor(batch["value"], dev, torch.float32) if "value" in batch else None
+            values = to_tensor(batch["value"], dev, torch.float32) if "value" in batch else None
             if self.recurrent or values is None:
                 ev = pol.critic_sequence(ch["obs"], state0, ch["reset"], ch["mask"])
                 if values is None:
@@ -459,7 +459,7 @@ class MAPPO:
             else:
                 final_values = torch.zeros(0, device=dev)
             adv, ret = gae(reward, torch.cat([values, bootstrap[None]]),
-                           _tensor(batch["terminated"], dev, torch.bool), _tensor(batch["truncated"], dev, torch.bool),
+                           to_tensor(batch["terminated"], dev, torch.bool), to_tensor(batch["truncated"], dev, torch.bool),
                            gamma=c.gamma, gae_lambda=c.gae_lambda, final_index=final_index,
                            final_values=final_values, active=active)
         n = int(active.sum())

@@ -28,6 +28,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import OBS_KEY, EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
 from zoo.plugins.algorithms.returns import gae
+from zoo.plugins.algorithms.tensors import explained_variance, to_tensor
 
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
@@ -114,21 +115,6 @@ def minibatch_indices(n: int, minibatches: int, rng: np.random.Generator) -> lis
     return [mb for mb in np.array_split(rng.permutation(n), minibatches) if len(mb) > 0]
 
 
-def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
-    """``1 - Var[y - y_pred] / Var[y]``; nan when ``Var[y] = 0`` (undefined)."""
-    var_y = float(y.var(unbiased=False)) if y.numel() else 0.0
-    return float("nan") if var_y == 0 else 1.0 - float((y - y_pred).var(unbiased=False)) / var_y
-
-
-def _tensor(x: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        x = np.asarray(x)
-        if not x.flags.writeable:  # e.g. decoded from the wire with np.frombuffer
-            x = x.copy()
-    t = torch.as_tensor(x, device=device)
-    return t.to(dtype) if dtype is not None else t
-
-
 class PPO:
     """The ``ppo`` algorithm (see :mod:`zoo.core.algorithm` for the interface)."""
 
@@ -193,29 +179,29 @@ class PPO:
         return c.lr * max(0.0, 1.0 - done)
 
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return {k: _tensor(v, self.device) for k, v in obs.items()}
+        return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
     def _targets(self, batch: Batch, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Behaviour values ``[T, B]``, advantages and value targets (GAE) under no_grad."""
         c, dev = self.config, self.device
-        reward = _tensor(batch["reward"], dev, torch.float32)
+        reward = to_tensor(batch["reward"], dev, torch.float32)
         T, B = reward.shape
         with torch.no_grad():
             if "value" in batch:
-                values = _tensor(batch["value"], dev, torch.float32)
+                values = to_tensor(batch["value"], dev, torch.float32)
             else:  # not recorded at rollout time: use the current network
                 values = self.policy.value({k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}).reshape(T, B)
             bootstrap = self.policy.value({k: v[T] for k, v in obs.items()})
-            final_index = _tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
+            final_index = to_tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
             if final_index.shape[0] > 0:
                 final_values = self.policy.value(self._obs(batch["final_obs"]))
             else:
                 final_values = torch.zeros(0, device=dev)
             adv, ret = gae(
                 reward, torch.cat([values, bootstrap[None]]),
-                _tensor(batch["terminated"], dev, torch.bool), _tensor(batch["truncated"], dev, torch.bool),
+                to_tensor(batch["terminated"], dev, torch.bool), to_tensor(batch["truncated"], dev, torch.bool),
                 gamma=c.gamma, gae_lambda=c.gae_lambda, final_index=final_index, final_values=final_values,
-                active=_tensor(batch["active"], dev, torch.bool) if "active" in batch else None,
+                active=to_tensor(batch["active"], dev, torch.bool) if "active" in batch else None,
             )
         return values, adv, ret
 
@@ -248,7 +234,7 @@ class PPO:
         values, adv, ret = self._targets(batch, obs)
         T, B = values.shape
         if "active" in batch:
-            active = _tensor(batch["active"], dev, torch.bool)
+            active = to_tensor(batch["active"], dev, torch.bool)
         else:
             active = torch.ones(T, B, dtype=torch.bool, device=dev)
         idx = active.reshape(-1).nonzero().squeeze(-1)
@@ -261,10 +247,10 @@ class PPO:
         if n == 0:
             return stats
 
-        action = _tensor(batch["action"], dev)
+        action = to_tensor(batch["action"], dev)
         b_obs = {k: v[:T].reshape(T * B, *v.shape[2:])[idx] for k, v in obs.items()}
         b_action = action.reshape(T * B, *action.shape[2:])[idx]
-        b_logp = _tensor(batch["logp"], dev, torch.float32).reshape(-1)[idx]
+        b_logp = to_tensor(batch["logp"], dev, torch.float32).reshape(-1)[idx]
         b_values, b_adv, b_returns = values.reshape(-1)[idx], adv.reshape(-1)[idx], ret.reshape(-1)[idx]
 
         sums = {k: 0.0 for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
