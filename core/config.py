@@ -44,7 +44,6 @@ from zoo.core.options import (  # noqa: F401  (re-exported)
     apply_override,
     list_options,
     set_value,
-    type_name,
 )
 from zoo.core.registry import Registry
 from zoo.core.resolve import (  # noqa: F401  (re-exported)
@@ -134,8 +133,10 @@ class TrainerConfig:
 class StreamConfig:
     """One stream of the dataflow."""
 
-    transport: str = "nng"
-    """Registered transport carrying this stream (see `zoo list transports`)."""
+    transport: str = "shm"
+    """Registered transport carrying this stream (see `zoo list transports`). Default ``shm``:
+    every worker runs on this host (the local launcher), where shared-memory slot rings
+    copy least; ``nng`` and ``tcp`` also cross hosts."""
     options: dict[str, Any] = field(default_factory=dict)
     """Options of that transport by name, e.g. ``--set streams.inference.options.slots=16``
     (docs/transports.md lists each transport's options). Checked against the transport when

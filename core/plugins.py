@@ -36,9 +36,6 @@ BUILTIN_PLUGINS = (
     "zoo.plugins.envs.atari.plugin",
     "zoo.plugins.envs.pettingzoo.plugin",
     "zoo.transports.nng.plugin",
-)
-OPTIONAL_BUILTIN_PLUGINS = (
-    # Built-ins that may not exist yet in every checkout; absent modules are skipped quietly.
     "zoo.plugins.algorithms.impala.plugin",
     "zoo.plugins.algorithms.mappo.plugin",
     "zoo.plugins.envs.hide_and_seek.plugin",
@@ -138,16 +135,10 @@ class PluginHost:
 
     def _load_builtins(self) -> None:
         version = _zoo_version()
-        for module_name in BUILTIN_PLUGINS + OPTIONAL_BUILTIN_PLUGINS:
+        for module_name in BUILTIN_PLUGINS:
             short = "zoo." + module_name.split(".")[-2]
             try:
                 module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if (module_name in OPTIONAL_BUILTIN_PLUGINS and exc.name
-                        and (module_name + ".").startswith(exc.name + ".")):
-                    continue  # this built-in is not part of this build
-                self._fail(PluginInfo(short, "zoo-rl", version, True), exc)
-                continue
             except Exception as exc:  # noqa: BLE001 - isolate any plugin failure
                 self._fail(PluginInfo(short, "zoo-rl", version, True), exc)
                 continue

@@ -51,9 +51,13 @@ def test_impala_cartpole_reaches_450_within_300k_env_steps(tmp_path):
 def test_slowed_trainer_lag_grows_stale_samples_dropped_and_counted_no_deadlock(tmp_path):
     # Every update waits 0.3 s while the actors keep sampling: samples queue up and are
     # older when they are pulled; those more than max_policy_lag = 2 versions old are dropped.
+    # The sample stream goes over nng, whose socket buffers queue samples: over shm (the
+    # default) the ring's few slots make the actors drop what the trainer cannot take
+    # (actor_dropped_samples) before it grows stale, and the trainer's filter sees none.
     env = subprocess_env(ZOO_TEST_TRAINER_DELAY_S="0.3")
     result = zoo("train", "impala", "--env", "CartPole-v1", "--steps", "4000", "--name", "slow",
-                 "--set", f"runs_dir={tmp_path}", "--set", "trainer.max_policy_lag=2", env=env, timeout=300)
+                 "--set", f"runs_dir={tmp_path}", "--set", "trainer.max_policy_lag=2",
+                 "--set", "streams.sample.transport=nng", env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     _, updates = read_metrics(tmp_path / "slow")
     lags = [u["policy_lag_max"] for u in updates]

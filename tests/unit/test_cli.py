@@ -69,7 +69,7 @@ def make_registry() -> Registry:
         "resolves": "zoo.plugins.envs.gym.env:resolves"}))
     reg.add(Component("env", "atari", ToyEnv, "toy stand-in for atari", "test", "0.1",
                       {"config": ToyConfig, "default_budget": ("frames", 10_000_000)}))
-    for name in ("nng", "inline"):
+    for name in ("shm", "nng", "inline"):
         reg.add(Component("transport", name, "x:y", "", "test", "0.1"))
     return reg
 

@@ -82,7 +82,7 @@ def make_registry() -> Registry:
         "resolves": "zoo.plugins.envs.gym.env:resolves"}))
     reg.add(Component("env", "atari", ToyEnv, "toy stand-in for atari", "test", "0.1",
                       {"config": ToyConfig, "default_budget": ("frames", 10_000_000)}))
-    for name in ("nng", "inline"):
+    for name in ("shm", "nng", "inline"):
         reg.add(Component("transport", name, "x:y", "", "test", "0.1"))
     return reg
 
@@ -308,7 +308,7 @@ def test_validate_reports_every_problem(reg):
         "actors.count must be >= 1, got 0; set e.g. --set actors.count=1",
         "trainer.max_policy_lag must be >= 0, got -1 (0 accepts only the current version)",
         "both env_steps=10 and frames=20 are set; set only one budget (--steps N or --frames N)",
-        "streams.sample.transport='ngn' is not a registered transport; did you mean 'nng'? installed: inline, nng",
+        "streams.sample.transport='ngn' is not a registered transport; did you mean 'nng'? installed: inline, nng, shm",
     ]
 
 
@@ -344,7 +344,7 @@ def test_config_to_dict_is_json(reg):
                             "target_kl": None, "use_gae": True}
     assert data["env"] == {"frame_skip": 4}
     assert data["actors"] == {"count": 5, "envs_per_actor": 8, "ring_size": 2, "drop_when_full": False}
-    assert data["streams"]["sample"] == {"transport": "nng", "options": {}}
+    assert data["streams"]["sample"] == {"transport": "shm", "options": {}}
     assert data["env_spec"]["resolved"] == {"frame_skip": 4, "game": "Pong"}
     assert data["env_spec"]["frame_skip"] == 4 and data["env_spec"]["agents"] == ["agent_0"]
     assert (data["algo_name"], data["env_name"], data["frames"], data["name"]) == ("fake", "atari:Pong", 10_000_000, "r")

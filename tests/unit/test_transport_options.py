@@ -92,7 +92,7 @@ def test_bad_values_are_refused_naming_the_field(reg):
 
 
 def test_options_of_a_transport_without_options_are_refused(reg):
-    cfg = cfg_with("streams.parameter.options.slots=16")  # parameter is on nng (the default)
+    cfg = cfg_with("streams.parameter.transport=nng", "streams.parameter.options.slots=16")
     with pytest.raises(ConfigError) as info:
         validate(cfg, reg)
     assert str(info.value) == ("streams.parameter.options.slots: transport 'nng' has no options; "

@@ -127,7 +127,9 @@ class Segment:
             _unlink_name(name)
             raise TransportError(
                 f"cannot reserve {size} bytes of shared memory for {name!r} ({exc}); free space in "
-                f"{SHM_DIR} or lower ZOO_SHM_SLOTS / ZOO_SHM_SLOT_BYTES / ZOO_SHM_MAX_SLOT_BYTES") from None
+                f"{SHM_DIR} (in Docker: --shm-size=1g), lower the ring with --set "
+                "streams.<stream>.options.slots=N / slot_bytes / max_slot_bytes, or carry the stream on "
+                "another transport: --set streams.<stream>.transport=nng") from None
         finally:
             os.close(fd)
         SEG_HEADER.pack_into(mm, 0, SEG_MAGIC, os.getpid(), slot_bytes, slots, gen)
