@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from zoo.core.arrays import encode
+from zoo.core.arrays import encode, layout
 from zoo.core.plugins import get_registry
 from zoo.core.testing.transport_checks import (
     CHECKS, CROSS_PROCESS_CHECKS, CheckSkipped, TransportUnderTest, sample_bundle,
@@ -47,8 +47,6 @@ def test_every_builtin_transport_is_registered() -> None:
 
 # -- socket engine framing ------------------------------------------------------------------------
 def test_layout_parts_equal_encode_byte_for_byte() -> None:
-    from zoo.transports.tcp.framing import layout
-
     bundle = sample_bundle(3)
     meta = {"a": [1, 2], "b": "x"}
     lay = layout(bundle, meta)
@@ -180,7 +178,6 @@ def test_layout_matches_encode_for_random_bundles() -> None:
     from hypothesis.extra import numpy as hnp
 
     from zoo.core.arrays import ALLOWED_DTYPES
-    from zoo.transports.tcp.framing import layout
 
     arrays = st.sampled_from(sorted(ALLOWED_DTYPES)).flatmap(
         lambda dt: hnp.arrays(np.dtype(dt), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)))

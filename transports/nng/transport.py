@@ -33,10 +33,9 @@ import pynng
 from pynng import _nng
 from pynng.exceptions import check_err
 
-from zoo.core.arrays import WireError, decode
+from zoo.core.arrays import WireError, decode, layout
 from zoo.core.transport import TransportError
-from zoo.transports.tcp.framing import layout
-from zoo.transports.tcp.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir
+from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir
 
 log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 30
@@ -225,7 +224,7 @@ class NngTransport:
     """Endpoints over ``ipc://<base_dir>/zoo-<run_id>/<stream>.ipc``.
 
     The controller creates the run directory (``create=True``), after removing the run
-    directories of dead processes (:func:`~zoo.transports.tcp.rundir.reclaim_stale_run_dirs`);
+    directories of dead processes (:func:`~zoo.transports.sockets.rundir.reclaim_stale_run_dirs`);
     workers attach to it. :meth:`cleanup` removes the directory and its socket files.
     """
 

@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - not POSIX
     _posixshmem = None
 
 from zoo.core.transport import TransportError
-from zoo.transports.tcp.rundir import pid_alive, safe_name
+from zoo.transports.sockets.rundir import pid_alive, safe_name
 
 log = logging.getLogger("zoo.transports")
 

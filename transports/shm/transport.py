@@ -1,8 +1,8 @@
 """The ``shm`` transport: frames in shared-memory slot rings, slot indices on a Unix socket.
 
 One host only. Every stream has a Unix stream socket ``<run dir>/<stream>.shm`` — the
-*notification channel* — run by the socket engine of the ``tcp`` transport
-(:mod:`zoo.transports.tcp.engine`: HELLO, timeouts, back-pressure, close semantics are the
+*notification channel* — run by the socket engine shared with the ``tcp`` transport
+(:mod:`zoo.transports.sockets.engine`: HELLO, timeouts, back-pressure, close semantics are the
 same). What travels on it are small records: which ring to map (RING), which slots a peer may
 fill (GRANT), which slot holds a new frame (SLOT), which slots come back (RETURN, RELEASE).
 The frames themselves are written once into a pre-allocated slot by the sender
@@ -72,19 +72,18 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any
 
-from zoo.core.arrays import MAX_FRAME_BYTES, WireError
+from zoo.core.arrays import MAX_FRAME_BYTES, Layout, WireError
 from zoo.core.transport import TransportError
 from zoo.transports.shm.segments import (
     LendingRing, PublishRing, Segment, list_segments, reclaim_stale_segments, run_prefix, unlink_run_segments,
 )
-from zoo.transports.tcp import engine, patterns
-from zoo.transports.tcp.engine import Conn, ProtocolError
-from zoo.transports.tcp.framing import (
-    FRAME, GRANT, REC, REC_MAGIC, RELEASE, RETURN, RING, SLOT, SLOT_REC, Layout, json_record, pairs_record,
-    parse_json, parse_pairs, record_header,
+from zoo.transports.sockets import engine, patterns
+from zoo.transports.sockets.engine import Conn, ProtocolError
+from zoo.transports.sockets.framing import (
+    FRAME, GRANT, REC, REC_MAGIC, RELEASE, RETURN, RING, SLOT, SLOT_REC, json_record, pairs_record, parse_json,
+    parse_pairs, record_header,
 )
-from zoo.transports.tcp.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
-from zoo.transports.tcp.transport import RawPusherMixin
+from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
 
 log = logging.getLogger("zoo.transports")
 CONTROL_WRITE_S = 0.5
@@ -336,7 +335,7 @@ class ShmPusher(_ShmMixin, patterns.SocketPusher):
         self._close_peer(conn)
 
 
-class ShmRawPusher(RawPusherMixin, ShmPusher):
+class ShmRawPusher(patterns.RawPusherMixin, ShmPusher):
     """Testing aid: sends arbitrary FRAME payloads (the inline path) or raw bytes."""
 
 

@@ -2,9 +2,9 @@
 
 Each binding endpoint (puller, reply server, publisher) listens on ``host`` (default
 ``127.0.0.1``) at a port the OS picks, and publishes it in ``<run dir>/<stream>.tcp``
-(:class:`~zoo.transports.tcp.engine.TcpAddress`); dialers read that file. Frames travel
-inline as length-prefixed records (:mod:`zoo.transports.tcp.framing`); see
-:mod:`zoo.transports.tcp.engine` for timeouts, back-pressure and close semantics.
+(:class:`~zoo.transports.sockets.engine.TcpAddress`); dialers read that file. Frames travel
+inline as length-prefixed records (:mod:`zoo.transports.sockets.framing`); see
+:mod:`zoo.transports.sockets.engine` for timeouts, back-pressure and close semantics.
 
 Options (per stream in the experiment config, ``--set streams.<stream>.options.<name>=value``,
 or keyword arguments; else environment variables; else defaults — see :class:`TcpOptions`):
@@ -32,9 +32,8 @@ import shutil
 from dataclasses import dataclass
 
 from zoo.core.arrays import MAX_FRAME_BYTES
-from zoo.transports.tcp import engine, patterns
-from zoo.transports.tcp.framing import FRAME, record_header
-from zoo.transports.tcp.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+from zoo.transports.sockets import engine, patterns
+from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
 
 log = logging.getLogger("zoo.transports")
 
@@ -49,31 +48,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class RawPusherMixin:
-    """Testing aid for the conformance suite: send bytes that did not come from ``encode``."""
-
-    def send_raw(self, payload: bytes, timeout: float = 1.0) -> bool:
-        """Send ``payload`` as the body of one FRAME record (a correct record, any content)."""
-        import time
-
-        with self._lock:
-            self._check_open()
-            deadline = time.monotonic() + timeout
-            conn = self._connect(deadline)
-            return conn is not None and self._write(conn, [record_header(FRAME, len(payload)), payload], deadline)
-
-    def send_garbage(self, data: bytes, timeout: float = 1.0) -> bool:
-        """Write ``data`` on the connection as is, corrupting its record stream."""
-        import time
-
-        with self._lock:
-            self._check_open()
-            deadline = time.monotonic() + timeout
-            conn = self._connect(deadline)
-            return conn is not None and self._write(conn, [data], deadline)
-
-
-class TcpRawPusher(RawPusherMixin, patterns.SocketPusher):
+class TcpRawPusher(patterns.RawPusherMixin, patterns.SocketPusher):
     pass
 
 
@@ -161,7 +136,8 @@ class TcpTransport:
         return patterns.SocketSubscriber(self._address(stream), *self._args(stream))
 
     def raw_pusher(self, stream: str) -> TcpRawPusher:
-        """Testing aid: a pusher that can send arbitrary bytes (see :class:`RawPusherMixin`)."""
+        """Testing aid: a pusher that can send arbitrary bytes
+        (see :class:`~zoo.transports.sockets.patterns.RawPusherMixin`)."""
         return TcpRawPusher(self._address(stream), *self._args(stream))
 
     def resources(self) -> list[str]:

@@ -3,7 +3,7 @@
 Two layers:
 
 1. **Wire frames** — exactly :func:`zoo.core.arrays.encode`'s format, planned as a
-   :class:`~zoo.core.arrays.Layout` (re-exported here) so a frame can be written straight
+   :class:`~zoo.core.arrays.Layout` so a frame can be written straight
    into a shared-memory slot (:meth:`Layout.write_into`, one copy per array) or handed to
    ``sendmsg`` as a list of
    buffers (:meth:`Layout.parts`, no copy for contiguous arrays). ``b"".join(parts)`` is
@@ -35,7 +35,7 @@ import json
 import struct
 from typing import Any
 
-from zoo.core.arrays import MAGIC, Layout, WireError, layout  # noqa: F401 - Layout, layout: re-exported
+from zoo.core.arrays import MAGIC, WireError
 
 REC = struct.Struct("<4sB3xQ")
 REC_MAGIC = b"ZOS1"

@@ -1,7 +1,7 @@
 """A small socket engine for the three patterns over stream sockets (TCP or Unix), stdlib only.
 
 This module holds connections, addresses and the listening / dialing endpoint bases; the
-pattern endpoints are in :mod:`zoo.transports.tcp.patterns`. Used by the ``tcp`` transport
+pattern endpoints are in :mod:`zoo.transports.sockets.patterns`. Used by the ``tcp`` transport
 (frames travel inline) and by ``shm`` (the same connections carry slot indices; frames lie
 in shared memory — see :mod:`zoo.transports.shm.transport`).
 
@@ -50,10 +50,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from zoo.core.arrays import WireError, decode
+from zoo.core.arrays import Layout, WireError, decode
 from zoo.core.transport import TransportError
-from zoo.transports.tcp.framing import (
-    FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, Layout, json_record, parse_json,
+from zoo.transports.sockets.framing import (
+    FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, json_record, parse_json,
     wire_magic_ok,
 )
 

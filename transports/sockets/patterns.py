@@ -1,16 +1,18 @@
-"""The three patterns over the socket engine (:mod:`zoo.transports.tcp.engine`), frames inline.
+"""The three patterns over the socket engine (:mod:`zoo.transports.sockets.engine`), frames inline.
 
 These classes are the ``tcp`` transport's endpoints; the ``shm`` transport subclasses them
 and overrides ``_send_layout`` / ``_frame_of`` / ``_on_control`` to move frames through
-shared-memory slots instead.
+shared-memory slots instead. :class:`RawPusherMixin` turns either transport's pusher into the
+conformance suite's ``raw_pusher`` (bytes that did not come from ``encode``).
 """
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from zoo.transports.tcp.engine import Client, Conn, ProtocolError, Server, log
-from zoo.transports.tcp.framing import FRAME, Layout, layout, record_header
+from zoo.core.arrays import Layout, layout
+from zoo.transports.sockets.engine import Client, Conn, ProtocolError, Server, log
+from zoo.transports.sockets.framing import FRAME, record_header
 
 
 class SocketPuller(Server):
@@ -59,6 +61,26 @@ class SocketPusher(Client):
 
     def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
         return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
+
+
+class RawPusherMixin:
+    """Testing aid for the conformance suite: send bytes that did not come from ``encode``."""
+
+    def send_raw(self, payload: bytes, timeout: float = 1.0) -> bool:
+        """Send ``payload`` as the body of one FRAME record (a correct record, any content)."""
+        with self._lock:
+            self._check_open()
+            deadline = time.monotonic() + timeout
+            conn = self._connect(deadline)
+            return conn is not None and self._write(conn, [record_header(FRAME, len(payload)), payload], deadline)
+
+    def send_garbage(self, data: bytes, timeout: float = 1.0) -> bool:
+        """Write ``data`` on the connection as is, corrupting its record stream."""
+        with self._lock:
+            self._check_open()
+            deadline = time.monotonic() + timeout
+            conn = self._connect(deadline)
+            return conn is not None and self._write(conn, [data], deadline)
 
 
 class SocketReplyServer(Server):
