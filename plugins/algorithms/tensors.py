@@ -25,3 +25,16 @@ def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
     """``1 - Var[y - y_pred] / Var[y]`` (population variances); nan when ``Var[y] = 0``."""
     var_y = float(y.var(unbiased=False)) if y.numel() else 0.0
     return float("nan") if var_y == 0 else 1.0 - float((y - y_pred).var(unbiased=False)) / var_y
+
+
+def annealed_lr(lr: float, anneal: bool, anneal_steps: int, agent_steps: int, progress: float) -> float:
+    """Learning rate decayed linearly to 0 (PPO's Atari schedule, arXiv 1707.06347 Table 5).
+
+    ``lr`` when ``anneal`` is False; else ``lr * max(0, 1 - agent_steps / anneal_steps)``,
+    or ``lr * max(0, 1 - progress)`` when ``anneal_steps`` is 0 (``progress``: the fraction of
+    the run's env-step budget done, set by the trainer before each update).
+    """
+    if not anneal:
+        return lr
+    done = agent_steps / anneal_steps if anneal_steps else progress
+    return lr * max(0.0, 1.0 - done)

@@ -36,7 +36,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import OBS_KEY, EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
 from zoo.plugins.algorithms.vtrace import vtrace
-from zoo.plugins.algorithms.tensors import explained_variance, to_tensor
+from zoo.plugins.algorithms.tensors import annealed_lr, explained_variance, to_tensor
 
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "rho_mean", "rho_clipfrac", "explained_variance",
          "grad_norm")
@@ -174,14 +174,9 @@ class IMPALA:
         self.updates = 0
 
     def current_lr(self) -> float:
-        """``lr``; when annealing ``lr * max(0, 1 - agent_steps / anneal_lr_steps)``, or
-        ``lr * max(0, 1 - progress)`` with ``anneal_lr_steps = 0`` (``progress``: the fraction
-        of the run's env-step budget done, set by the trainer before each update)."""
+        """The learning rate of the next update (:func:`~zoo.plugins.algorithms.tensors.annealed_lr`)."""
         c = self.config
-        if not c.anneal_lr:
-            return c.lr
-        done = self.agent_steps / c.anneal_lr_steps if c.anneal_lr_steps else self.progress
-        return c.lr * max(0.0, 1.0 - done)
+        return annealed_lr(c.lr, c.anneal_lr, c.anneal_lr_steps, self.agent_steps, self.progress)
 
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
         return {k: to_tensor(v, self.device) for k, v in obs.items()}

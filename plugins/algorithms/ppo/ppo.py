@@ -28,7 +28,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import OBS_KEY, EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
 from zoo.plugins.algorithms.returns import gae
-from zoo.plugins.algorithms.tensors import explained_variance, to_tensor
+from zoo.plugins.algorithms.tensors import annealed_lr, explained_variance, to_tensor
 
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
@@ -169,14 +169,9 @@ class PPO:
 
     # -- helpers -------------------------------------------------------------------
     def current_lr(self) -> float:
-        """``lr``; when annealing ``lr * max(0, 1 - agent_steps / anneal_lr_steps)``, or
-        ``lr * max(0, 1 - progress)`` with ``anneal_lr_steps = 0`` (``progress``: the fraction
-        of the run's env-step budget done, set by the trainer before each update)."""
+        """The learning rate of the next update (:func:`~zoo.plugins.algorithms.tensors.annealed_lr`)."""
         c = self.config
-        if not c.anneal_lr:
-            return c.lr
-        done = self.agent_steps / c.anneal_lr_steps if c.anneal_lr_steps else self.progress
-        return c.lr * max(0.0, 1.0 - done)
+        return annealed_lr(c.lr, c.anneal_lr, c.anneal_lr_steps, self.agent_steps, self.progress)
 
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
         return {k: to_tensor(v, self.device) for k, v in obs.items()}
