@@ -20,7 +20,9 @@ that against every kept checkpoint of one training run:
    A seeker return of ``policy`` above ``random seekers`` is the chasing skill measured
    against the *same* hiders; ``random hiders`` is the same for the hiders' skill.
    Rows go to ``RUN/evaluation.jsonl``.
-3. plot: ``python benchmarks/hide_and_seek_learning.py plot RUN --out FILE.png``: the
+3. ``python benchmarks/hide_and_seek_learning.py table RUN`` prints the evaluation as a
+   markdown table (returns are means over the episodes +- their standard error);
+4. plot: ``python benchmarks/hide_and_seek_learning.py plot RUN --out FILE.png``: the
    training curves (hider and seeker return per episode, preparation-phase box movement
    and locks) from ``metrics.jsonl`` and the evaluation curves from ``evaluation.jsonl``.
 
@@ -95,7 +97,7 @@ def play(policy, envs, episodes: int, random_team: str | None, seed: int) -> lis
     return out
 
 
-def evaluate(run_dir: str, episodes: int, envs: int, every: int, seed: int) -> None:
+def evaluate(run_dir: str, episodes: int, envs: int, every: int, seed: int, shard: str = "0/1") -> None:
     import torch
 
     from zoo.plugins.algorithms.mappo.mappo import MAPPO
@@ -110,6 +112,8 @@ def evaluate(run_dir: str, episodes: int, envs: int, every: int, seed: int) -> N
     points = [(0, 0, initial)] + [(None, None, p) for p in paths[::every]]
     if paths and paths[-1] not in paths[::every]:
         points.append((None, None, paths[-1]))
+    index, count = (int(x) for x in shard.split("/"))
+    points = points[index::count]  # this process's share; shards append to one file
     out_path = os.path.join(run_dir, "evaluation.jsonl")
     done = set()
     if os.path.exists(out_path):
@@ -196,6 +200,30 @@ def plot(run_dir: str, out: str, window: int, title: str | None) -> None:
     print(f"wrote {out}")
 
 
+def table(run_dir: str) -> None:
+    """Print evaluation.jsonl as a markdown table, one row per evaluated policy version."""
+    with open(os.path.join(run_dir, "evaluation.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    by = {}
+    for r in rows:
+        by.setdefault((r["env_steps"], r["policy_version"]), {})[r["match"]] = r
+    print("| env steps | policy version | seekers: trained | seekers: random | trained - random | "
+          "hiders: trained | hiders: random | trained - random | box moved in prep (m) | boxes locked in prep |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (steps, version), m in sorted(by.items()):
+        if set(m) != set(MATCHES):
+            continue
+        p, rs, rh = m["policy"], m["random seekers"], m["random hiders"]
+        pm = "\u00b1"
+        print(f"| {steps:,} | {version} | {p['seeker_return']:+.1f} {pm} {p['seeker_return_sem']:.1f} | "
+              f"{rs['seeker_return']:+.1f} {pm} {rs['seeker_return_sem']:.1f} | "
+              f"{p['seeker_return'] - rs['seeker_return']:+.1f} | "
+              f"{p['hider_return']:+.1f} {pm} {p['hider_return_sem']:.1f} | "
+              f"{rh['hider_return']:+.1f} {pm} {rh['hider_return_sem']:.1f} | "
+              f"{p['hider_return'] - rh['hider_return']:+.1f} | "
+              f"{p['box_max_displacement_prep']:.2f} | {p['boxes_locked_prep']:.2f} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -205,14 +233,19 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--envs", type=int, default=8, help="envs stepped in lock-step (one inference batch)")
     e.add_argument("--every", type=int, default=1, help="evaluate every N-th kept checkpoint (and the last)")
     e.add_argument("--seed", type=int, default=10_000, help="env seeds seed, seed+1, ... (same for every match)")
+    e.add_argument("--shard", default="0/1", help="I/N: evaluate every N-th point from the I-th (one process per core)")
     q = sub.add_parser("plot", help="learning curves as a PNG")
     q.add_argument("run_dir")
     q.add_argument("--out", required=True)
     q.add_argument("--window", type=int, default=400, help="training episodes per rolling mean")
     q.add_argument("--title")
+    t = sub.add_parser("table", help="evaluation.jsonl as a markdown table")
+    t.add_argument("run_dir")
     a = p.parse_args(argv)
     if a.cmd == "evaluate":
-        evaluate(a.run_dir, a.episodes, a.envs, a.every, a.seed)
+        evaluate(a.run_dir, a.episodes, a.envs, a.every, a.seed, a.shard)
+    elif a.cmd == "table":
+        table(a.run_dir)
     else:
         plot(a.run_dir, a.out, a.window, a.title)
 
