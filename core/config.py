@@ -121,8 +121,6 @@ class TrainerConfig:
     keep_checkpoints: bool = False
     """Besides ``checkpoints/latest.pt``, keep every checkpoint as
     ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
-    device: str = "cpu"
-    """Torch device of the trainer: cpu, cuda, cuda:N or mps."""
     threads: int = 0
     """Torch CPU threads of the trainer; 0 = half the machine's cores (at least 1)."""
     learn: bool = True
@@ -206,6 +204,21 @@ class ExperimentConfig:
 
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+
+
+def _device_available(path: str, dev: str) -> tuple[bool, str, str]:
+    """``(ok, path, message)``: whether this machine's torch can use ``dev`` (imports torch)."""
+    import torch
+
+    if dev == "mps":
+        ok = torch.backends.mps.is_available()
+        return ok, path, f"{path}='mps': this torch build or machine has no MPS; use cpu"
+    if not torch.cuda.is_available():
+        return False, path, (f"{path}={dev!r}: this torch build ({torch.__version__}) or machine has no CUDA; "
+                             "use cpu, or install a CUDA build of torch")
+    index = int(dev.split(":")[1]) if ":" in dev else 0
+    count = torch.cuda.device_count()
+    return index < count, path, f"{path}={dev!r}: this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1})"
 
 
 # ----------------------------------------------------------------------------- config files
@@ -396,8 +409,15 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
          f"policy.stall_warning_s must be > 0 seconds, got {p.stall_warning_s!r}")
     need(t.threads >= 0, "trainer.threads", f"trainer.threads must be >= 0 (0 = automatic), got {t.threads!r}")
     need(cfg.log.interval_s > 0, "log.interval_s", f"log.interval_s must be > 0 seconds, got {cfg.log.interval_s!r}")
-    for path, dev in (("policy.device", p.device), ("trainer.device", t.device)):
-        need(bool(_DEVICE_RE.match(dev)), path, f"{path}={dev!r} is not a device; use cpu, cuda, cuda:N or mps")
+    # The trainer's network lives where the algorithm's own `device` option says.
+    devices = [("policy.device", p.device)]
+    if isinstance(getattr(cfg.algo, "device", None), str):
+        devices.append(("algo.device", cfg.algo.device))
+    for path, dev in devices:
+        if not _DEVICE_RE.match(dev):
+            need(False, path, f"{path}={dev!r} is not a device; use cpu, cuda, cuda:N or mps")
+        elif dev != "cpu":
+            need(*_device_available(path, dev))
     need(0 <= cfg.seed < 2**32, "seed", f"seed must be in [0, 2**32), got {cfg.seed}")
     need(cfg.env_steps >= 0, "env_steps", f"env_steps must be >= 0, got {cfg.env_steps}")
     need(cfg.frames >= 0, "frames", f"frames must be >= 0, got {cfg.frames}")
@@ -424,6 +444,10 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             problems.append((path, f"{path}={value!r} is not a registered transport; "
                              + (f"did you mean {' or '.join(map(repr, close))}? " if close else "")
                              + f"installed: {', '.join(transports) or 'none'}"))
+            continue
+        if reg.get("transport", value).option("cross_process", True) is False:
+            problems.append((path, f"{path}={value!r} joins endpoints within one process only, but zoo train runs "
+                             "every worker as its own process; use shm (the default), nng or tcp"))
             continue
         try:
             transport_options(reg, cfg, stream)

@@ -13,11 +13,13 @@ transport files are removed before :func:`run` returns.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from typing import Any, Callable
@@ -106,6 +108,12 @@ class Controller:
             msg = self.control.recv(0)
         return out
 
+    def trainer_finished(self) -> bool:
+        """The trainer exited with code 0: it reached the budget (its ``done`` control message
+        can be lost: nng drops what is still queued when the sender closes at once)."""
+        proc = self.procs.get(("trainer", 0))
+        return proc is not None and proc.exitcode == 0 and ("trainer", 0) not in self.errors
+
     def crashed(self) -> WorkerCrashed | None:
         for (role, index), proc in self.procs.items():
             if proc.exitcode not in (None, 0) or (role, index) in self.errors:
@@ -165,7 +173,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                 rate_ref = (now, steps)
                 last_shown = now
                 on_status(latest)
-            if done:
+            if done or controller.trainer_finished():
                 return 0
             crash = controller.crashed()
             if crash is not None:
@@ -173,10 +181,24 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                       file=sys.stderr, flush=True)
                 return 1
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
-        controller.stop()
+        with _ignoring_sigint():  # a second Ctrl-C must not cut the clean-up short
+            controller.stop()
         print(f"zoo: interrupted (Ctrl-C); all workers stopped; metrics and checkpoints so far are in {run_dir}",
               file=sys.stderr, flush=True)
         return 130
     finally:
-        controller.stop()
+        with _ignoring_sigint():  # nor may a Ctrl-C during the normal end's clean-up
+            controller.stop()
+
+
+@contextlib.contextmanager
+def _ignoring_sigint():
+    """SIGINT ignored inside the block (main thread only: elsewhere signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -312,6 +312,30 @@ def test_validate_reports_every_problem(reg):
     ]
 
 
+def test_validate_refuses_devices_this_torch_cannot_use_before_any_process_starts(reg, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = fresh()
+    cfg.env_steps, cfg.name = 10, "r"
+    cfg.policy.device = "cuda"
+    cfg.algo = FakeAlgoConfig()
+    cfg.algo.device = "tpu"
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.problems == [
+        f"policy.device='cuda': this torch build ({torch.__version__}) or machine has no CUDA; use cpu, or "
+        "install a CUDA build of torch",
+        "algo.device='tpu' is not a device; use cpu, cuda, cuda:N or mps",
+    ]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    cfg.policy.device, cfg.algo.device = "cuda:1", "cuda:2"
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.problems == ["algo.device='cuda:2': this machine has 2 CUDA device(s) (cuda:0..cuda:1)"]
+
+
 def test_validate_accepts_defaults(reg):
     cfg = fresh()
     cfg.env_steps, cfg.name = 10, "r"

@@ -1,0 +1,37 @@
+"""Controller bookkeeping that needs no worker processes."""
+import os
+import signal
+
+from zoo.core.controller import Controller, _ignoring_sigint
+
+
+class FakeProc:
+    def __init__(self, exitcode):
+        self.exitcode = exitcode
+
+
+def controller(trainer_exit, errors=()):
+    c = Controller.__new__(Controller)  # no transports, no processes
+    c.procs = {("trainer", 0): FakeProc(trainer_exit), ("policy", 0): FakeProc(None), ("actor", 0): FakeProc(None)}
+    c.errors = {key: "Traceback ..." for key in errors}
+    return c
+
+
+def test_a_trainer_that_exited_0_ends_the_run_even_without_its_done_message():
+    # The trainer's `done` control message can be lost (nng drops what is queued when the
+    # sender closes at once): its exit code 0 alone must end the run, not a hang.
+    assert controller(trainer_exit=0).trainer_finished() is True
+    assert controller(trainer_exit=None).trainer_finished() is False
+    assert controller(trainer_exit=1).trainer_finished() is False
+    assert controller(trainer_exit=0, errors=[("trainer", 0)]).trainer_finished() is False
+    crash = controller(trainer_exit=1, errors=[("trainer", 0)]).crashed()
+    assert (crash.role, crash.index, crash.detail) == ("trainer", 0, "Traceback ...")
+
+
+def test_ctrl_c_cannot_interrupt_the_clean_up_block_and_the_handler_comes_back():
+    before = signal.getsignal(signal.SIGINT)
+    with _ignoring_sigint():
+        os.kill(os.getpid(), signal.SIGINT)  # ignored: no KeyboardInterrupt here
+        inside = signal.getsignal(signal.SIGINT)
+    assert inside is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is before
