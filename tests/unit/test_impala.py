@@ -299,3 +299,9 @@ def test_controller_prints_warnings_rate_limited():
         "zoo: warning from policy worker 1: no new parameters",
         "zoo: warning from policy worker 0: no new parameters",
     ]
+
+
+def test_out_of_range_hyperparameters_name_the_field_and_the_range():
+    with pytest.raises(ValueError) as info:
+        IMPALAConfig(rmsprop_alpha=1.0)
+    assert str(info.value) == "algo.rmsprop_alpha=1.0 is invalid: must be in [0, 1)"

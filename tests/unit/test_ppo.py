@@ -261,3 +261,12 @@ def test_lr_anneals_over_the_budget_fraction_set_by_the_trainer():
     assert algo.current_lr() == pytest.approx(7.5e-4)
     algo.progress = 1.0
     assert algo.current_lr() == 0.0
+
+
+def test_out_of_range_hyperparameters_name_the_field_and_the_range():
+    with pytest.raises(ValueError) as info:
+        PPOConfig(gamma=1.5)
+    assert str(info.value) == "algo.gamma=1.5 is invalid: must be in [0, 1]"
+    with pytest.raises(ValueError) as info:
+        PPOConfig(lr=-1.0)
+    assert str(info.value) == "algo.lr=-1.0 is invalid: must be > 0"

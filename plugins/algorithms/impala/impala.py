@@ -89,21 +89,23 @@ class IMPALAConfig:
 
     def __post_init__(self) -> None:
         checks = {
-            "lr": self.lr > 0, "rmsprop_alpha": 0 <= self.rmsprop_alpha < 1, "rmsprop_eps": self.rmsprop_eps > 0,
-            "rmsprop_momentum": self.rmsprop_momentum >= 0, "adam_eps": self.adam_eps > 0,
-            "anneal_lr_steps": self.anneal_lr_steps >= 0,
-            "gamma": 0 <= self.gamma <= 1, "rho_bar": self.rho_bar > 0, "c_bar": self.c_bar > 0,
-            "vtrace_lambda": 0 <= self.vtrace_lambda <= 1, "vf_coef": self.vf_coef >= 0,
-            "ent_coef": self.ent_coef >= 0, "max_grad_norm": self.max_grad_norm >= 0, "hidden": self.hidden >= 1,
+            "optimizer": (self.optimizer in ("rmsprop", "adam"), "must be 'rmsprop' or 'adam'"),
+            "lr": (self.lr > 0, "must be > 0"), "rmsprop_alpha": (0 <= self.rmsprop_alpha < 1, "must be in [0, 1)"),
+            "rmsprop_eps": (self.rmsprop_eps > 0, "must be > 0"),
+            "rmsprop_momentum": (self.rmsprop_momentum >= 0, "must be >= 0"),
+            "adam_eps": (self.adam_eps > 0, "must be > 0"),
+            "anneal_lr_steps": (self.anneal_lr_steps >= 0, "must be >= 0: the agent steps to decay over "
+                                "(0 = the run's budget)"),
+            "gamma": (0 <= self.gamma <= 1, "must be in [0, 1]"), "rho_bar": (self.rho_bar > 0, "must be > 0"),
+            "c_bar": (self.c_bar > 0, "must be > 0"),
+            "vtrace_lambda": (0 <= self.vtrace_lambda <= 1, "must be in [0, 1]"),
+            "vf_coef": (self.vf_coef >= 0, "must be >= 0"), "ent_coef": (self.ent_coef >= 0, "must be >= 0"),
+            "max_grad_norm": (self.max_grad_norm >= 0, "must be >= 0 (0: no clipping)"),
+            "hidden": (self.hidden >= 1, "must be >= 1"),
         }
-        bad = [k for k, ok in checks.items() if not ok]
-        if self.optimizer not in ("rmsprop", "adam"):
-            bad.insert(0, "optimizer")
-        if bad:
-            k = bad[0]
-            hint = ("set algo.anneal_lr_steps to the agent steps to decay over (0 = the run's budget)"
-                    if k == "anneal_lr_steps" else "see IMPALAConfig for the valid range")
-            raise ValueError(f"algo.{k}={getattr(self, k)!r} is invalid: {hint}")
+        for name, (ok, hint) in checks.items():
+            if not ok:
+                raise ValueError(f"algo.{name}={getattr(self, name)!r} is invalid: {hint}")
 
 
 class IMPALA:

@@ -79,19 +79,21 @@ class PPOConfig:
 
     def __post_init__(self) -> None:
         checks = {
-            "lr": self.lr > 0, "adam_eps": self.adam_eps > 0,
-            "anneal_lr_steps": self.anneal_lr_steps >= 0,
-            "gamma": 0 <= self.gamma <= 1, "gae_lambda": 0 <= self.gae_lambda <= 1,
-            "clip_coef": self.clip_coef > 0, "vf_coef": self.vf_coef >= 0, "ent_coef": self.ent_coef >= 0,
-            "max_grad_norm": self.max_grad_norm >= 0, "epochs": self.epochs >= 1,
-            "minibatches": self.minibatches >= 1, "target_kl": self.target_kl >= 0, "hidden": self.hidden >= 1,
+            "lr": (self.lr > 0, "must be > 0"), "adam_eps": (self.adam_eps > 0, "must be > 0"),
+            "anneal_lr_steps": (self.anneal_lr_steps >= 0, "must be >= 0: the agent steps to decay over "
+                                "(0 = the run's budget)"),
+            "gamma": (0 <= self.gamma <= 1, "must be in [0, 1]"),
+            "gae_lambda": (0 <= self.gae_lambda <= 1, "must be in [0, 1]"),
+            "clip_coef": (self.clip_coef > 0, "must be > 0"), "vf_coef": (self.vf_coef >= 0, "must be >= 0"),
+            "ent_coef": (self.ent_coef >= 0, "must be >= 0"),
+            "max_grad_norm": (self.max_grad_norm >= 0, "must be >= 0 (0: no clipping)"),
+            "epochs": (self.epochs >= 1, "must be >= 1"), "minibatches": (self.minibatches >= 1, "must be >= 1"),
+            "target_kl": (self.target_kl >= 0, "must be >= 0 (0: no early stop)"),
+            "hidden": (self.hidden >= 1, "must be >= 1"),
         }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            k = bad[0]
-            hint = ("set algo.anneal_lr_steps to the agent steps to decay over (0 = the run's budget)"
-                    if k == "anneal_lr_steps" else "see PPOConfig for the valid range")
-            raise ValueError(f"algo.{k}={getattr(self, k)!r} is invalid: {hint}")
+        for name, (ok, hint) in checks.items():
+            if not ok:
+                raise ValueError(f"algo.{name}={getattr(self, name)!r} is invalid: {hint}")
 
 
 def normalize_advantages(adv: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
