@@ -112,6 +112,9 @@ def evaluate(run_dir: str, episodes: int, envs: int, every: int, seed: int, shar
     points = [(0, 0, initial)] + [(None, None, p) for p in paths[::every]]
     if paths and paths[-1] not in paths[::every]:
         points.append((None, None, paths[-1]))
+    latest = os.path.join(run_dir, "checkpoints", "latest.pt")
+    if os.path.exists(latest):  # the final weights, when newer than the last kept snapshot
+        points.append((None, None, latest))
     index, count = (int(x) for x in shard.split("/"))
     points = points[index::count]  # this process's share; shards append to one file
     out_path = os.path.join(run_dir, "evaluation.jsonl")
@@ -124,6 +127,8 @@ def evaluate(run_dir: str, episodes: int, envs: int, every: int, seed: int, shar
             if isinstance(source, str):
                 ckpt = torch.load(source, map_location="cpu", weights_only=False)
                 version, env_steps, source = ckpt["policy_version"], ckpt["env_steps"], ckpt["algorithm"]["policy"]
+                if any((version, match) in done for match in MATCHES):
+                    continue  # e.g. latest.pt when it is the last kept snapshot
             policy.load_state_dict(source)
             policy.eval()
             for match in MATCHES:
