@@ -12,7 +12,7 @@ sample         push/pull        actor -> trainer: one time-major sample batch (s
 parameter      publish/latest   trainer -> policy worker: the policy's state dict with
                                 meta ``{policy_version, updates, env_steps}``
 control        push/pull        every worker -> controller: heartbeats, status, errors
-                                (meta only); always on the default transport
+                                (meta only); always on ``nng`` (``CONTROL_TRANSPORT``)
 =============  ===============  ==========================================================
 
 Which transport carries each stream is set by ``streams.<name>.transport`` in the
@@ -104,7 +104,7 @@ def transport_options(registry: Registry, cfg: Any, stream: str) -> dict[str, An
 
 def transport_for(registry: Registry, cfg: Any, stream: str, run_id: str, create: bool = False):
     """Build the transport that carries ``stream`` with its configured options
-    (``control`` uses the default transport, without options)."""
+    (``control`` always uses :data:`CONTROL_TRANSPORT`, ``nng``, without options)."""
     name = CONTROL_TRANSPORT if stream == CONTROL else getattr(cfg.streams, stream).transport
     factory = registry.get("transport", name).load()
     return factory(run_id, create=create, **transport_options(registry, cfg, stream))

@@ -272,7 +272,9 @@ def _version_callback(value: bool) -> None:
 
 
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+    # A bool option is already a plain flag (no value); metavar="" only keeps typer's rich help
+    # (0.29) from printing its type, "<bool>", next to it.
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, metavar="",
                                  help="Show Zoo's version and exit."),
 ) -> None:
     """Zoo: distributed reinforcement learning on SRL's dataflow; everything concrete is a plugin."""

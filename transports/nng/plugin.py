@@ -5,4 +5,4 @@ from zoo.core.hookspecs import hookimpl
 @hookimpl
 def register_transports(register):
     register("nng", "zoo.transports.nng.transport:NngTransport",
-             summary="pynng over ipc:// (one host): batched frames, timeouts on every call")
+             summary="pynng over ipc:// (one host): one message per frame, timeouts on every call")

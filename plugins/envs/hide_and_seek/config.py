@@ -53,76 +53,139 @@ class HideAndSeekConfig:
 
     # World and timing
     timestep: float = 0.005
+    """MuJoCo physics timestep (s)."""
     substeps: int = 15
+    """Physics steps per env step; one env step simulates substeps x timestep (15 x 0.005 = 0.075 s)."""
     integrator: str = "discrete"
+    """MuJoCo integrator: discrete (needs mujoco >= 3.13), implicitfast, implicit, Euler (the original's), RK4."""
     gravity: float = -50.0
+    """Gravitational acceleration along world z (m/s^2; negative = down; -50: objects fall fast, bounce little)."""
     floor_size: float = 6.0
+    """Side of the square floor (m); the floor spans [0, floor_size]^2 in world coordinates."""
     grid_cells: int = 30
+    """Placement-grid cells per floor side (cell = floor_size / grid_cells = 0.2 m); walls lie on grid lines."""
     wall_thickness: float = 0.1
+    """Thickness of every wall, inner and outer (m)."""
     inner_wall_height: float = 0.5
+    """Height of inner (room) walls (m); 0.5 = box and ramp height, so a box or ramp lets agents climb over."""
     outer_wall_height: float = 4.0
+    """Height of the four outer walls (m); 4 m cannot be climbed."""
     object_friction: float = 0.2
+    """Friction coefficient of boxes, ramps and floor (MuJoCo uses the larger of two touching surfaces')."""
     agent_friction: float = 0.01
+    """Friction coefficient of agents and walls (MuJoCo uses the larger of two touching surfaces')."""
     # Bodies
     agent_radius: float = 0.15
+    """Radius of an agent's sphere (m); agents spawn resting on the floor."""
     agent_mass: float = 1.0
+    """Mass of an agent (kg)."""
     agent_damping: float = 10.0
+    """Joint damping of an agent's x and y slide joints (N s/m) and of its yaw hinge (N m s/rad)."""
     agent_damping_z: float = 1.0
+    """Joint damping of an agent's vertical (z) slide joint (N s/m)."""
     motor_gear: float = 100.0
+    """Gear of an agent's x, y and yaw motors: force (N) or torque (N m) per unit of motor control in [-1, 1]."""
     box_size: float = 0.5
+    """Side of a cube box (m); also the height of elongated boxes."""
     box_mass: float = 1.0
+    """Mass of every box, cube or elongated (kg)."""
     elongated_length: float = 1.65
+    """Long side of an elongated box (m); aligned with world x or y at random (full game only)."""
     elongated_width: float = 0.15
+    """Short horizontal side of an elongated box (m); its height is box_size."""
     ramp_size: float = 0.5
+    """Side of the cube bounding a ramp (m): a 45-degree wedge as long, wide and tall as this."""
     ramp_mass: float = 1.0
+    """Mass of a ramp (kg)."""
     # Actions
     action_bins: int = 11
+    """Bins per movement action (force x, force y, torque z); odd: the middle bin (5 of 0-10) is no action."""
     action_scale: float = 0.9
+    """Bins map linearly onto motor controls [-action_scale, action_scale] (x motor_gear: 0.9 x 100 = 90 N, N m)."""
     # Grab and lock
     grab_radius: float = 0.25
+    """Grab reach (m), object surface to agent centre; the object must also have been seen on the previous step."""
     lock_radius: float = 0.25
+    """Lock reach (m), object surface to agent centre; the object must also have been seen on the previous step."""
     lock_inertia: float = 1e9
+    """Inertia added to each joint of a locked object (kg on slides, kg m^2 on the hinge) so nothing can move it."""
     # Phases and reward
     prep_fraction: float = 0.4
+    """Preparation phase as a fraction of the horizon in [0, 1] (steps = round(fraction x horizon)); 0 = none."""
     out_of_area_reward: float = -10.0
+    """Reward replacing the game reward of an agent outside the allowed area (0 during preparation)."""
     # Vision and lidar
     vision_cone_deg: float = 135.0
+    """Full angle of the vision cone centred on the agent's heading (degrees, in (0, 360])."""
     lidar_rays: int = 30
+    """Number of lidar rays, evenly spaced around the agent in the world frame (30 = every 12 degrees)."""
     lidar_range: float = 6.0
+    """Lidar range (m); a ray that hits nothing within it reads exactly lidar_range."""
     # Door width, both scenarios (cells)
     door_cells: int = 2
+    """Width of every door in grid cells (2 = 0.4 m), both scenarios."""
     # Scenario "quadrant"
     quadrant_horizon: int = 80
+    """Quadrant episode length (env steps); episodes are truncated there, never terminated early."""
     quadrant_hiders: int = 2
+    """Hiders in the quadrant game (>= 1); they spawn anywhere, inside the room included."""
     quadrant_seekers: int = 2
+    """Seekers in the quadrant game (>= 1); they spawn outside the room."""
     quadrant_boxes: int = 2
+    """Cube boxes in the quadrant game, spawned inside the room."""
     quadrant_ramps: int = 1
+    """Ramps in the quadrant game, spawned outside the room."""
     quadrant_lock_ramps: bool = False
+    """Whether quadrant ramps can be locked (the quadrant ramp observation has no lock flags either way)."""
     quadrant_room_size: float = 3.0
+    """Side of the square room in the (floor_size, floor_size) corner (m, rounded to whole grid cells)."""
     quadrant_one_door_prob: float = 0.5
+    """Probability that only one of the room's two walls (picked at random) has a door; else both do."""
     quadrant_area_min: float = 0.1
+    """Lower bound of the quadrant game's allowed square [min, max]^2 (m, world coordinates)."""
     quadrant_area_max: float = 5.9
+    """Upper bound of the quadrant game's allowed square [min, max]^2 (m, world coordinates)."""
     quadrant_penalize_objects_out: bool = True
+    """Quadrant: a box or ramp outside the allowed square gives every agent out_of_area_reward."""
     # Scenario "full"
     full_horizon: int = 240
+    """Full-game episode length (env steps); episodes are truncated there, never terminated early."""
     full_hiders_min: int = 1
+    """Fewest hiders in the full game (>= 1); each episode draws the count uniformly from [min, max]."""
     full_hiders_max: int = 3
+    """Most hiders in the full game; also the number of hider observation slots."""
     full_seekers_min: int = 1
+    """Fewest seekers in the full game (>= 1); drawn uniformly from [min, max], independently of hiders."""
     full_seekers_max: int = 3
+    """Most seekers in the full game; also the number of seeker observation slots."""
     full_boxes_min: int = 3
+    """Fewest boxes (cube and elongated together) in the full game; drawn uniformly from [min, max]."""
     full_boxes_max: int = 9
+    """Most boxes (cube and elongated together) in the full game; also the number of box slots."""
     full_elongated_min: int = 3
+    """Fewest elongated boxes among the drawn boxes; drawn from [min, max], both capped at the box count."""
     full_elongated_max: int = 9
+    """Most elongated boxes among the drawn boxes (capped at the episode's box count)."""
     full_ramps: int = 2
+    """Ramps in the full game."""
     full_lock_ramps: bool = True
+    """Whether ramps can be locked in the full game."""
     full_rooms_min: int = 1
+    """Fewest rooms in the full game (>= 1; 1 = no inner walls); drawn from [min, max], fewer if no split fits."""
     full_rooms_max: int = 4
+    """Most rooms in the full game (recursive axis-aligned splits, one door per inner wall)."""
     full_min_room_cells: int = 6
+    """Smallest room side a split may leave in the full game (grid cells; 6 = 1.2 m)."""
     full_outer_walls_prob: float = 0.5
+    """Probability that a full-game episode has the four outer walls (0 = never, 1 = always)."""
     full_teammate_radius: float = 0.5
+    """Teammates spawn with their centres within this distance (m) of their team's first member."""
     full_area_min: float = -6.0
+    """Lower bound of the full game's allowed square [min, max]^2 (m, world coordinates; may be negative)."""
     full_area_max: float = 12.0
+    """Upper bound of the full game's allowed square [min, max]^2 (m, world coordinates)."""
     full_penalize_objects_out: bool = False
+    """Full game: a box or ramp outside the allowed square gives every agent out_of_area_reward."""
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ from zoo.core.env import PettingZooEnv
 
 @dataclass
 class PettingZooConfig:
-    """Options of the ``pettingzoo`` environment plugin.
-
-    ``kwargs``: keyword arguments of the module's ``parallel_env``, as comma-separated
-    ``key=value`` pairs of Python literals, e.g. ``"N=3,max_cycles=25"``.
-    """
+    """Options of the ``pettingzoo`` environment plugin."""
 
     kwargs: str = ""
+    """Keyword arguments of the module's ``parallel_env``, as comma-separated ``key=value`` pairs.
+
+    Values are Python literals (a bare word is a string), e.g. ``--set env.kwargs=N=3,max_cycles=25``.
+    """
 
 
 def parse_kwargs(text: str) -> dict:
