@@ -826,6 +826,28 @@ class Client(Endpoint):
         return {"v": PROTOCOL_VERSION, "run": self.run_id, "stream": self.stream, "role": self.role,
                 "client_id": self.client_id, "pid": os.getpid(), "token": self.token}
 
+    def _send_frame(self, lay: Layout, timeout: float) -> bool:
+        """Send one laid-out frame to the server; False (nothing sent) if there is no connection
+        or no room within ``timeout`` s. Subclasses choose how the frame travels (``_send_layout``).
+
+        Raises:
+            WireError: the frame exceeds ``max_frame_bytes``.
+            TransportError: called after ``close()``.
+        """
+        self._check_size(lay)
+        with self._lock:
+            self._check_open()
+            deadline = time.monotonic() + max(0.0, timeout)
+            conn = self._connect(deadline)
+            if conn is None:
+                return False
+            self._poll(0)
+            if conn.closed:  # the poll found the connection dead: dial again within the deadline
+                conn = self._connect(deadline)
+                if conn is None:
+                    return False
+            return self._send_layout(conn, lay, deadline)
+
     def _connect(self, deadline: float) -> Conn | None:
         """The live connection, dialling (with backoff) until ``deadline``; None if none by then."""
         while True:

@@ -44,20 +44,7 @@ class SocketPusher(Client):
             WireError: a forbidden dtype, or the frame exceeds ``max_frame_bytes``.
             TransportError: called after ``close()``.
         """
-        lay = layout(bundle, meta)
-        self._check_size(lay)
-        with self._lock:
-            self._check_open()
-            deadline = time.monotonic() + max(0.0, timeout)
-            conn = self._connect(deadline)
-            if conn is None:
-                return False
-            self._poll(0)
-            if conn.closed:
-                conn = self._connect(deadline)
-                if conn is None:
-                    return False
-            return self._send_layout(conn, lay, deadline)
+        return self._send_frame(layout(bundle, meta), timeout)
 
     def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
         return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
@@ -158,20 +145,7 @@ class SocketRequestClient(Client):
             WireError: a forbidden dtype, or the frame exceeds ``max_frame_bytes``.
             TransportError: called after ``close()``.
         """
-        lay = layout(bundle, {**meta, "client_id": self.client_id})
-        self._check_size(lay)
-        with self._lock:
-            self._check_open()
-            deadline = time.monotonic() + max(0.0, timeout)
-            conn = self._connect(deadline)
-            if conn is None:
-                return False
-            self._poll(0)
-            if conn.closed:
-                conn = self._connect(deadline)
-                if conn is None:
-                    return False
-            return self._send_layout(conn, lay, deadline)
+        return self._send_frame(layout(bundle, {**meta, "client_id": self.client_id}), timeout)
 
     def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
         return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
