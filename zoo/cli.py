@@ -249,14 +249,19 @@ def train_command(
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text("presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
-    from zoo.core.controller import run
+    from zoo.core.controller import prepare_run_dir, run
     from zoo.display import Display
 
     try:
-        with Display(console=console, title=cfg.name) as display:
-            code = run(cfg, spec, display)
+        run_dir = prepare_run_dir(cfg)
     except FileExistsError as exc:  # the run directory already holds a run: nothing was overwritten
         raise _fail(str(exc)) from None
+    except OSError as exc:  # e.g. runs_dir is a file, or not writable
+        raise _fail(f"runs_dir={cfg.runs_dir!r}: cannot create the run directory {exc.filename!r} "
+                    f"({exc.strerror}); choose a writable folder with --set runs_dir=PATH") from None
+    try:
+        with Display(console=console, title=cfg.name) as display:
+            code = run(cfg, spec, display, run_dir)
     except KeyboardInterrupt:
         raise _fail("interrupted (Ctrl-C)", 130) from None
     raise typer.Exit(int(code or 0))

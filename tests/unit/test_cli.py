@@ -95,9 +95,15 @@ def host(monkeypatch):
 def controller(monkeypatch):
     """A stand-in for zoo.core.controller: records its calls, sends one status, returns ``code``."""
     mod = types.ModuleType("zoo.core.controller")
-    mod.calls, mod.code = [], 0
+    mod.calls, mod.code, mod.prepare_error = [], 0, None
 
-    def run(cfg, spec, on_status):
+    def prepare_run_dir(cfg):
+        if mod.prepare_error is not None:
+            raise mod.prepare_error
+        return f"{cfg.runs_dir}/{cfg.name}"
+
+    def run(cfg, spec, on_status, run_dir=None):
+        assert run_dir == f"{cfg.runs_dir}/{cfg.name}"
         mod.calls.append((cfg, spec))
         on_status({"env_steps": 12_800, "frames": 51_200, "budget_env_steps": 200_000, "env_steps_per_s": 2100.4,
                    "frames_per_s": 8401.6, "episode_return_mean": 23.44, "episodes": 12, "policy_version": 50,
@@ -105,7 +111,7 @@ def controller(monkeypatch):
                    "type": "status", "role": "trainer", "index": 0})
         return mod.code
 
-    mod.run = run
+    mod.run, mod.prepare_run_dir = run, prepare_run_dir
     monkeypatch.setitem(sys.modules, "zoo.core.controller", mod)
     return mod
 
@@ -156,6 +162,15 @@ def test_train_exit_code_from_controller(host, controller):
     controller.code = 1
     result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10"])
     assert result.exit_code == 1
+
+
+def test_a_run_directory_that_cannot_be_made_exits_2_naming_runs_dir(host, controller):
+    controller.prepare_error = NotADirectoryError(20, "Not a directory", "/tmp/afile/t2")
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10", "--name", "t2",
+                                     "--set", "runs_dir=/tmp/afile"])
+    assert result.exit_code == 2 and controller.calls == []  # nothing started
+    assert ("runs_dir='/tmp/afile': cannot create the run directory '/tmp/afile/t2' (Not a directory); "
+            "choose a writable folder with --set runs_dir=PATH") in " ".join(result.output.split())
 
 
 def test_unknown_algorithm_exit_2_with_suggestion(host, controller):

@@ -91,6 +91,15 @@ def test_bad_values_are_refused_naming_the_field(reg):
     ]
 
 
+def test_a_slot_larger_than_the_default_largest_slot_is_refused(reg, monkeypatch):
+    monkeypatch.delenv("ZOO_SHM_MAX_SLOT_BYTES", raising=False)
+    cfg = cfg_with("streams.sample.options.slot_bytes=1000000000000")  # shm by default; max 256 MiB
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.problems == ["streams.sample.options: slot_bytes=1000000000000 exceeds "
+                                   "max_slot_bytes=268435456; raise max_slot_bytes or lower slot_bytes"]
+
+
 def test_options_of_a_transport_without_options_are_refused(reg):
     cfg = cfg_with("streams.parameter.transport=nng", "streams.parameter.options.slots=16")
     with pytest.raises(ConfigError) as info:

@@ -586,6 +586,10 @@ class ShmSubscriber(_ShmMixin, patterns.SocketSubscriber):
             conn.shm.segs.clear()
 
 
+DEFAULT_SLOT_BYTES = 1 << 20
+DEFAULT_MAX_SLOT_BYTES = 256 << 20
+
+
 @dataclass
 class ShmOptions:
     """Options of the ``shm`` transport, set per stream in the experiment config
@@ -610,9 +614,15 @@ class ShmOptions:
             value = getattr(self, f.name)
             if value is not None and value < 1:
                 raise ValueError(f"{f.name} must be >= 1, got {value}")
-        if self.slot_bytes and self.max_slot_bytes and self.slot_bytes > self.max_slot_bytes:
-            raise ValueError(f"slot_bytes={self.slot_bytes} exceeds max_slot_bytes={self.max_slot_bytes}; "
-                             "raise max_slot_bytes or lower slot_bytes")
+        if self.slot_bytes or self.max_slot_bytes:  # compare what the ring will use, defaults included
+            try:
+                slot = self.slot_bytes or _env_int("ZOO_SHM_SLOT_BYTES", DEFAULT_SLOT_BYTES)
+                most = self.max_slot_bytes or _env_int("ZOO_SHM_MAX_SLOT_BYTES", DEFAULT_MAX_SLOT_BYTES)
+            except TransportError:
+                return  # a bad environment variable is reported when the transport is built
+            if slot > most:
+                raise ValueError(f"slot_bytes={slot} exceeds max_slot_bytes={most}; "
+                                 "raise max_slot_bytes or lower slot_bytes")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -645,8 +655,8 @@ class ShmTransport:
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
         self.slots = int(slots or _env_int("ZOO_SHM_SLOTS", 8))
-        self.slot_bytes = int(slot_bytes or _env_int("ZOO_SHM_SLOT_BYTES", 1 << 20))
-        self.max_slot_bytes = int(max_slot_bytes or _env_int("ZOO_SHM_MAX_SLOT_BYTES", 256 << 20))
+        self.slot_bytes = int(slot_bytes or _env_int("ZOO_SHM_SLOT_BYTES", DEFAULT_SLOT_BYTES))
+        self.max_slot_bytes = int(max_slot_bytes or _env_int("ZOO_SHM_MAX_SLOT_BYTES", DEFAULT_MAX_SLOT_BYTES))
         self.max_lent = int(max_lent or _env_int("ZOO_SHM_GRANTS", 2))
         self.max_frame_bytes = int(max_frame_bytes or MAX_FRAME_BYTES)
         if create:
