@@ -54,7 +54,7 @@ from zoo.core.arrays import Layout, WireError, decode
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.framing import (
     FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, json_record, parse_json,
-    wire_magic_ok,
+    record_header, wire_magic_ok,
 )
 
 log = logging.getLogger("zoo.transports")
@@ -683,6 +683,21 @@ class Endpoint:
     def _frame_of(self, conn: Conn, kind: int, payload: Any):
         """The wire frame of a queued message (shm copies it out of its slot); None to skip it."""
         return payload
+
+    def _recv_message(self, timeout: float):
+        """``(bundle, meta)`` of the next message, or None after ``timeout`` s.
+
+        Raises:
+            TransportError: called after ``close()``.
+        """
+        with self._lock:
+            self._check_open()
+            got = self._decode_next(time.monotonic() + max(0.0, timeout))
+            return None if got is None else got[1]
+
+    def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
+        """Write one laid-out frame as a FRAME record (shm overrides this to send a slot index)."""
+        return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
 
     def _decode_next(self, deadline: float):
         """Pop queued messages until one decodes, waiting until ``deadline``; None on timeout/close."""

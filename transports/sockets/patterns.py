@@ -26,10 +26,7 @@ class SocketPuller(Server):
         Raises:
             TransportError: called after ``close()``.
         """
-        with self._lock:
-            self._check_open()
-            got = self._decode_next(time.monotonic() + max(0.0, timeout))
-            return None if got is None else got[1]
+        return self._recv_message(timeout)
 
 
 class SocketPusher(Client):
@@ -45,9 +42,6 @@ class SocketPusher(Client):
             TransportError: called after ``close()``.
         """
         return self._send_frame(layout(bundle, meta), timeout)
-
-    def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
-        return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
 
 
 class RawPusherMixin:
@@ -129,9 +123,6 @@ class SocketReplyServer(Server):
                 return False
             return self._send_layout(self.by_client[client_id], lay, deadline)
 
-    def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
-        return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
-
 
 class SocketRequestClient(Client):
     """Client side of request/reply; its HELLO carries ``client_id``."""
@@ -147,19 +138,13 @@ class SocketRequestClient(Client):
         """
         return self._send_frame(layout(bundle, {**meta, "client_id": self.client_id}), timeout)
 
-    def _send_layout(self, conn: Conn, lay: Layout, deadline: float) -> bool:
-        return self._write(conn, [record_header(FRAME, lay.size), *lay.parts()], deadline)
-
     def recv(self, timeout: float):
         """The next reply ``(bundle, meta)`` for this client, or None after ``timeout`` s.
 
         Raises:
             TransportError: called after ``close()``.
         """
-        with self._lock:
-            self._check_open()
-            got = self._decode_next(time.monotonic() + max(0.0, timeout))
-            return None if got is None else got[1]
+        return self._recv_message(timeout)
 
 
 class SocketPublisher(Server):
