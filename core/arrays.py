@@ -132,6 +132,30 @@ class Layout:
         return out
 
 
+def _plan(leaves: list[tuple[str, np.ndarray]]) -> tuple[str, list[int], int, bool]:
+    """The header's ``arrays`` JSON, each leaf's offset in the data section, the data
+    section's length, and whether any leaf must be converted to native byte order."""
+    entries, offsets, rel, convert = [], [], 0, False
+    for name, arr in leaves:
+        dt = _NATIVE_NAMES.get(arr.dtype)
+        if dt is None:
+            dt = arr.dtype.name
+            if dt not in ALLOWED_DTYPES:
+                raise WireError(f"array {name!r} has dtype {dt!r}, which the wire format does not allow "
+                                f"(allowed: {', '.join(sorted(ALLOWED_DTYPES))})")
+            convert = True
+        entries.append((name, dt, arr.shape, rel, arr.nbytes))  # tuples encode as JSON arrays
+        offsets.append(rel)
+        rel = _pad(rel + arr.nbytes)
+    return _JSON_ENCODE(entries), offsets, rel, convert
+
+
+# Workers send the same structure (names, dtypes, shapes) over and over: its part of the
+# header is planned once. Bounded, so a stream of ever-new shapes cannot grow it forever.
+_PLANS: dict[tuple, tuple[str, list[int], int, bool]] = {}
+_MAX_PLANS = 256
+
+
 def layout(bundle: dict[str, Any] | None, meta: dict[str, Any] | None) -> Layout:
     """Plan the wire frame of ``(bundle, meta)`` without copying any array.
 
@@ -140,28 +164,27 @@ def layout(bundle: dict[str, Any] | None, meta: dict[str, Any] | None) -> Layout
         TypeError: ``meta`` is not JSON-serialisable.
         ValueError: a bundle key contains ``"/"``.
     """
-    entries, arrays, rel = [], [], 0
-    for name, arr in flatten(bundle) if bundle else ():
-        dt = _NATIVE_NAMES.get(arr.dtype)
-        if dt is None:
-            dt = arr.dtype.name
-            if dt not in ALLOWED_DTYPES:
-                raise WireError(f"array {name!r} has dtype {dt!r}, which the wire format does not allow "
-                                f"(allowed: {', '.join(sorted(ALLOWED_DTYPES))})")
-            # Frames are native-endian: a byte-swapped array is converted first, else its raw
-            # bytes would decode as other numbers.
-            arr = arr.astype(arr.dtype.newbyteorder("="))
-        nbytes = arr.nbytes
-        entries.append((name, dt, arr.shape, rel, nbytes))  # tuples encode as JSON arrays
-        if nbytes:
-            arrays.append((rel, arr))
-        rel = _pad(rel + nbytes)
+    leaves = list(flatten(bundle)) if bundle else []
+    key = tuple([(name, arr.dtype, arr.shape) for name, arr in leaves])
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(leaves)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    arrays_json, offsets, data_bytes, convert = plan
+    if convert:
+        # Frames are native-endian: a byte-swapped array is converted first, else its raw
+        # bytes would decode as other numbers.
+        leaves = [(name, arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("=")))
+                  for name, arr in leaves]
     # Offsets in the header are relative to the data section, whose start depends on the
     # header's own length.
-    header = _JSON_ENCODE({"version": FORMAT_VERSION, "meta": meta or {}, "arrays": entries}).encode()
+    header = f'{{"version":{FORMAT_VERSION},"meta":{_JSON_ENCODE(meta or {})},"arrays":{arrays_json}}}'.encode()
     start = _pad(_PREFIX.size + len(header))
     head = _PREFIX.pack(MAGIC, len(header)) + header + bytes(start - _PREFIX.size - len(header))
-    return Layout(head, [(start + off, arr) for off, arr in arrays], start + rel)
+    return Layout(head, [(start + off, arr) for off, (_, arr) in zip(offsets, leaves) if arr.nbytes],
+                  start + data_bytes)
 
 
 def encode(bundle: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> bytearray:
