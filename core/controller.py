@@ -82,8 +82,15 @@ class Controller:
         self.cfg, self.spec, self.run_dir = cfg, spec, run_dir
         self.run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         registry = get_registry()
-        self.transports = [transport_for(registry, cfg, s, self.run_id, create=True) for s in (*STREAMS, "control")]
-        self.control = self.transports[-1].puller("control")
+        self.transports = []
+        try:  # a transport refusing its settings (e.g. a bad ZOO_* variable) leaves nothing behind
+            for stream in (*STREAMS, "control"):
+                self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True))
+            self.control = self.transports[-1].puller("control")
+        except BaseException:
+            for t in self.transports:
+                t.cleanup()
+            raise
         self.procs: dict[tuple[str, int], mp.Process] = {}
         self.errors: dict[tuple[str, int], str] = {}
         self.stopped = False

@@ -250,6 +250,7 @@ def train_command(
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text("presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
     from zoo.core.controller import prepare_run_dir, run
+    from zoo.core.transport import TransportError
     from zoo.display import Display
 
     try:
@@ -264,6 +265,8 @@ def train_command(
             code = run(cfg, spec, display, run_dir)
     except KeyboardInterrupt:
         raise _fail("interrupted (Ctrl-C)", 130) from None
+    except TransportError as exc:  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
+        raise _fail(f"transport: {exc}") from None
     raise typer.Exit(int(code or 0))
 
 

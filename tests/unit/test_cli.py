@@ -95,7 +95,7 @@ def host(monkeypatch):
 def controller(monkeypatch):
     """A stand-in for zoo.core.controller: records its calls, sends one status, returns ``code``."""
     mod = types.ModuleType("zoo.core.controller")
-    mod.calls, mod.code, mod.prepare_error = [], 0, None
+    mod.calls, mod.code, mod.prepare_error, mod.run_error = [], 0, None, None
 
     def prepare_run_dir(cfg):
         if mod.prepare_error is not None:
@@ -104,6 +104,8 @@ def controller(monkeypatch):
 
     def run(cfg, spec, on_status, run_dir=None):
         assert run_dir == f"{cfg.runs_dir}/{cfg.name}"
+        if mod.run_error is not None:
+            raise mod.run_error
         mod.calls.append((cfg, spec))
         on_status({"env_steps": 12_800, "frames": 51_200, "budget_env_steps": 200_000, "env_steps_per_s": 2100.4,
                    "frames_per_s": 8401.6, "episode_return_mean": 23.44, "episodes": 12, "policy_version": 50,
@@ -171,6 +173,15 @@ def test_a_run_directory_that_cannot_be_made_exits_2_naming_runs_dir(host, contr
     assert result.exit_code == 2 and controller.calls == []  # nothing started
     assert ("runs_dir='/tmp/afile': cannot create the run directory '/tmp/afile/t2' (Not a directory); "
             "choose a writable folder with --set runs_dir=PATH") in " ".join(result.output.split())
+
+
+def test_a_transport_refusing_its_settings_exits_2_with_its_message(host, controller):
+    from zoo.core.transport import TransportError
+
+    controller.run_error = TransportError("ZOO_SHM_SLOTS='many' is not an integer")
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10", "--name", "t3"])
+    assert result.exit_code == 2 and controller.calls == []
+    assert "error: transport: ZOO_SHM_SLOTS='many' is not an integer" in result.output
 
 
 def test_unknown_algorithm_exit_2_with_suggestion(host, controller):

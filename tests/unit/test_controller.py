@@ -35,3 +35,22 @@ def test_ctrl_c_cannot_interrupt_the_clean_up_block_and_the_handler_comes_back()
         inside = signal.getsignal(signal.SIGINT)
     assert inside is signal.SIG_IGN
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_transport_that_refuses_its_settings_leaves_no_run_directory(tmp_path, monkeypatch):
+    import glob
+    import tempfile
+
+    import pytest
+
+    from zoo.core.config import ExperimentConfig, apply_override
+    from zoo.core.transport import TransportError
+
+    cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", env_steps=10, name="r")
+    apply_override(cfg, "streams.inference.transport=nng")  # built first, then removed again
+    apply_override(cfg, "streams.sample.transport=shm")
+    monkeypatch.setenv("ZOO_SHM_SLOTS", "many")
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-*")))
+    with pytest.raises(TransportError, match=r"^ZOO_SHM_SLOTS='many' is not an integer$"):
+        Controller(cfg, None, str(tmp_path))
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-*"))) == before
