@@ -76,7 +76,7 @@ def test_an_unknown_option_is_refused_naming_it(reg):
     assert info.value.field == "streams.inference.options.slotz"
     assert str(info.value) == (
         "streams.inference.options.slotz: transport 'shm' has no option 'slotz'; did you mean 'slots'? "
-        "its options: slots, slot_bytes, max_slot_bytes, max_lent, max_frame_bytes")
+        "its options: slots, slot_bytes, max_slot_bytes, max_lent, max_frame_bytes, spin_us")
 
 
 def test_bad_values_are_refused_naming_the_field(reg):
@@ -100,12 +100,43 @@ def test_a_slot_larger_than_the_default_largest_slot_is_refused(reg, monkeypatch
                                    "max_slot_bytes=268435456; raise max_slot_bytes or lower slot_bytes"]
 
 
-def test_options_of_a_transport_without_options_are_refused(reg):
+def test_an_option_of_another_transport_is_refused_listing_the_right_ones(reg):
     cfg = cfg_with("streams.parameter.transport=nng", "streams.parameter.options.slots=16")
     with pytest.raises(ConfigError) as info:
         validate(cfg, reg)
-    assert str(info.value) == ("streams.parameter.options.slots: transport 'nng' has no options; "
+    assert str(info.value) == ("streams.parameter.options.slots: transport 'nng' has no option 'slots'; "
+                               "its options: spin_us")
+
+
+def test_options_of_a_transport_without_options_are_refused():
+    from zoo.core.streams import check_options
+
+    class PlainTransport:  # a third-party factory that declares no Options
+        pass
+
+    with pytest.raises(ConfigError) as info:
+        check_options(PlainTransport, "plain", {"slots": "16"}, "streams.parameter.options")
+    assert str(info.value) == ("streams.parameter.options.slots: transport 'plain' has no options; "
                                "remove streams.parameter.options.slots")
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp", "nng"])
+def test_spin_us_is_checked_and_reaches_every_endpoint(reg, transport):
+    cfg = cfg_with(f"streams.sample.transport={transport}", "streams.sample.options.spin_us=-5")
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.problems == ["streams.sample.options.spin_us must be >= 0 (microseconds; 0 disables "
+                                   "spinning), got -5"]
+    cfg = cfg_with(f"streams.sample.transport={transport}", "streams.sample.options.spin_us=0")
+    validate(cfg, reg)
+    assert transport_options(reg, cfg, "sample") == {"spin_us": 0}
+    tr = transport_for(reg, cfg, "sample", f"spin{uuid.uuid4().hex[:8]}", create=True)
+    try:
+        puller = tr.puller("sample")
+        assert puller._spin.budget_s == 0.0
+        puller.close()
+    finally:
+        tr.cleanup()
 
 
 def test_options_are_flat_names(reg):

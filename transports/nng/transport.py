@@ -15,6 +15,13 @@ lives as long as they do). Malformed frames are counted in ``rejected`` and drop
 (a receive keeps waiting for a good frame until its timeout). Dials are non-blocking (nng
 retries in the background), so start order does not matter.
 
+A receive first busy-polls (non-blocking ``recv``, yielding the core between tries) for up to
+``spin_us`` microseconds while this endpoint's recent waits were shorter than that
+(:mod:`zoo.transports.sockets.spin`): a blocked receiver is woken through nng's own threads,
+and on a small machine each of those wake-ups costs more than the message itself. Option
+``spin_us`` (``--set streams.<stream>.options.spin_us=N``, else ``ZOO_SPIN_US``, default 100;
+0 never spins).
+
 ``close()`` is idempotent; a receive blocked in another thread returns None at once; calls
 made after ``close()`` raise :class:`~zoo.core.transport.TransportError`. Closing a sending
 socket drops the messages nng still queues for it (up to :data:`SEND_BUFFER` per pipe):
@@ -26,6 +33,7 @@ import logging
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +44,7 @@ from pynng.exceptions import check_err
 from zoo.core.arrays import WireError, decode, layout
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir
+from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budget_us
 
 log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 30
@@ -71,9 +80,26 @@ def _message(bundle: dict[str, Any] | None, meta: dict[str, Any] | None) -> pynn
     return msg
 
 
+@dataclass
+class NngOptions:
+    """Options of the ``nng`` transport, set per stream in the experiment config
+    (``--set streams.<stream>.options.<name>=value``) or as keyword arguments of
+    :class:`NngTransport`. Unset (None): the environment variable, else the default.
+    """
+
+    spin_us: int | None = None
+    """Busy-poll budget of one receive in microseconds, used while recent waits were shorter
+    (``ZOO_SPIN_US``, default 100; 0 never spins)."""
+
+    def __post_init__(self) -> None:
+        if self.spin_us is not None:
+            spin_budget_us(self.spin_us)
+
+
 class _Endpoint:
-    def __init__(self, sock: pynng.Socket) -> None:
+    def __init__(self, sock: pynng.Socket, spin_us: int = DEFAULT_SPIN_US) -> None:
         self.sock = sock
+        self._spin = AdaptiveSpin(spin_us)
         self.rejected = 0
         self._closed = False
         self._timeouts: dict[tuple[int, str], int] = {}  # (id(socket), option) -> ms last set
@@ -90,16 +116,27 @@ class _Endpoint:
         if self._closed:
             raise TransportError(f"{type(self).__name__} is closed")
 
+    def _poll(self) -> pynng.Message | None:
+        try:
+            return self.sock.recv_msg(block=False)
+        except pynng.TryAgain:
+            return None
+
+    def _block(self, timeout: float) -> pynng.Message | None:
+        try:
+            self._set_timeout(self.sock, "recv_timeout", max(1, _ms(timeout)))
+            return self.sock.recv_msg()
+        except pynng.Timeout:
+            return None
+
     def _recv_raw(self, timeout: float) -> np.ndarray | None:
         try:
-            if timeout <= 0:
-                return _frame(self.sock.recv_msg(block=False))
-            self._set_timeout(self.sock, "recv_timeout", max(1, _ms(timeout)))
-            return _frame(self.sock.recv_msg())
-        except (pynng.Timeout, pynng.TryAgain):
-            return None
+            msg = self._poll()
+            if msg is None and timeout > 0:
+                msg = self._spin.wait(self._poll, self._block, timeout)
         except pynng.Closed:
             return None  # closed from another thread while waiting
+        return None if msg is None else _frame(msg)
 
     def _recv(self, timeout: float):
         self._check_open()
@@ -168,7 +205,8 @@ class NngRawPusher(NngPusher):
 
 class NngReplyServer(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str) -> None:
-        super().__init__(pynng.Pull0(listen=transport.address(stream), recv_max_size=MAX_FRAME_BYTES))
+        super().__init__(pynng.Pull0(listen=transport.address(stream), recv_max_size=MAX_FRAME_BYTES),
+                         transport.spin_us)
         self.transport, self.stream = transport, stream
         self.replies: dict[int, pynng.Socket] = {}
 
@@ -203,7 +241,8 @@ class NngReplyServer(_Endpoint):
 
 class NngRequestClient(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str, client_id: int) -> None:
-        super().__init__(pynng.Pull0(listen=transport.address(f"{stream}-c{client_id}"), recv_max_size=MAX_FRAME_BYTES))
+        super().__init__(pynng.Pull0(listen=transport.address(f"{stream}-c{client_id}"), recv_max_size=MAX_FRAME_BYTES),
+                         transport.spin_us)
         self.client_id = client_id
         self.requests = pynng.Push0(send_buffer_size=SEND_BUFFER)
         self.requests.dial(transport.address(stream), block=False)
@@ -230,9 +269,12 @@ class NngTransport:
 
     name = "nng"
     cross_process = True
+    Options = NngOptions
 
-    def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False) -> None:
+    def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
+                 spin_us: int | None = None) -> None:
         self.run_id = run_id
+        self.spin_us = spin_budget_us(spin_us)
         self.dir = run_dir(run_id, base_dir)
         if create:
             reclaim_stale_run_dirs(base_dir)
@@ -248,27 +290,27 @@ class NngTransport:
         return NngRequestClient(self, stream, client_id)
 
     def puller(self, stream: str) -> NngPuller:
-        return NngPuller(pynng.Pull0(listen=self.address(stream), recv_max_size=MAX_FRAME_BYTES))
+        return NngPuller(pynng.Pull0(listen=self.address(stream), recv_max_size=MAX_FRAME_BYTES), self.spin_us)
 
     def pusher(self, stream: str) -> NngPusher:
         sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
         sock.dial(self.address(stream), block=False)
-        return NngPusher(sock)
+        return NngPusher(sock, self.spin_us)
 
     def publisher(self, stream: str) -> NngPublisher:
-        return NngPublisher(pynng.Pub0(listen=self.address(stream)))
+        return NngPublisher(pynng.Pub0(listen=self.address(stream)), self.spin_us)
 
     def subscriber(self, stream: str) -> NngSubscriber:
         sock = pynng.Sub0(recv_max_size=MAX_FRAME_BYTES, recv_buffer_size=4)
         sock.subscribe(b"")
         sock.dial(self.address(stream), block=False)
-        return NngSubscriber(sock)
+        return NngSubscriber(sock, self.spin_us)
 
     def raw_pusher(self, stream: str) -> NngRawPusher:
         """Testing aid: a pusher that can send arbitrary bytes as one nng message."""
         sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
         sock.dial(self.address(stream), block=False)
-        return NngRawPusher(sock)
+        return NngRawPusher(sock, self.spin_us)
 
     def resources(self) -> list[str]:
         """OS resources of this run that exist now: the run directory (with its ipc socket files)."""

@@ -52,6 +52,10 @@ slot_bytes        ``ZOO_SHM_SLOT_BYTES``      1 MiB   initial slot size, rounded
                                                       (request clients' reply rings: a quarter)
 max_slot_bytes    ``ZOO_SHM_MAX_SLOT_BYTES``  256 MiB largest slot a ring grows to
 max_lent          ``ZOO_SHM_GRANTS``          2       unused grants one producer may hold
+spin_us           ``ZOO_SPIN_US``             100     busy-poll budget of a wait (us) before
+                                                      blocking, while recent waits were
+                                                      shorter; 0 never spins
+                                                      (:mod:`zoo.transports.sockets.spin`)
 ================  ==========================  ======  ========================================
 
 Shared memory used: ``slots x slot_bytes`` per ring (reserved up front), e.g. a puller with
@@ -70,7 +74,7 @@ import shutil
 import struct
 import time
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from zoo.core.arrays import MAX_FRAME_BYTES, Layout, WireError
 from zoo.core.transport import TransportError
@@ -84,8 +88,10 @@ from zoo.transports.sockets.framing import (
     parse_pairs, record_header,
 )
 from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+from zoo.transports.sockets.spin import spin_budget_us
 
 log = logging.getLogger("zoo.transports")
+E = TypeVar("E", bound=engine.Endpoint)
 CONTROL_WRITE_S = 0.5
 
 
@@ -608,11 +614,16 @@ class ShmOptions:
     """Unused slot grants one producer may hold (``ZOO_SHM_GRANTS``, default 2)."""
     max_frame_bytes: int | None = None
     """Largest frame, in bytes, sent or accepted (default 1 GiB)."""
+    spin_us: int | None = None
+    """Busy-poll budget of one wait in microseconds, used while recent waits were shorter
+    (``ZOO_SPIN_US``, default 100; 0 never spins)."""
 
     def __post_init__(self) -> None:
+        if self.spin_us is not None:
+            spin_budget_us(self.spin_us)
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is not None and value < 1:
+            if value is not None and f.name != "spin_us" and value < 1:
                 raise ValueError(f"{f.name} must be >= 1, got {value}")
         if self.slot_bytes or self.max_slot_bytes:  # compare what the ring will use, defaults included
             try:
@@ -650,8 +661,9 @@ class ShmTransport:
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  slots: int | None = None, slot_bytes: int | None = None, max_slot_bytes: int | None = None,
-                 max_lent: int | None = None, max_frame_bytes: int | None = None) -> None:
+                 max_lent: int | None = None, max_frame_bytes: int | None = None, spin_us: int | None = None) -> None:
         self.run_id = run_id
+        self.spin_us = spin_budget_us(spin_us)
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
         self.slots = int(slots or _env_int("ZOO_SHM_SLOTS", 8))
@@ -673,31 +685,37 @@ class ShmTransport:
     def _ring(self, stream: str, role: str, slots: int) -> LendingRing:
         return LendingRing(self.run_id, stream, role, self.slot_bytes, slots, self.max_slot_bytes, self.max_lent)
 
+    def _tuned(self, endpoint: E) -> E:
+        endpoint.set_spin_us(self.spin_us)
+        return endpoint
+
     def reply_server(self, stream: str) -> ShmReplyServer:
-        return ShmReplyServer(self._address(stream), *self._args(stream), ring=self._ring(stream, "req", self.slots))
+        ring = self._ring(stream, "req", self.slots)
+        return self._tuned(ShmReplyServer(self._address(stream), *self._args(stream), ring=ring))
 
     def request_client(self, stream: str, client_id: int) -> ShmRequestClient:
         # The server is this ring's only peer: it may hold every slot.
         ring = LendingRing(self.run_id, stream, f"c{int(client_id)}", max(4096, self.slot_bytes // 4), self.slots,
                            self.max_slot_bytes, max_lent=self.slots)
-        return ShmRequestClient(self._address(stream), *self._args(stream), client_id, ring=ring)
+        return self._tuned(ShmRequestClient(self._address(stream), *self._args(stream), client_id, ring=ring))
 
     def puller(self, stream: str) -> ShmPuller:
-        return ShmPuller(self._address(stream), *self._args(stream), ring=self._ring(stream, "pull", self.slots))
+        ring = self._ring(stream, "pull", self.slots)
+        return self._tuned(ShmPuller(self._address(stream), *self._args(stream), ring=ring))
 
     def pusher(self, stream: str) -> ShmPusher:
-        return ShmPusher(self._address(stream), *self._args(stream))
+        return self._tuned(ShmPusher(self._address(stream), *self._args(stream)))
 
     def publisher(self, stream: str) -> ShmPublisher:
         ring = PublishRing(self.run_id, stream, self.slot_bytes, max(4, self.slots // 2), self.max_slot_bytes)
-        return ShmPublisher(self._address(stream), *self._args(stream), ring=ring)
+        return self._tuned(ShmPublisher(self._address(stream), *self._args(stream), ring=ring))
 
     def subscriber(self, stream: str) -> ShmSubscriber:
-        return ShmSubscriber(self._address(stream), *self._args(stream))
+        return self._tuned(ShmSubscriber(self._address(stream), *self._args(stream)))
 
     def raw_pusher(self, stream: str) -> ShmRawPusher:
         """Testing aid: a pusher that can send arbitrary bytes (inline FRAME records)."""
-        return ShmRawPusher(self._address(stream), *self._args(stream))
+        return self._tuned(ShmRawPusher(self._address(stream), *self._args(stream)))
 
     def resources(self) -> list[str]:
         """OS resources of this run that exist now: ``/dev/shm`` segments and the run directory."""

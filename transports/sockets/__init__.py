@@ -4,6 +4,7 @@
 - :mod:`.patterns` — the three patterns over the engine, frames inline (the ``tcp``
   transport's endpoints; ``shm`` subclasses them to move frames through shared memory).
 - :mod:`.framing` — the record layout on a socket (HELLO, FRAME and ``shm``'s control records).
+- :mod:`.spin` — adaptive spin-then-block waiting (also used by ``nng``).
 - :mod:`.rundir` — the per-run directory (``nng``, ``tcp`` and ``shm``) and reclaiming the
   directories of dead runs.
 """

@@ -12,7 +12,8 @@ How it works
   order does not matter: a dialer retries (backoff 20..200 ms) within the timeout of the
   call that needs the connection. A broken connection is redialled by the next call.
 - Receiving is **thread-free**: ``recv``/``latest`` poll the sockets (epoll) themselves, up
-  to their timeout. A listener stops reading a connection while
+  to their timeout, busy-polling first while recent waits were short
+  (:mod:`zoo.transports.sockets.spin`, option ``spin_us``). A listener stops reading a connection while
   :data:`MAX_QUEUED_PER_CONN` of its messages wait to be consumed, so memory stays bounded
   and back-pressure reaches the producer through the kernel's socket buffers.
 - Sending writes with non-blocking ``sendmsg`` (contiguous arrays are not copied) while the
@@ -56,6 +57,7 @@ from zoo.transports.sockets.framing import (
     FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, json_record, parse_json,
     record_header, wire_magic_ok,
 )
+from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin
 
 log = logging.getLogger("zoo.transports")
 
@@ -155,6 +157,7 @@ class Conn:
                 return out
             try:
                 if self._big is not None:
+                    asked = self._big.nbytes - self._filled
                     n = self.sock.recv_into(memoryview(self._big)[self._filled:])
                 else:
                     if self._r and len(self._stage) - self._w < MAX_CONTROL_BYTES + REC.size:
@@ -165,7 +168,8 @@ class Conn:
                         raise ProtocolError("record parser stalled with a full staging buffer")
                     # At most READ_CHUNK at a time: a large frame's first bytes are copied once
                     # more (staging -> its own buffer), so keep that copy small.
-                    n = self.sock.recv_into(self._stage_mv[self._w:self._w + READ_CHUNK])
+                    asked = min(READ_CHUNK, len(self._stage) - self._w)
+                    n = self.sock.recv_into(self._stage_mv[self._w:self._w + asked])
             except (BlockingIOError, InterruptedError):
                 return out
             except OSError as exc:
@@ -182,6 +186,9 @@ class Conn:
                     return out
             else:
                 self._w += n
+            if n < asked:  # the socket is drained: spare the recv that would raise BlockingIOError
+                self._parse(out)
+                return out
 
     def _parse(self, out: list[tuple[int, Any]]) -> bool:
         """Append the complete records staged so far to ``out``; True if one of them is a FRAME or SLOT."""
@@ -514,6 +521,12 @@ class Endpoint:
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._ready: collections.deque[tuple[Conn, int, Any]] = collections.deque()
         self._deferred: set[Conn] = set()  # connections that may hold deferred control records
+        self._spin = AdaptiveSpin(DEFAULT_SPIN_US)
+
+    def set_spin_us(self, spin_us: int) -> None:
+        """Busy-poll budget of each wait, in microseconds (0: block at once); see
+        :mod:`zoo.transports.sockets.spin`."""
+        self._spin = AdaptiveSpin(spin_us)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.stream!r} of run {self.run_id!r}>"
@@ -560,7 +573,7 @@ class Endpoint:
                 if not conn.ctrl or conn.closed:
                     self._deferred.discard(conn)
         try:
-            events = self._sel.select(max(0.0, timeout))
+            events = self._select(timeout)
         except (OSError, ValueError):
             if self._closed:
                 return
@@ -577,6 +590,17 @@ class Endpoint:
                 self._accept()
             elif obj.registered:
                 self._read(obj)
+
+    def _select(self, timeout: float) -> list:
+        """The selector's events within ``timeout`` s, spinning first while waits are short
+        (:class:`~zoo.transports.sockets.spin.AdaptiveSpin`)."""
+        events = self._sel.select(0)
+        if events or timeout <= 0:
+            return events
+        return self._spin.wait(self._poll_now, self._sel.select, timeout)
+
+    def _poll_now(self) -> list:
+        return self._sel.select(0)
 
     def _read(self, conn: Conn) -> None:
         try:
@@ -856,8 +880,14 @@ class Client(Endpoint):
             conn = self._connect(deadline)
             if conn is None:
                 return False
-            self._poll(0)
-            if conn.closed:  # the poll found the connection dead: dial again within the deadline
+            # Read what the server sent (grants, an EOF) before writing; a plain read of the one
+            # connection costs less than a poll through the selector, which is needed only to
+            # flush deferred control records or to reach a throttled connection.
+            if self._deferred or not conn.registered:
+                self._poll(0)
+            else:
+                self._read(conn)
+            if conn.closed:  # the connection turned out dead: dial again within the deadline
                 conn = self._connect(deadline)
                 if conn is None:
                     return False

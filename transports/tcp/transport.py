@@ -18,6 +18,9 @@ token              ``ZOO_TCP_TOKEN``    shared secret every dialer must present 
                                         peer without it is refused (counted, logged). Strongly
                                         advised when ``host`` is not loopback (a warning says so)
 max_frame_bytes    --                   largest frame accepted or sent (default 1 GiB)
+spin_us            ``ZOO_SPIN_US``      busy-poll budget of a wait in microseconds before blocking,
+                                        while recent waits were shorter (default 100; 0: never
+                                        spin) — :mod:`zoo.transports.sockets.spin`
 =================  ===================  ==========================================================
 
 The token is compared in constant time but travels in clear: it keeps stray peers out, it
@@ -30,12 +33,15 @@ import logging
 import os
 import shutil
 from dataclasses import dataclass
+from typing import TypeVar
 
 from zoo.core.arrays import MAX_FRAME_BYTES
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+from zoo.transports.sockets.spin import spin_budget_us
 
 log = logging.getLogger("zoo.transports")
+E = TypeVar("E", bound=engine.Endpoint)
 
 
 def is_loopback(host: str) -> bool:
@@ -68,6 +74,9 @@ class TcpOptions:
     config, it is also written to the run's ``config.json``: prefer the variable for secrets."""
     max_frame_bytes: int | None = None
     """Largest frame, in bytes, sent or accepted (default 1 GiB)."""
+    spin_us: int | None = None
+    """Busy-poll budget of one wait in microseconds, used while recent waits were shorter
+    (``ZOO_SPIN_US``, default 100; 0 never spins)."""
 
     def __post_init__(self) -> None:
         for name in ("host", "connect_host", "token"):
@@ -75,6 +84,8 @@ class TcpOptions:
                 raise ValueError(f"{name} must not be empty (leave it unset for the default)")
         if self.max_frame_bytes is not None and self.max_frame_bytes < 1:
             raise ValueError(f"max_frame_bytes must be >= 1, got {self.max_frame_bytes}")
+        if self.spin_us is not None:
+            spin_budget_us(self.spin_us)
 
 
 class TcpTransport:
@@ -90,8 +101,9 @@ class TcpTransport:
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  host: str | None = None, connect_host: str | None = None, token: str | None = None,
-                 max_frame_bytes: int | None = None) -> None:
+                 max_frame_bytes: int | None = None, spin_us: int | None = None) -> None:
         self.run_id = run_id
+        self.spin_us = spin_budget_us(spin_us)
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
         self.host = host or os.environ.get("ZOO_TCP_HOST") or "127.0.0.1"
@@ -117,28 +129,33 @@ class TcpTransport:
     def _args(self, stream: str) -> tuple:
         return (self.run_id, stream, self.max_frame_bytes, self.token)
 
+    def _tuned(self, endpoint: E) -> E:
+        endpoint.set_spin_us(self.spin_us)
+        return endpoint
+
     def reply_server(self, stream: str) -> patterns.SocketReplyServer:
-        return patterns.SocketReplyServer(self._listen_address(stream), *self._args(stream))
+        return self._tuned(patterns.SocketReplyServer(self._listen_address(stream), *self._args(stream)))
 
     def request_client(self, stream: str, client_id: int) -> patterns.SocketRequestClient:
-        return patterns.SocketRequestClient(self._address(stream), *self._args(stream), client_id=client_id)
+        client = patterns.SocketRequestClient(self._address(stream), *self._args(stream), client_id=client_id)
+        return self._tuned(client)
 
     def puller(self, stream: str) -> patterns.SocketPuller:
-        return patterns.SocketPuller(self._listen_address(stream), *self._args(stream))
+        return self._tuned(patterns.SocketPuller(self._listen_address(stream), *self._args(stream)))
 
     def pusher(self, stream: str) -> patterns.SocketPusher:
-        return patterns.SocketPusher(self._address(stream), *self._args(stream))
+        return self._tuned(patterns.SocketPusher(self._address(stream), *self._args(stream)))
 
     def publisher(self, stream: str) -> patterns.SocketPublisher:
-        return patterns.SocketPublisher(self._listen_address(stream), *self._args(stream))
+        return self._tuned(patterns.SocketPublisher(self._listen_address(stream), *self._args(stream)))
 
     def subscriber(self, stream: str) -> patterns.SocketSubscriber:
-        return patterns.SocketSubscriber(self._address(stream), *self._args(stream))
+        return self._tuned(patterns.SocketSubscriber(self._address(stream), *self._args(stream)))
 
     def raw_pusher(self, stream: str) -> TcpRawPusher:
         """Testing aid: a pusher that can send arbitrary bytes
         (see :class:`~zoo.transports.sockets.patterns.RawPusherMixin`)."""
-        return TcpRawPusher(self._address(stream), *self._args(stream))
+        return self._tuned(TcpRawPusher(self._address(stream), *self._args(stream)))
 
     def resources(self) -> list[str]:
         """OS resources this run holds now: its run directory, if it exists."""
