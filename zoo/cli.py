@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Any, List, Optional
@@ -251,7 +252,7 @@ def train_command(
         console.print(Text("presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
     from zoo.core.controller import prepare_run_dir, run
     from zoo.core.transport import TransportError
-    from zoo.display import Display
+    from zoo.display import Display, format_summary
 
     try:
         run_dir = prepare_run_dir(cfg)
@@ -260,6 +261,7 @@ def train_command(
     except OSError as exc:  # e.g. runs_dir is a file, or not writable
         raise _fail(f"runs_dir={cfg.runs_dir!r}: cannot create the run directory {exc.filename!r} "
                     f"({exc.strerror}); choose a writable folder with --set runs_dir=PATH") from None
+    started = time.monotonic()
     try:
         with Display(console=console, title=cfg.name) as display:
             code = run(cfg, spec, display, run_dir)
@@ -267,6 +269,9 @@ def train_command(
         raise _fail("interrupted (Ctrl-C)", 130) from None
     except TransportError as exc:  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
         raise _fail(f"transport: {exc}") from None
+    if not code:
+        console.print(format_summary(display.last, time.monotonic() - started, run_dir),
+                      markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))
 
 

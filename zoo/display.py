@@ -36,7 +36,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-__all__ = ["Display", "STATUS_KEYS", "format_status_line", "status_extras"]
+__all__ = ["Display", "STATUS_KEYS", "format_status_line", "format_summary", "status_extras"]
 
 STATUS_KEYS = (
     "env_steps", "frames", "budget_env_steps", "env_steps_per_s", "frames_per_s", "episode_return_mean",
@@ -226,3 +226,28 @@ class Display:
         if self.last:
             parts.append(self._table())
         return Group(*parts)
+
+
+def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str) -> str:
+    """The line ``zoo train`` prints when a run reaches its budget, e.g.
+
+    ``done: 200,192 env steps (200,192 frames) in 3m12s, 1,043 env steps/s; return=487.2
+    episodes=612 version=195; run dir runs/ppo-cartpole: metrics.jsonl, tensorboard/,
+    checkpoints/latest.pt``
+
+    ``status`` is the last one shown (None: no status came; then only time and run dir).
+    The rate is the whole run's average (env steps / ``elapsed_s``, wall-clock seconds; left
+    out under 1 s).
+    """
+    minutes, seconds = divmod(int(round(elapsed_s)), 60)
+    took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+    head = f"done in {took}"
+    if status and _is_number(status.get("env_steps")):
+        steps = float(status["env_steps"])
+        frames = f" ({_count(status['frames'])} frames)" if "frames" in status else ""
+        rate = f", {_rate(steps / elapsed_s)} env steps/s" if elapsed_s >= 1 else ""
+        head = f"done: {_count(steps)} env steps{frames} in {took}{rate}"
+        shown = [f"{label}={text}" for label, text in _fields(status) if label in ("return", "episodes", "version")]
+        if shown:
+            head += "; " + " ".join(shown)
+    return f"{head}; run dir {run_dir}: metrics.jsonl, tensorboard/, checkpoints/latest.pt"

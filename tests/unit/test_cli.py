@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import zoo.cli as cli
 from zoo.core.plugins import PluginInfo, PluginLoadError
-from zoo.display import Display, format_status_line
+from zoo.display import Display, format_status_line, format_summary
 
 from dataclasses import dataclass
 
@@ -158,6 +158,23 @@ def test_train_resolves_config_and_calls_controller(host, controller):
     assert "budget 100,000 frames = 25,000 env steps (frame-skip 4)" in result.output
     assert ("env_steps=12,800/200,000 (6.4%) frames=51,200 env_steps/s=2,100 frames/s=8,402 return=23.4 "
             "episodes=12 version=50 lag=0.4/1 dropped=0 updates=50") in result.output
+
+
+def test_a_finished_run_prints_a_summary_line(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10", "--name", "t4"])
+    assert result.exit_code == 0
+    last = " ".join(result.output.split()).rsplit("done: ", 1)[1]
+    assert last.startswith("12,800 env steps (51,200 frames) in 0s; return=23.4 episodes=12 version=50; "
+                           "run dir runs/t4: metrics.jsonl, tensorboard/, checkpoints/latest.pt")
+
+
+def test_summary_line():
+    status = {**STATUS, "env_steps": 200_192, "frames": 200_192}
+    assert format_summary(status, 192.0, "runs/r") == (  # 200,192 / 192 = 1,042.7
+        "done: 200,192 env steps (200,192 frames) in 3m12s, 1,043 env steps/s; return=23.4 episodes=12 "
+        "version=50; run dir runs/r: metrics.jsonl, tensorboard/, checkpoints/latest.pt")
+    assert format_summary(None, 7.6, "runs/r") == (
+        "done in 8s; run dir runs/r: metrics.jsonl, tensorboard/, checkpoints/latest.pt")
 
 
 def test_train_exit_code_from_controller(host, controller):
