@@ -56,7 +56,8 @@ from zoo.core.resolve import (  # noqa: F401  (re-exported)
     make_env,
     resolve_env,
 )
-from zoo.core.streams import STREAMS, transport_options
+from zoo.core.streams import STREAMS, transport_for, transport_options
+from zoo.core.transport import TransportError
 
 __all__ = [
     "ActorsConfig", "PolicyConfig", "TrainerConfig", "StreamConfig", "StreamsConfig", "LogConfig",
@@ -119,7 +120,7 @@ class TrainerConfig:
     checkpoint_interval: int = 100
     """Write a checkpoint every this many updates."""
     keep_checkpoints: bool = False
-    """Besides ``checkpoints/latest.pt``, keep every checkpoint as
+    """Besides ``checkpoints/latest.pt``, keep every checkpoint, the final one included, as
     ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
     threads: int = 0
     """Torch CPU threads of the trainer; 0 = half the machine's cores (at least 1)."""
@@ -368,7 +369,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     are cpu, cuda, cuda:N or mps; ``name`` is a plain folder name; every
     ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one)
     and ``streams.*.options`` are options of that transport with values it accepts
-    (:func:`zoo.core.streams.check_options`);
+    (:func:`zoo.core.streams.check_options`), and the transport can be built with them as a
+    worker builds it (a bad ``ZOO_*`` environment variable is reported here);
     the algorithm's and the env's Config dataclasses are rebuilt with
     ``dataclasses.replace`` (re-running their ``__post_init__`` checks) and their
     ``validate()`` is called when they have one; a ``ValueError``/``TypeError`` from either
@@ -453,6 +455,14 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             transport_options(reg, cfg, stream)
         except ConfigError as exc:
             problems += [(exc.field, m) for m in exc.problems]
+            continue
+        try:  # built as a worker builds it (no files, no sockets): its environment variables are read now
+            transport_for(reg, cfg, stream, "check")
+        except TransportError as exc:
+            problems.append((path, f"{path}={value!r}: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - a broken transport plugin is reported, not raised
+            problems.append((path, f"{path}={value!r}: the transport failed to load or build: "
+                                   f"{type(exc).__name__}: {exc}"))
     for part in ("algo", "env"):
         sub = getattr(cfg, part)
         if not dataclasses.is_dataclass(sub) or isinstance(sub, type):

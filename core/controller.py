@@ -152,13 +152,45 @@ class Controller:
             t.cleanup()
 
 
+class StatusPacer:
+    """When the controller shows the trainer's status, and the env-step rate it adds.
+
+    A status is shown once, when it is new and at least ``interval_s`` seconds after the
+    previous one (or when the run is done): a trainer that reports less often than that
+    (hide-and-seek updates take minutes) repeats no lines. The rate is env steps between
+    the last two shown statuses with different step counts, over the time between them:
+    ``env_steps_per_s`` and ``frames_per_s`` (x ``frame_skip``) are added to the status.
+    """
+
+    def __init__(self, interval_s: float, frame_skip: int) -> None:
+        self.interval_s, self.frame_skip = interval_s, frame_skip
+        self.latest: dict[str, Any] | None = None
+        self.fresh = False
+        self.last_shown = float("-inf")
+        self.rate_ref: tuple[float, int] | None = None  # (time, env steps) of the rate's start
+
+    def offer(self, status: dict[str, Any]) -> None:
+        self.latest, self.fresh = status, True
+
+    def due(self, now: float, done: bool = False) -> dict[str, Any] | None:
+        """The status to show now (``now``: ``time.monotonic()`` seconds), or None."""
+        if not self.fresh or (now - self.last_shown < self.interval_s and not done):
+            return None
+        status, steps = self.latest, self.latest["env_steps"]
+        if self.rate_ref is None or steps != self.rate_ref[1]:
+            if self.rate_ref is not None and now > self.rate_ref[0]:
+                rate = (steps - self.rate_ref[1]) / (now - self.rate_ref[0])
+                status.update(env_steps_per_s=rate, frames_per_s=rate * self.frame_skip)
+            self.rate_ref = (now, steps)
+        self.last_shown, self.fresh = now, False
+        return status
+
+
 def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
     """Run one experiment to its budget; returns the process exit code (see module doc)."""
     run_dir = run_dir or prepare_run_dir(cfg)
     controller = Controller(cfg, spec, run_dir)
-    last_shown = 0.0
-    rate_ref: tuple[float, int] | None = None
-    latest: dict[str, Any] | None = None
+    pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
     warnings_shown: dict[tuple, float] = {}
     try:
         controller.start()
@@ -166,20 +198,14 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
             done = False
             for meta in controller.poll(POLL_S):
                 if meta["type"] == "status":
-                    latest = meta
+                    pacer.offer(meta)
                 elif meta["type"] == "done":
                     done = True
                 elif meta["type"] == "warning":
                     show_warning(meta, warnings_shown, time.monotonic())
-            now = time.monotonic()
-            if latest is not None and (now - last_shown >= cfg.log.interval_s or done):
-                steps = latest["env_steps"]
-                if rate_ref is not None and now > rate_ref[0]:
-                    rate = (steps - rate_ref[1]) / (now - rate_ref[0])
-                    latest.update(env_steps_per_s=rate, frames_per_s=rate * spec.frame_skip)
-                rate_ref = (now, steps)
-                last_shown = now
-                on_status(latest)
+            shown = pacer.due(time.monotonic(), done)
+            if shown is not None:
+                on_status(shown)
             if done or controller.trainer_finished():
                 return 0
             crash = controller.crashed()

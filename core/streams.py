@@ -102,9 +102,19 @@ def transport_options(registry: Registry, cfg: Any, stream: str) -> dict[str, An
     return check_options(factory, sc.transport, sc.options, f"streams.{stream}.options")
 
 
+CONTROL_OPTIONS = {"spin_us": 0}
+"""The control stream carries a few messages a second: it never busy-polls (and so reads no
+``ZOO_SPIN_US``)."""
+
+
 def transport_for(registry: Registry, cfg: Any, stream: str, run_id: str, create: bool = False):
     """Build the transport that carries ``stream`` with its configured options
-    (``control`` always uses :data:`CONTROL_TRANSPORT`, ``nng``, without options)."""
-    name = CONTROL_TRANSPORT if stream == CONTROL else getattr(cfg.streams, stream).transport
-    factory = registry.get("transport", name).load()
+    (``control`` always uses :data:`CONTROL_TRANSPORT`, ``nng``, with :data:`CONTROL_OPTIONS`).
+
+    Raises:
+        TransportError: the transport refuses its settings (e.g. a bad ``ZOO_*`` variable).
+    """
+    if stream == CONTROL:
+        return registry.get("transport", CONTROL_TRANSPORT).load()(run_id, create=create, **CONTROL_OPTIONS)
+    factory = registry.get("transport", getattr(cfg.streams, stream).transport).load()
     return factory(run_id, create=create, **transport_options(registry, cfg, stream))

@@ -252,7 +252,7 @@ def train_command(
         console.print(Text("presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
     from zoo.core.controller import prepare_run_dir, run
     from zoo.core.transport import TransportError
-    from zoo.display import Display, format_summary
+    from zoo.display import Display, final_status, format_summary
 
     try:
         run_dir = prepare_run_dir(cfg)
@@ -270,7 +270,8 @@ def train_command(
     except TransportError as exc:  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
         raise _fail(f"transport: {exc}") from None
     if not code:
-        console.print(format_summary(display.last, time.monotonic() - started, run_dir),
+        last = final_status(display.last, os.path.join(run_dir, "metrics.jsonl"))
+        console.print(format_summary(last, time.monotonic() - started, run_dir),
                       markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))
 

@@ -27,8 +27,10 @@ one plain line per status (see :func:`format_status_line`). Missing keys are ski
 """
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import os
 from typing import Any
 
 from rich.console import Console, Group
@@ -36,7 +38,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-__all__ = ["Display", "STATUS_KEYS", "format_status_line", "format_summary", "status_extras"]
+__all__ = ["Display", "STATUS_KEYS", "final_status", "format_status_line", "format_summary", "status_extras"]
 
 STATUS_KEYS = (
     "env_steps", "frames", "budget_env_steps", "env_steps_per_s", "frames_per_s", "episode_return_mean",
@@ -251,3 +253,28 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
         if shown:
             head += "; " + " ".join(shown)
     return f"{head}; run dir {run_dir}: metrics.jsonl, tensorboard/, checkpoints/latest.pt"
+
+
+def final_status(shown: dict[str, Any] | None, metrics_path: str, tail_bytes: int = 1 << 16) -> dict[str, Any] | None:
+    """What a run ended with: the last ``update`` row of ``metrics.jsonl`` when it is newer
+    (more env steps) than the last status shown, else ``shown``.
+
+    The trainer's last status message can be lost (its control socket may close before it
+    is delivered); the metrics file is written before it and flushed on exit. Only the last
+    ``tail_bytes`` of the file are read; a missing or unreadable file gives ``shown``.
+    """
+    try:
+        with open(metrics_path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - tail_bytes))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return shown
+    for line in reversed(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # the first line of the tail may be cut
+        if isinstance(row, dict) and row.get("type") == "update" and _is_number(row.get("env_steps")):
+            newer = shown is None or not _is_number(shown.get("env_steps")) or row["env_steps"] > shown["env_steps"]
+            return row if newer else shown
+    return shown

@@ -46,8 +46,14 @@ class SampleBuffer:
             self.obs[k][0] = v
 
     def record_policy(self, reply: dict[str, np.ndarray], version: int, active: np.ndarray,
-                      on_reset: np.ndarray) -> None:
-        """Record the policy's outputs for step ``t``; ``reply`` rows are the active slots only."""
+                      on_reset: np.ndarray) -> np.ndarray:
+        """Record the policy's outputs for step ``t``; ``reply`` rows are the active slots only.
+
+        Returns:
+            the actions of step ``t`` for every agent-slot, ``[S, ...]`` (zeros for inactive
+            slots): what :meth:`EnvGroup.step` takes, since slot ``s`` is env ``s // A``'s agent
+            ``s % A`` whichever slots are active.
+        """
         t = self.t
         S = active.shape[0]
         if self.action is None:
@@ -61,6 +67,7 @@ class SampleBuffer:
         self.policy_version[t] = version
         self.active[t] = active
         self.on_reset[t] = on_reset
+        return self.action[t]
 
     def record_step(self, reward, terminated, truncated, next_obs) -> None:
         t = self.t
@@ -112,7 +119,15 @@ class EnvGroup:
         return np.concatenate([np.asarray(i.get("active", np.ones(self.A, bool)), bool) for i in infos])
 
     def step(self, action: np.ndarray, buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+        """Step every env with ``action``, ``[n * A, ...]``: one row per agent-slot, inactive ones included.
+
+        Raises:
+            ValueError: ``action`` does not have ``n * A`` rows (e.g. only the active agents' rows).
+        """
         A, n = self.A, len(self.envs)
+        if len(action) != n * A:
+            raise ValueError(f"actions for {len(action)} agent-slots; this group has {n} envs x {A} agents = "
+                             f"{n * A} (inactive slots included)")
         rewards = np.zeros(n * A, np.float32)
         terminated = np.zeros(n * A, bool)
         truncated = np.zeros(n * A, bool)
@@ -198,8 +213,8 @@ def run(ctx: WorkerContext) -> None:
             if g is None:
                 continue  # a reply to a request this actor no longer waits for
             group, buf = groups[g], buffers[g]
-            buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
-            group.step(reply["action"], buf, episodes)
+            action = buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
+            group.step(action, buf, episodes)
             env_steps_unsent += len(group.envs)
             if buf.full:
                 meta = {"actor": ctx.index, "env_steps": env_steps_unsent, "episodes": episodes,

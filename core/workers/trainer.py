@@ -150,6 +150,14 @@ def run(ctx: WorkerContext) -> None:
                          episode_return_mean=float(np.mean(recent)) if recent else None,
                          **{k: float(np.mean(v)) for k, v in recent_stats.items() if v}, **extra)
 
+    def checkpoint() -> None:
+        latest = os.path.join(ckpt_dir, "latest.pt")
+        save_checkpoint(latest, algo, counters())
+        if cfg.trainer.keep_checkpoints:
+            snapshot = os.path.join(ckpt_dir, f"policy-v{version:08d}.pt")
+            shutil.copyfile(latest, snapshot + ".tmp")
+            os.replace(snapshot + ".tmp", snapshot)  # never a half-written snapshot
+
     publish()
     pending: list[dict[str, Any]] = []
     pending_slots = 0
@@ -204,12 +212,8 @@ def run(ctx: WorkerContext) -> None:
             metrics.write(row, env_steps)
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
             if updates % cfg.trainer.checkpoint_interval == 0:
-                save_checkpoint(os.path.join(ckpt_dir, "latest.pt"), algo, counters())
-                if cfg.trainer.keep_checkpoints:
-                    snapshot = os.path.join(ckpt_dir, f"policy-v{version:08d}.pt")
-                    shutil.copyfile(os.path.join(ckpt_dir, "latest.pt"), snapshot + ".tmp")
-                    os.replace(snapshot + ".tmp", snapshot)  # never a half-written snapshot
-        save_checkpoint(os.path.join(ckpt_dir, "latest.pt"), algo, counters())
+                checkpoint()
+        checkpoint()  # the final weights (also on Ctrl-C), kept like every other checkpoint
         if not ctx.stop:
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
             ctx.send_control("done", timeout=2.0, **counters())

@@ -24,9 +24,10 @@ def test_short_cartpole_run_over_each_transport(tmp_path, transport):
     updates = [r for r in rows if r["type"] == "update"]
     # 3,000 env steps in batches of 8 samples x 32 steps: at least 8 updates, versions 1, 2, 3, ...
     assert len(updates) >= 8 and [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
-    # A snapshot every 4th update, named by policy version, besides latest.pt.
+    # A snapshot every 4th update and of the final weights, named by policy version, besides latest.pt.
     snapshots = sorted(p.name for p in (tmp_path / transport / "checkpoints").iterdir())
-    assert snapshots == ["latest.pt"] + [f"policy-v{v:08d}.pt" for v in range(4, len(updates) + 1, 4)]
+    kept = sorted({*range(4, len(updates) + 1, 4), len(updates)})
+    assert snapshots == ["latest.pt"] + [f"policy-v{v:08d}.pt" for v in kept]
     config = json.loads((tmp_path / transport / "config.json").read_text())
     assert {config["streams"][s]["transport"] for s in ("inference", "sample", "parameter")} == {transport}
     # The run id starts with the controller's pid: nothing of this run is left behind.

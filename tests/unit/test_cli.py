@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 import zoo.cli as cli
 from zoo.core.plugins import PluginInfo, PluginLoadError
-from zoo.display import Display, format_status_line, format_summary
+from zoo.display import Display, final_status, format_status_line, format_summary
 
 from dataclasses import dataclass
 
@@ -69,8 +70,9 @@ def make_registry() -> Registry:
         "resolves": "zoo.plugins.envs.gym.env:resolves"}))
     reg.add(Component("env", "atari", ToyEnv, "toy stand-in for atari", "test", "0.1",
                       {"config": ToyConfig, "default_budget": ("frames", 10_000_000)}))
-    for name in ("shm", "nng", "inline"):
-        reg.add(Component("transport", name, "x:y", "", "test", "0.1"))
+    for name in ("shm", "nng", "inline"):  # the real factories: validate builds each stream's transport
+        reg.add(Component("transport", name, f"zoo.transports.{name}.transport:{name.capitalize()}Transport",
+                          "", "test", "0.1"))
     return reg
 
 
@@ -175,6 +177,23 @@ def test_summary_line():
         "version=50; run dir runs/r: metrics.jsonl, tensorboard/, checkpoints/latest.pt")
     assert format_summary(None, 7.6, "runs/r") == (
         "done in 8s; run dir runs/r: metrics.jsonl, tensorboard/, checkpoints/latest.pt")
+
+
+def test_the_summary_falls_back_to_the_metrics_when_the_last_status_was_lost(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"type": "update", "env_steps": 4096, "policy_version": 11, "episodes": 180},
+            {"type": "episode", "env_steps": 5000, "return": 9.0},
+            {"type": "update", "env_steps": 5000, "policy_version": 12, "episodes": 200, "episode_return_mean": -3.5},
+            {"type": "episode", "env_steps": 5000, "return": 1.0}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shown = {"env_steps": 0, "policy_version": 0}
+    assert final_status(shown, str(path)) == rows[2]
+    assert final_status(None, str(path)) == rows[2]
+    newer = {"env_steps": 5000, "policy_version": 12}
+    assert final_status(newer, str(path)) is newer  # not older than the file: what was shown stays
+    assert final_status(shown, str(tmp_path / "missing.jsonl")) is shown
+    # Reading only the tail cuts the first line in two: it is skipped, the last update still found.
+    assert final_status(shown, str(path), tail_bytes=len(path.read_bytes()) - 10) == rows[2]
 
 
 def test_train_exit_code_from_controller(host, controller):

@@ -82,8 +82,9 @@ def make_registry() -> Registry:
         "resolves": "zoo.plugins.envs.gym.env:resolves"}))
     reg.add(Component("env", "atari", ToyEnv, "toy stand-in for atari", "test", "0.1",
                       {"config": ToyConfig, "default_budget": ("frames", 10_000_000)}))
-    for name in ("shm", "nng", "inline"):
-        reg.add(Component("transport", name, "x:y", "", "test", "0.1"))
+    for name in ("shm", "nng", "inline"):  # the real factories: validate builds each stream's transport
+        reg.add(Component("transport", name, f"zoo.transports.{name}.transport:{name.capitalize()}Transport",
+                          "", "test", "0.1"))
     return reg
 
 

@@ -54,3 +54,22 @@ def test_a_transport_that_refuses_its_settings_leaves_no_run_directory(tmp_path,
     with pytest.raises(TransportError, match=r"^ZOO_SHM_SLOTS='many' is not an integer$"):
         Controller(cfg, None, str(tmp_path))
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-*"))) == before
+
+
+def test_a_status_is_shown_once_with_the_rate_between_step_counts():
+    from zoo.core.controller import StatusPacer
+
+    pacer = StatusPacer(interval_s=5.0, frame_skip=4)
+    assert pacer.due(0.0) is None  # nothing came yet
+    pacer.offer({"env_steps": 1000})
+    first = pacer.due(10.0)
+    assert first == {"env_steps": 1000}  # no rate before a second step count
+    assert pacer.due(16.0) is None  # nothing new: no repeated line
+    pacer.offer({"env_steps": 1000})  # a status without progress
+    assert pacer.due(17.0) == {"env_steps": 1000}  # shown, but no rate of 0
+    pacer.offer({"env_steps": 3000})
+    assert pacer.due(21.0) is None  # only 4 s after the last line
+    # 2000 env steps since the first count of 1000 (at 10 s) over 20 s; x 4 frames per env step
+    assert pacer.due(30.0) == {"env_steps": 3000, "env_steps_per_s": 100.0, "frames_per_s": 400.0}
+    pacer.offer({"env_steps": 3500})
+    assert pacer.due(31.0, done=True) == {"env_steps": 3500, "env_steps_per_s": 500.0, "frames_per_s": 2000.0}

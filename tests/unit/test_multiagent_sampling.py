@@ -1,5 +1,6 @@
 """Multi-agent layout: PettingZoo adapter, active masks, no actions for finished agents."""
 import numpy as np
+import pytest
 from gymnasium import spaces
 
 from zoo.core.env import PettingZooEnv
@@ -18,6 +19,7 @@ class TwoAgents:
         self.agents = []
         self.t = 0
         self.received = []
+        self.actions = []
 
     def observation_space(self, agent):
         return spaces.Box(0, 100, (1,), np.float32)
@@ -31,6 +33,7 @@ class TwoAgents:
 
     def step(self, actions):
         self.received.append(sorted(actions))
+        self.actions.append({a: int(v) for a, v in actions.items()})
         self.t += 1
         obs = {a: np.array([float(self.t)], np.float32) for a in self.agents}
         rew = {a: (1.0 if a == "a" else 10.0) for a in self.agents}
@@ -80,3 +83,27 @@ def test_sample_active_mask_and_no_rows_for_inactive_agents():
     # 'a' was truncated at step 4 (t = 3): its real final observation (4) is kept.
     assert sample["final_index"].tolist() == [[3, 0]]
     assert sample["final_obs"]["obs"][:, 0].tolist() == [4.0]
+
+
+def test_replies_for_the_active_agents_reach_the_right_env_and_agent():
+    # The actor's own sequence: reply rows are the active slots only; the full-width action
+    # that record_policy returns is what the envs are stepped with. Two envs, so a reply
+    # that skipped 'b' of env 0 must not shift env 1's actions.
+    envs = [PettingZooEnv(TwoAgents(), "two"), PettingZooEnv(TwoAgents(), "two")]
+    group = EnvGroup(envs, [0, 1])
+    buf = SampleBuffer(4, group.obs)
+    for t in range(4):
+        slots = np.flatnonzero(group.active)
+        reply = {"action": (10 * t + slots) % 3, "value": np.zeros(slots.size, np.float32)}
+        group.step(buf.record_policy(reply, 0, group.active.copy(), group.on_reset.copy()), buf, [])
+    # slot s = env * 2 + agent; action = (10 t + s) % 3 while active
+    assert envs[0].env.actions == [{"a": 0, "b": 1}, {"a": 1, "b": 2}, {"a": 2}, {"a": 0}]
+    assert envs[1].env.actions == [{"a": 2, "b": 0}, {"a": 0, "b": 1}, {"a": 1}, {"a": 2}]
+    assert buf.bundle()["action"].tolist() == [[0, 1, 2, 0], [1, 2, 0, 1], [2, 0, 1, 0], [0, 0, 2, 0]]
+
+
+def test_a_step_with_only_the_active_rows_is_refused():
+    group = EnvGroup([PettingZooEnv(TwoAgents(), "two")], [0])
+    buf = SampleBuffer(4, group.obs)
+    with pytest.raises(ValueError, match=r"^actions for 1 agent-slots; this group has 1 envs x 2 agents = 2"):
+        group.step(np.zeros(1, np.int64), buf, [])

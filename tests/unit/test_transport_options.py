@@ -154,3 +154,21 @@ def test_build_config_refuses_before_anything_starts_and_stores_typed_values(reg
     cfg = build_config(reg, "ppo", "CartPole-v1", steps=100, name="r",
                        overrides=["streams.sample.transport=shm", "streams.sample.options.slots=3"])
     assert config_to_dict(cfg)["streams"]["sample"] == {"transport": "shm", "options": {"slots": 3}}
+
+
+def test_a_bad_environment_variable_is_refused_with_the_config_naming_the_stream(reg, monkeypatch):
+    monkeypatch.setenv("ZOO_SHM_SLOTS", "abc")
+    cfg = cfg_with("streams.inference.transport=nng", "streams.parameter.transport=nng")  # sample: shm
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.problems == ["streams.sample.transport='shm': ZOO_SHM_SLOTS='abc' is not an integer"]
+
+
+def test_spin_us_in_the_config_wins_over_a_bad_variable_and_control_never_reads_it(reg, monkeypatch):
+    monkeypatch.setenv("ZOO_SPIN_US", "abc")
+    cfg = cfg_with(*(f"streams.{s}.options.spin_us=0" for s in ("inference", "sample", "parameter")))
+    validate(cfg, reg)  # no error: every stream sets spin_us, and the control stream uses 0
+    control = transport_for(reg, cfg, "control", "r")
+    assert control.spin_us == 0
+    with pytest.raises(ConfigError, match=r"^streams.inference.transport='shm': ZOO_SPIN_US='abc' must be an integer"):
+        validate(cfg_with("streams.sample.options.spin_us=0", "streams.parameter.options.spin_us=0"), reg)
