@@ -135,9 +135,9 @@ class StreamConfig:
     transport: str = "shm"
     """Registered transport carrying this stream (see `zoo list transports`). Default ``shm``:
     every worker runs on this host (the local launcher), where shared-memory slot rings
-    copy least; ``nng`` and ``tcp`` also cross hosts."""
+    copy least; ``tcp``, and ``nng`` with ``options.scheme=tcp``, also cross hosts."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Options of that transport by name, e.g. ``--set streams.inference.options.slots=16``
+    """Options of that transport by name, e.g. ``--set streams.<stream>.options.slots=16``
     (docs/transports.md lists each transport's options). Checked against the transport when
     the config is built; unset options come from its environment variables, then defaults."""
 

@@ -24,11 +24,17 @@ REGISTERED = get_registry().names("transport")
 NAMES = sorted(set(REGISTERED) | set(EXPECTED))
 
 
-@pytest.fixture(scope="module", params=NAMES)
+# Every registered transport with its defaults, plus option variants that change the wire.
+VARIANTS = [(name, {}) for name in NAMES] + [("nng", {"scheme": "tcp"})]
+
+
+@pytest.fixture(scope="module", params=VARIANTS,
+                ids=[name + "".join(f"[{k}={v}]" for k, v in opts.items()) for name, opts in VARIANTS])
 def tut(request) -> TransportUnderTest:
-    if request.param not in REGISTERED:
-        pytest.skip(f"transport {request.param!r} is not registered in this checkout")
-    return TransportUnderTest.from_registry(request.param)
+    name, options = request.param
+    if name not in REGISTERED:
+        pytest.skip(f"transport {name!r} is not registered in this checkout")
+    return TransportUnderTest.from_registry(name, **options)
 
 
 @pytest.mark.parametrize("check", list(CHECKS))

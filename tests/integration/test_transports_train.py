@@ -11,9 +11,13 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("transport", ["nng", "shm", "tcp"])
+@pytest.mark.parametrize("transport", ["nng", "nng-tcp", "shm", "tcp"])
 def test_short_cartpole_run_over_each_transport(tmp_path, transport):
-    sets = [a for s in ("inference", "sample", "parameter") for a in ("--set", f"streams.{s}.transport={transport}")]
+    name, _, scheme = transport.partition("-")  # nng-tcp: nng over tcp:// (option scheme=tcp)
+    sets = [a for s in ("inference", "sample", "parameter") for a in ("--set", f"streams.{s}.transport={name}")]
+    if scheme:
+        sets += [a for s in ("inference", "sample", "parameter")
+                 for a in ("--set", f"streams.{s}.options.scheme={scheme}")]
     proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "3000",
                              "--name", transport, "--set", f"runs_dir={tmp_path}", *sets,
                              "--set", "trainer.keep_checkpoints=true", "--set", "trainer.checkpoint_interval=4"],
@@ -29,7 +33,7 @@ def test_short_cartpole_run_over_each_transport(tmp_path, transport):
     kept = sorted({*range(4, len(updates) + 1, 4), len(updates)})
     assert snapshots == ["latest.pt"] + [f"policy-v{v:08d}.pt" for v in kept]
     config = json.loads((tmp_path / transport / "config.json").read_text())
-    assert {config["streams"][s]["transport"] for s in ("inference", "sample", "parameter")} == {transport}
+    assert {config["streams"][s]["transport"] for s in ("inference", "sample", "parameter")} == {name}
     # The run id starts with the controller's pid: nothing of this run is left behind.
     assert glob.glob(f"/dev/shm/zoo-{proc.pid}-*") == [] and glob.glob(f"/tmp/zoo-{proc.pid}-*") == []
 

@@ -1,4 +1,12 @@
-"""The nng transport: pynng sockets over ``ipc://`` in a per-run directory.
+"""The nng transport: pynng sockets over ``ipc://`` in a per-run directory, or over ``tcp://``.
+
+Addresses (option ``scheme``): ``ipc`` (default) — Unix sockets ``<run dir>/<stream>.ipc``,
+one host. ``tcp`` — every listener binds ``host`` (default ``127.0.0.1``) at a port the OS
+picks and publishes it in ``<run dir>/<stream>.nng-tcp`` (JSON host, port, pid, replaced
+atomically, as the ``tcp`` transport does); a dialer dials once that file exists (looking for
+it until its call's timeout), at ``connect_host`` if set. Across machines the run directory
+must be shared. nng has no peer check: a non-loopback ``host`` logs a warning (the ``tcp``
+transport's token refuses unknown peers).
 
 Patterns map onto nng protocols:
 
@@ -14,6 +22,9 @@ send and decoded in place on receive (the returned arrays are views into the mes
 lives as long as they do). Malformed frames are counted in ``rejected`` and dropped
 (a receive keeps waiting for a good frame until its timeout). Dials are non-blocking (nng
 retries in the background), so start order does not matter.
+
+Options (``--set streams.<stream>.options.<name>=value``, see :class:`NngOptions`):
+``spin_us``, ``scheme``, ``host``, ``connect_host``.
 
 A receive first busy-polls (non-blocking ``recv``, yielding the core between tries) for up to
 ``spin_us`` microseconds while this endpoint's recent waits were shorter than that
@@ -43,11 +54,13 @@ from pynng.exceptions import check_err
 
 from zoo.core.arrays import WireError, decode, layout
 from zoo.core.transport import TransportError
-from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir
+from zoo.transports.sockets.engine import is_loopback, publish_port, read_port, unpublish_port
+from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
 from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budget_us
 
 log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 30
+DIAL_POLL_S = 0.01  # how often a dial looks for the listener's port file
 SEND_BUFFER = 2  # messages queued per pipe before a send blocks
 
 
@@ -90,15 +103,100 @@ class NngOptions:
     spin_us: int | None = None
     """Busy-poll budget of one receive in microseconds, used while recent waits were shorter
     (``ZOO_SPIN_US``, default 100; 0 never spins)."""
+    scheme: str | None = None
+    """``ipc`` (default: Unix sockets, one host) or ``tcp`` (across hosts; ports published in
+    the run directory)."""
+    host: str | None = None
+    """With ``scheme=tcp``: the address listeners bind to (default ``127.0.0.1``)."""
+    connect_host: str | None = None
+    """With ``scheme=tcp``: the address dialers connect to (default: the published host)."""
 
     def __post_init__(self) -> None:
         if self.spin_us is not None:
             spin_budget_us(self.spin_us)
+        if self.scheme not in (None, "ipc", "tcp"):
+            raise ValueError(f"scheme must be 'ipc' or 'tcp', got {self.scheme!r}")
+        for name in ("host", "connect_host"):
+            if getattr(self, name) == "":
+                raise ValueError(f"{name} must not be empty (leave it unset for the default)")
+
+
+class _IpcAddress:
+    """``ipc://<path>``: known to both sides from the stream name alone."""
+
+    def __init__(self, path: str) -> None:
+        self.url = f"ipc://{path}"
+
+    def listen(self, sock: pynng.Socket) -> None:
+        sock.listen(self.url)
+
+    def dial_url(self) -> str:
+        return self.url
+
+    def unpublish(self) -> None:
+        pass
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class _TcpAddress:
+    """``tcp://host:port`` with a port the OS picks, published in ``port_file`` for dialers
+    (:func:`~zoo.transports.sockets.engine.publish_port`, as the ``tcp`` transport does)."""
+
+    def __init__(self, port_file: str, host: str, connect_host: str | None) -> None:
+        self.port_file, self.host, self.connect_host = port_file, host, connect_host
+
+    def listen(self, sock: pynng.Socket) -> None:
+        listener = sock.listen(f"tcp://{_url_host(self.host)}:0")
+        # str() of the bound address: pynng's .port reads it in network byte order
+        port = int(str(listener.local_address).rsplit(":", 1)[1])
+        publish_port(self.port_file, self.host, port)
+
+    def dial_url(self) -> str | None:
+        found = read_port(self.port_file, self.connect_host)
+        return None if found is None else f"tcp://{_url_host(found[0])}:{found[1]}"
+
+    def unpublish(self) -> None:
+        unpublish_port(self.port_file)
+
+
+class _Dial:
+    """A socket's dial, made once its address is known: at once for ``ipc``, for ``tcp`` once
+    the listener has published its port (polled until the caller's deadline). nng then
+    (re)connects in the background, so start order does not matter."""
+
+    def __init__(self, sock: pynng.Socket, address: "_IpcAddress | _TcpAddress") -> None:
+        self.sock, self.address, self.done, self.closed = sock, address, False, False
+        self.ready(0.0)
+
+    def ready(self, deadline: float) -> bool:
+        """Dialled (True), or not before ``deadline`` (``time.monotonic()``) or :meth:`close` (False)."""
+        while not self.done:
+            url = self.address.dial_url()
+            if url is not None and not self.closed:
+                self.sock.dial(url, block=False)
+                self.done = True
+            elif self.closed or time.monotonic() >= deadline:
+                return False
+            else:
+                time.sleep(DIAL_POLL_S)
+        return True
+
+    def close(self) -> None:
+        """Close the socket; a :meth:`ready` waiting in another thread returns False."""
+        self.closed = True
+        self.sock.close()
 
 
 class _Endpoint:
-    def __init__(self, sock: pynng.Socket, spin_us: int = DEFAULT_SPIN_US) -> None:
+    def __init__(self, sock: pynng.Socket, spin_us: int = DEFAULT_SPIN_US,
+                 listen: "_IpcAddress | _TcpAddress | None" = None, dial: "_Dial | None" = None) -> None:
         self.sock = sock
+        self._listen, self._dial = listen, dial
+        if listen is not None:
+            listen.listen(sock)
         self._spin = AdaptiveSpin(spin_us)
         self.rejected = 0
         self._closed = False
@@ -152,8 +250,10 @@ class _Endpoint:
                 log.warning("dropped a malformed frame (%d so far): %s", self.rejected, exc)
                 timeout = deadline - time.monotonic()  # keep serving until the caller's timeout
 
-    def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float) -> bool:
+    def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float, dial: "_Dial | None" = None) -> bool:
         self._check_open()
+        if dial is not None and not dial.ready(time.monotonic() + max(0.0, timeout)):
+            return False  # the peer has not published its port yet
         try:
             self._set_timeout(sock, "send_timeout", max(1, _ms(timeout)))
             sock.send_msg(msg)  # on failure the message stays ours and is freed with it
@@ -166,7 +266,11 @@ class _Endpoint:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._dial is not None:
+                self._dial.closed = True
             self.sock.close()
+            if self._listen is not None:
+                self._listen.unpublish()
 
 
 class NngPuller(_Endpoint):
@@ -176,12 +280,16 @@ class NngPuller(_Endpoint):
 
 class NngPusher(_Endpoint):
     def send(self, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        return self._send(self.sock, _message(bundle, meta), timeout)
+        return self._send(self.sock, _message(bundle, meta), timeout, self._dial)
 
 
 class NngSubscriber(_Endpoint):
     def latest(self, timeout: float):
-        newest = self._recv(timeout)
+        self._check_open()
+        start = time.monotonic()
+        if not self._dial.ready(start + max(0.0, timeout)):
+            return None
+        newest = self._recv(max(0.0, timeout - (time.monotonic() - start)))
         if newest is None:
             return None
         while (more := self._recv(0)) is not None:
@@ -200,15 +308,15 @@ class NngRawPusher(NngPusher):
     """Testing aid for the conformance suite: sends bytes that did not come from ``encode``."""
 
     def send_raw(self, payload: bytes, timeout: float = 1.0) -> bool:
-        return self._send(self.sock, pynng.Message(bytes(payload)), timeout)
+        return self._send(self.sock, pynng.Message(bytes(payload)), timeout, self._dial)
 
 
 class NngReplyServer(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str) -> None:
-        super().__init__(pynng.Pull0(listen=transport.address(stream), recv_max_size=MAX_FRAME_BYTES),
-                         transport.spin_us)
+        super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
+                         listen=transport.address(stream))
         self.transport, self.stream = transport, stream
-        self.replies: dict[int, pynng.Socket] = {}
+        self.replies: dict[int, _Dial] = {}
 
     def recv(self, timeout: float):
         msg = self._recv(timeout)
@@ -225,46 +333,48 @@ class NngReplyServer(_Endpoint):
     def reply(self, client_id: int, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
         msg = _message(bundle, meta)
         self._check_open()
-        sock = self.replies.get(client_id)
-        if sock is None:
-            sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
-            sock.dial(self.transport.address(f"{self.stream}-c{client_id}"), block=False)
-            self.replies[client_id] = sock
-        return self._send(sock, msg, timeout)
+        dial = self.replies.get(client_id)
+        if dial is None:
+            address = self.transport.address(f"{self.stream}-c{client_id}")
+            dial = self.replies[client_id] = _Dial(pynng.Push0(send_buffer_size=SEND_BUFFER), address)
+        return self._send(dial.sock, msg, timeout, dial)
 
     def close(self) -> None:
         if not self._closed:
-            for sock in self.replies.values():
-                sock.close()
+            for dial in self.replies.values():
+                dial.close()
             super().close()
 
 
 class NngRequestClient(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str, client_id: int) -> None:
-        super().__init__(pynng.Pull0(listen=transport.address(f"{stream}-c{client_id}"), recv_max_size=MAX_FRAME_BYTES),
-                         transport.spin_us)
+        super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
+                         listen=transport.address(f"{stream}-c{client_id}"))
         self.client_id = client_id
         self.requests = pynng.Push0(send_buffer_size=SEND_BUFFER)
-        self.requests.dial(transport.address(stream), block=False)
+        self._requests = _Dial(self.requests, transport.address(stream))
 
     def send(self, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        return self._send(self.requests, _message(bundle, {**meta, "client_id": self.client_id}), timeout)
+        return self._send(self.requests, _message(bundle, {**meta, "client_id": self.client_id}), timeout,
+                          self._requests)
 
     def recv(self, timeout: float):
         return self._recv(timeout)
 
     def close(self) -> None:
         if not self._closed:
-            self.requests.close()
+            self._requests.close()
             super().close()
 
 
 class NngTransport:
-    """Endpoints over ``ipc://<base_dir>/zoo-<run_id>/<stream>.ipc``.
+    """Endpoints over ``ipc://<base_dir>/zoo-<run_id>/<stream>.ipc`` (``scheme="ipc"``, the
+    default) or ``tcp://host:port`` with ports published in ``<run dir>/<stream>.nng-tcp``
+    (``scheme="tcp"``).
 
     The controller creates the run directory (``create=True``), after removing the run
     directories of dead processes (:func:`~zoo.transports.sockets.rundir.reclaim_stale_run_dirs`);
-    workers attach to it. :meth:`cleanup` removes the directory and its socket files.
+    workers attach to it. :meth:`cleanup` removes the directory and its socket and port files.
     """
 
     name = "nng"
@@ -272,16 +382,27 @@ class NngTransport:
     Options = NngOptions
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
-                 spin_us: int | None = None) -> None:
+                 spin_us: int | None = None, scheme: str | None = None, host: str | None = None,
+                 connect_host: str | None = None) -> None:
+        NngOptions(spin_us=spin_us, scheme=scheme, host=host, connect_host=connect_host)  # checks the values
         self.run_id = run_id
         self.spin_us = spin_budget_us(spin_us)
+        self.scheme = scheme or "ipc"
+        self.host, self.connect_host = host or "127.0.0.1", connect_host
         self.dir = run_dir(run_id, base_dir)
         if create:
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)
+        if self.scheme == "tcp" and not is_loopback(self.host):
+            log.warning("nng transport of run %s listens on non-loopback %s over tcp:// without any peer "
+                        "check: any host that can reach it may connect; use the tcp transport with a token "
+                        "(ZOO_TCP_TOKEN) to refuse unknown peers", run_id, self.host)
 
-    def address(self, stream: str) -> str:
-        return f"ipc://{self.dir}/{stream}.ipc"
+    def address(self, stream: str) -> _IpcAddress | _TcpAddress:
+        """Where ``stream``'s listener is: an ipc path, or a tcp port file."""
+        if self.scheme == "tcp":
+            return _TcpAddress(os.path.join(self.dir, f"{safe_name(stream)}.nng-tcp"), self.host, self.connect_host)
+        return _IpcAddress(os.path.join(self.dir, f"{stream}.ipc"))
 
     def reply_server(self, stream: str) -> NngReplyServer:
         return NngReplyServer(self, stream)
@@ -290,27 +411,24 @@ class NngTransport:
         return NngRequestClient(self, stream, client_id)
 
     def puller(self, stream: str) -> NngPuller:
-        return NngPuller(pynng.Pull0(listen=self.address(stream), recv_max_size=MAX_FRAME_BYTES), self.spin_us)
+        return NngPuller(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), self.spin_us, listen=self.address(stream))
 
     def pusher(self, stream: str) -> NngPusher:
         sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
-        sock.dial(self.address(stream), block=False)
-        return NngPusher(sock, self.spin_us)
+        return NngPusher(sock, self.spin_us, dial=_Dial(sock, self.address(stream)))
 
     def publisher(self, stream: str) -> NngPublisher:
-        return NngPublisher(pynng.Pub0(listen=self.address(stream)), self.spin_us)
+        return NngPublisher(pynng.Pub0(), self.spin_us, listen=self.address(stream))
 
     def subscriber(self, stream: str) -> NngSubscriber:
         sock = pynng.Sub0(recv_max_size=MAX_FRAME_BYTES, recv_buffer_size=4)
         sock.subscribe(b"")
-        sock.dial(self.address(stream), block=False)
-        return NngSubscriber(sock, self.spin_us)
+        return NngSubscriber(sock, self.spin_us, dial=_Dial(sock, self.address(stream)))
 
     def raw_pusher(self, stream: str) -> NngRawPusher:
         """Testing aid: a pusher that can send arbitrary bytes as one nng message."""
         sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
-        sock.dial(self.address(stream), block=False)
-        return NngRawPusher(sock, self.spin_us)
+        return NngRawPusher(sock, self.spin_us, dial=_Dial(sock, self.address(stream)))
 
     def resources(self) -> list[str]:
         """OS resources of this run that exist now: the run directory (with its ipc socket files)."""

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -457,27 +458,14 @@ class TcpAddress:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, 0))
         sock.listen(128)
-        port = sock.getsockname()[1]
-        os.makedirs(os.path.dirname(self.port_file), exist_ok=True)
-        tmp = f"{self.port_file}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"host": self.host, "port": port, "pid": os.getpid()}, f)
-        os.replace(tmp, self.port_file)
+        publish_port(self.port_file, self.host, sock.getsockname()[1])
         return sock
 
     def connect(self, timeout: float) -> socket.socket | None:
-        try:
-            with open(self.port_file) as f:
-                info = json.load(f)
-            host, port = info["host"], int(info["port"])
-        except (OSError, ValueError, KeyError, TypeError):
+        found = read_port(self.port_file, self.connect_host)
+        if found is None:
             return None
-        if self.connect_host:
-            host = self.connect_host
-        elif host in ("0.0.0.0", ""):
-            host = "127.0.0.1"
-        elif host == "::":
-            host = "::1"
+        host, port = found
         try:
             sock = socket.create_connection((host, port), timeout=max(timeout, 0.001))
         except OSError:
@@ -486,13 +474,59 @@ class TcpAddress:
         return sock
 
     def unpublish(self) -> None:
-        try:
-            with open(self.port_file) as f:
-                if json.load(f).get("pid") != os.getpid():
-                    return  # another listener took over this stream
-            os.unlink(self.port_file)
-        except (OSError, ValueError, AttributeError):
-            pass
+        unpublish_port(self.port_file)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names the loopback interface (``localhost``, ``127.x.y.z``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def publish_port(port_file: str, host: str, port: int) -> None:
+    """Write ``{"host", "port", "pid"}`` to ``port_file``, replaced atomically (a dialer never
+    reads half of it)."""
+    os.makedirs(os.path.dirname(port_file), exist_ok=True)
+    tmp = f"{port_file}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"host": host, "port": int(port), "pid": os.getpid()}, f)
+    os.replace(tmp, port_file)
+
+
+def read_port(port_file: str, connect_host: str | None = None) -> tuple[str, int] | None:
+    """``(host, port)`` to dial from a port file, or None while there is none (or it is unreadable).
+
+    ``connect_host`` replaces the published host; a wildcard bind (``0.0.0.0``, ``::``) is
+    dialled on loopback.
+    """
+    try:
+        with open(port_file) as f:
+            info = json.load(f)
+        host, port = info["host"], int(info["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if connect_host:
+        host = connect_host
+    elif host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return host, port
+
+
+def unpublish_port(port_file: str) -> None:
+    """Remove ``port_file`` if this process published it (else another listener took over)."""
+    try:
+        with open(port_file) as f:
+            if json.load(f).get("pid") != os.getpid():
+                return
+        os.unlink(port_file)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 # -- endpoints -------------------------------------------------------------------------

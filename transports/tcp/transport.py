@@ -28,7 +28,6 @@ is not encryption.
 """
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import shutil
@@ -37,21 +36,12 @@ from typing import TypeVar
 
 from zoo.core.arrays import MAX_FRAME_BYTES
 from zoo.transports.sockets import engine, patterns
+from zoo.transports.sockets.engine import is_loopback
 from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
 from zoo.transports.sockets.spin import spin_budget_us
 
 log = logging.getLogger("zoo.transports")
 E = TypeVar("E", bound=engine.Endpoint)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names the loopback interface (``localhost``, ``127.x.y.z``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class TcpRawPusher(patterns.RawPusherMixin, patterns.SocketPusher):
