@@ -96,6 +96,31 @@ def test_tcp_token_refuses_peers_without_it() -> None:
             none.close()
 
 
+def test_nng_token_refuses_messages_without_it_and_is_not_seen_by_the_receiver() -> None:
+    tut = TransportUnderTest.from_registry("nng", scheme="tcp", token="s3cret")
+    with tut.run() as run:
+        puller = run.puller("tok")
+        server = run.reply_server("req")
+        wrong = TransportUnderTest.from_registry("nng", scheme="tcp", token="wrong").make(run.run_id)
+        none = TransportUnderTest.from_registry("nng", scheme="tcp", token="").make(run.run_id)
+        senders = [wrong.pusher("tok"), none.pusher("tok"), none.request_client("req", 7)]
+        right, client = run.pusher("tok"), run.request_client("req", 3)
+        try:
+            assert senders[0].send({}, {"who": "wrong"}, 2.0) and senders[1].send({}, {"who": "none"}, 2.0)
+            assert senders[2].send({}, {"who": "none"}, 2.0)
+            assert right.send({}, {"who": "right"}, 2.0)
+            assert puller.recv(5.0) == ({}, {"who": "right"})  # the token is taken out of meta
+            assert puller.recv(0.3) is None
+            assert puller.refused == 2
+            assert client.send({}, {"who": "right"}, 2.0)
+            assert server.recv(5.0) == (3, {}, {"who": "right", "client_id": 3})
+            assert server.recv(0.3) is None and server.refused == 1
+            assert server.reply(3, {}, {"ok": 1}, 2.0) and client.recv(5.0) == ({}, {"ok": 1})
+        finally:
+            for endpoint in senders:
+                endpoint.close()
+
+
 # -- shm ------------------------------------------------------------------------------------------
 def test_shm_segment_names_carry_run_stream_role_and_owner_pid() -> None:
     tut = TransportUnderTest.from_registry("shm")

@@ -105,7 +105,7 @@ def test_an_option_of_another_transport_is_refused_listing_the_right_ones(reg):
     with pytest.raises(ConfigError) as info:
         validate(cfg, reg)
     assert str(info.value) == ("streams.parameter.options.slots: transport 'nng' has no option 'slots'; "
-                               "its options: spin_us, scheme, host, connect_host")
+                               "its options: spin_us, scheme, host, connect_host, token")
 
 
 def test_options_of_a_transport_without_options_are_refused():

@@ -5,8 +5,12 @@ one host. ``tcp`` — every listener binds ``host`` (default ``127.0.0.1``) at a
 picks and publishes it in ``<run dir>/<stream>.nng-tcp`` (JSON host, port, pid, replaced
 atomically, as the ``tcp`` transport does); a dialer dials once that file exists (looking for
 it until its call's timeout), at ``connect_host`` if set. Across machines the run directory
-must be shared. nng has no peer check: a non-loopback ``host`` logs a warning (the ``tcp``
-transport's token refuses unknown peers).
+must be shared.
+
+With a ``token`` (option, or ``ZOO_NNG_TOKEN``) every message carries it in its metadata and
+receivers refuse (count in ``refused``, log with the sender's address) messages without it;
+``tcp`` on a non-loopback ``host`` without a token logs a warning. Like the ``tcp`` transport's
+token it travels in clear: it keeps stray peers out, it is not encryption.
 
 Patterns map onto nng protocols:
 
@@ -24,7 +28,7 @@ lives as long as they do). Malformed frames are counted in ``rejected`` and drop
 retries in the background), so start order does not matter.
 
 Options (``--set streams.<stream>.options.<name>=value``, see :class:`NngOptions`):
-``spin_us``, ``scheme``, ``host``, ``connect_host``.
+``spin_us``, ``scheme``, ``host``, ``connect_host``, ``token``.
 
 A receive first busy-polls (non-blocking ``recv``, yielding the core between tries) for up to
 ``spin_us`` microseconds while this endpoint's recent waits were shorter than that
@@ -40,6 +44,7 @@ socket drops the messages nng still queues for it (up to :data:`SEND_BUFFER` per
 """
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import shutil
@@ -60,6 +65,7 @@ from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budg
 
 log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 30
+TOKEN_KEY = "zoo_token"  # meta key of the stream's token (option token); removed on receipt
 DIAL_POLL_S = 0.01  # how often a dial looks for the listener's port file
 SEND_BUFFER = 2  # messages queued per pipe before a send blocks
 
@@ -110,13 +116,17 @@ class NngOptions:
     """With ``scheme=tcp``: the address listeners bind to (default ``127.0.0.1``)."""
     connect_host: str | None = None
     """With ``scheme=tcp``: the address dialers connect to (default: the published host)."""
+    token: str | None = None
+    """Shared secret every message carries (``ZOO_NNG_TOKEN``); receivers refuse, count
+    (``refused``) and log messages without it. Set in the config, it is also written to the
+    run's ``config.json``: prefer the variable for secrets."""
 
     def __post_init__(self) -> None:
         if self.spin_us is not None:
             spin_budget_us(self.spin_us)
         if self.scheme not in (None, "ipc", "tcp"):
             raise ValueError(f"scheme must be 'ipc' or 'tcp', got {self.scheme!r}")
-        for name in ("host", "connect_host"):
+        for name in ("host", "connect_host", "token"):
             if getattr(self, name) == "":
                 raise ValueError(f"{name} must not be empty (leave it unset for the default)")
 
@@ -192,13 +202,15 @@ class _Dial:
 
 class _Endpoint:
     def __init__(self, sock: pynng.Socket, spin_us: int = DEFAULT_SPIN_US,
-                 listen: "_IpcAddress | _TcpAddress | None" = None, dial: "_Dial | None" = None) -> None:
+                 listen: "_IpcAddress | _TcpAddress | None" = None, dial: "_Dial | None" = None,
+                 token: str | None = None) -> None:
         self.sock = sock
-        self._listen, self._dial = listen, dial
+        self._listen, self._dial, self._token = listen, dial, token
         if listen is not None:
             listen.listen(sock)
         self._spin = AdaptiveSpin(spin_us)
         self.rejected = 0
+        self.refused = 0
         self._closed = False
         self._timeouts: dict[tuple[int, str], int] = {}  # (id(socket), option) -> ms last set
 
@@ -244,11 +256,33 @@ class _Endpoint:
             if raw is None:
                 return None
             try:
-                return decode(raw, MAX_FRAME_BYTES)
+                bundle, meta = decode(raw, MAX_FRAME_BYTES)
             except WireError as exc:
                 self.rejected += 1
                 log.warning("dropped a malformed frame (%d so far): %s", self.rejected, exc)
-                timeout = deadline - time.monotonic()  # keep serving until the caller's timeout
+            else:
+                if self._admit(meta, raw):
+                    return bundle, meta
+            timeout = deadline - time.monotonic()  # keep serving until the caller's timeout
+
+    def _admit(self, meta: dict[str, Any], raw: np.ndarray) -> bool:
+        """Whether the message carries this endpoint's token (always, without one); the token
+        is taken out of ``meta``. A message without it is counted in ``refused`` and logged."""
+        got = meta.pop(TOKEN_KEY, None)
+        if self._token is None or (isinstance(got, str) and hmac.compare_digest(got, self._token)):
+            return True
+        self.refused += 1
+        if self.refused <= 10 or self.refused % 100 == 0:
+            try:
+                peer = str(raw.msg.pipe.remote_address)
+            except Exception:  # noqa: BLE001 - the address is only for the log line
+                peer = "an unknown peer"
+            log.warning("%s refused a message from %s without the stream's token (%d so far)",
+                        type(self).__name__, peer, self.refused)
+        return False
+
+    def _message(self, bundle: dict[str, Any] | None, meta: dict[str, Any]) -> pynng.Message:
+        return _message(bundle, meta if self._token is None else {**meta, TOKEN_KEY: self._token})
 
     def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float, dial: "_Dial | None" = None) -> bool:
         self._check_open()
@@ -280,7 +314,7 @@ class NngPuller(_Endpoint):
 
 class NngPusher(_Endpoint):
     def send(self, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        return self._send(self.sock, _message(bundle, meta), timeout, self._dial)
+        return self._send(self.sock, self._message(bundle, meta), timeout, self._dial)
 
 
 class NngSubscriber(_Endpoint):
@@ -299,7 +333,7 @@ class NngSubscriber(_Endpoint):
 
 class NngPublisher(_Endpoint):
     def publish(self, bundle: dict[str, Any], meta: dict[str, Any]) -> None:
-        msg = _message(bundle, meta)
+        msg = self._message(bundle, meta)
         self._check_open()
         self.sock.send_msg(msg)  # Pub0 never blocks: slow subscribers drop
 
@@ -314,7 +348,7 @@ class NngRawPusher(NngPusher):
 class NngReplyServer(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
-                         listen=transport.address(stream))
+                         listen=transport.address(stream), token=transport.token)
         self.transport, self.stream = transport, stream
         self.replies: dict[int, _Dial] = {}
 
@@ -331,7 +365,7 @@ class NngReplyServer(_Endpoint):
         return client_id, bundle, meta
 
     def reply(self, client_id: int, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        msg = _message(bundle, meta)
+        msg = self._message(bundle, meta)
         self._check_open()
         dial = self.replies.get(client_id)
         if dial is None:
@@ -349,13 +383,13 @@ class NngReplyServer(_Endpoint):
 class NngRequestClient(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str, client_id: int) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
-                         listen=transport.address(f"{stream}-c{client_id}"))
+                         listen=transport.address(f"{stream}-c{client_id}"), token=transport.token)
         self.client_id = client_id
         self.requests = pynng.Push0(send_buffer_size=SEND_BUFFER)
         self._requests = _Dial(self.requests, transport.address(stream))
 
     def send(self, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        return self._send(self.requests, _message(bundle, {**meta, "client_id": self.client_id}), timeout,
+        return self._send(self.requests, self._message(bundle, {**meta, "client_id": self.client_id}), timeout,
                           self._requests)
 
     def recv(self, timeout: float):
@@ -383,9 +417,10 @@ class NngTransport:
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  spin_us: int | None = None, scheme: str | None = None, host: str | None = None,
-                 connect_host: str | None = None) -> None:
+                 connect_host: str | None = None, token: str | None = None) -> None:
         NngOptions(spin_us=spin_us, scheme=scheme, host=host, connect_host=connect_host)  # checks the values
         self.run_id = run_id
+        self.token = (token if token is not None else os.environ.get("ZOO_NNG_TOKEN")) or None
         self.spin_us = spin_budget_us(spin_us)
         self.scheme = scheme or "ipc"
         self.host, self.connect_host = host or "127.0.0.1", connect_host
@@ -393,10 +428,10 @@ class NngTransport:
         if create:
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)
-        if self.scheme == "tcp" and not is_loopback(self.host):
-            log.warning("nng transport of run %s listens on non-loopback %s over tcp:// without any peer "
-                        "check: any host that can reach it may connect; use the tcp transport with a token "
-                        "(ZOO_TCP_TOKEN) to refuse unknown peers", run_id, self.host)
+        if self.scheme == "tcp" and not is_loopback(self.host) and self.token is None:
+            log.warning("nng transport of run %s listens on non-loopback %s over tcp:// without a token: any "
+                        "host that can reach it may send; set ZOO_NNG_TOKEN (or token=...) on every process",
+                        run_id, self.host)
 
     def address(self, stream: str) -> _IpcAddress | _TcpAddress:
         """Where ``stream``'s listener is: an ipc path, or a tcp port file."""
@@ -411,24 +446,25 @@ class NngTransport:
         return NngRequestClient(self, stream, client_id)
 
     def puller(self, stream: str) -> NngPuller:
-        return NngPuller(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), self.spin_us, listen=self.address(stream))
+        return NngPuller(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), self.spin_us, listen=self.address(stream),
+                         token=self.token)
 
     def pusher(self, stream: str) -> NngPusher:
         sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
-        return NngPusher(sock, self.spin_us, dial=_Dial(sock, self.address(stream)))
+        return NngPusher(sock, self.spin_us, dial=_Dial(sock, self.address(stream)), token=self.token)
 
     def publisher(self, stream: str) -> NngPublisher:
-        return NngPublisher(pynng.Pub0(), self.spin_us, listen=self.address(stream))
+        return NngPublisher(pynng.Pub0(), self.spin_us, listen=self.address(stream), token=self.token)
 
     def subscriber(self, stream: str) -> NngSubscriber:
         sock = pynng.Sub0(recv_max_size=MAX_FRAME_BYTES, recv_buffer_size=4)
         sock.subscribe(b"")
-        return NngSubscriber(sock, self.spin_us, dial=_Dial(sock, self.address(stream)))
+        return NngSubscriber(sock, self.spin_us, dial=_Dial(sock, self.address(stream)), token=self.token)
 
     def raw_pusher(self, stream: str) -> NngRawPusher:
         """Testing aid: a pusher that can send arbitrary bytes as one nng message."""
         sock = pynng.Push0(send_buffer_size=SEND_BUFFER)
-        return NngRawPusher(sock, self.spin_us, dial=_Dial(sock, self.address(stream)))
+        return NngRawPusher(sock, self.spin_us, dial=_Dial(sock, self.address(stream)), token=self.token)
 
     def resources(self) -> list[str]:
         """OS resources of this run that exist now: the run directory (with its ipc socket files)."""
