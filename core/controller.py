@@ -158,8 +158,10 @@ class StatusPacer:
     A status is shown once, when it is new and at least ``interval_s`` seconds after the
     previous one (or when the run is done): a trainer that reports less often than that
     (hide-and-seek updates take minutes) repeats no lines. The rate is env steps between
-    the last two shown statuses with different step counts, over the time between them:
-    ``env_steps_per_s`` and ``frames_per_s`` (x ``frame_skip``) are added to the status.
+    the last two shown statuses with different step counts, over the time between them,
+    measured over at least ``interval_s`` (the final status, shown at once, keeps the last
+    rate instead of a burst): ``env_steps_per_s`` and ``frames_per_s`` (x ``frame_skip``)
+    are added to the status.
     """
 
     def __init__(self, interval_s: float, frame_skip: int) -> None:
@@ -168,6 +170,8 @@ class StatusPacer:
         self.fresh = False
         self.last_shown = float("-inf")
         self.rate_ref: tuple[float, int] | None = None  # (time, env steps) of the rate's start
+        self.rate: float | None = None
+        self.shown_steps: int | None = None
 
     def offer(self, status: dict[str, Any]) -> None:
         self.latest, self.fresh = status, True
@@ -177,12 +181,14 @@ class StatusPacer:
         if not self.fresh or (now - self.last_shown < self.interval_s and not done):
             return None
         status, steps = self.latest, self.latest["env_steps"]
-        if self.rate_ref is None or steps != self.rate_ref[1]:
-            if self.rate_ref is not None and now > self.rate_ref[0]:
-                rate = (steps - self.rate_ref[1]) / (now - self.rate_ref[0])
-                status.update(env_steps_per_s=rate, frames_per_s=rate * self.frame_skip)
+        if self.rate_ref is None:
             self.rate_ref = (now, steps)
-        self.last_shown, self.fresh = now, False
+        elif steps != self.rate_ref[1] and now - self.rate_ref[0] >= self.interval_s:
+            self.rate = (steps - self.rate_ref[1]) / (now - self.rate_ref[0])
+            self.rate_ref = (now, steps)
+        if self.rate is not None and steps != self.shown_steps:  # no rate on a status without progress
+            status.update(env_steps_per_s=self.rate, frames_per_s=self.rate * self.frame_skip)
+        self.last_shown, self.shown_steps, self.fresh = now, steps, False
         return status
 
 

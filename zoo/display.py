@@ -256,8 +256,9 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
 
 
 def final_status(shown: dict[str, Any] | None, metrics_path: str, tail_bytes: int = 1 << 16) -> dict[str, Any] | None:
-    """What a run ended with: the last ``update`` row of ``metrics.jsonl`` when it is newer
-    (more env steps) than the last status shown, else ``shown``.
+    """What a run ended with: the last ``end`` or ``update`` row of ``metrics.jsonl`` (the
+    trainer writes ``end`` with its final counters) when it has more env steps than the last
+    status shown, else ``shown``.
 
     The trainer's last status message can be lost (its control socket may close before it
     is delivered); the metrics file is written before it and flushed on exit. Only the last
@@ -274,7 +275,7 @@ def final_status(shown: dict[str, Any] | None, metrics_path: str, tail_bytes: in
             row = json.loads(line)
         except ValueError:
             continue  # the first line of the tail may be cut
-        if isinstance(row, dict) and row.get("type") == "update" and _is_number(row.get("env_steps")):
+        if isinstance(row, dict) and row.get("type") in ("end", "update") and _is_number(row.get("env_steps")):
             newer = shown is None or not _is_number(shown.get("env_steps")) or row["env_steps"] > shown["env_steps"]
             return row if newer else shown
     return shown

@@ -89,9 +89,9 @@ class MetricsWriter:
 
             self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"))
 
-    def write(self, row: dict[str, Any], step: int) -> None:
+    def write(self, row: dict[str, Any], step: int, tensorboard: bool = True) -> None:
         self.file.write(json.dumps(row) + "\n")
-        if self.tb is not None:
+        if self.tb is not None and tensorboard:
             prefix = row.get("type", "update")
             for k, v in row.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("type",):
@@ -214,6 +214,10 @@ def run(ctx: WorkerContext) -> None:
             if updates % cfg.trainer.checkpoint_interval == 0:
                 checkpoint()
         checkpoint()  # the final weights (also on Ctrl-C), kept like every other checkpoint
+        # The run's final counters: samples that arrived after the last update count too.
+        metrics.write({"type": "end", **counters(), "time_s": round(time.monotonic() - start, 3),
+                       "episode_return_mean": float(np.mean(recent)) if recent else None}, env_steps,
+                      tensorboard=False)
         if not ctx.stop:
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
             ctx.send_control("done", timeout=2.0, **counters())

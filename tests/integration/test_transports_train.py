@@ -28,6 +28,8 @@ def test_short_cartpole_run_over_each_transport(tmp_path, transport):
     updates = [r for r in rows if r["type"] == "update"]
     # 3,000 env steps in batches of 8 samples x 32 steps: at least 8 updates, versions 1, 2, 3, ...
     assert len(updates) >= 8 and [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
+    # The last row holds the final counters: the budget reached, the last update's version.
+    assert rows[-1]["type"] == "end" and rows[-1]["env_steps"] >= 3000 and rows[-1]["policy_version"] == len(updates)
     # A snapshot every 4th update and of the final weights, named by policy version, besides latest.pt.
     snapshots = sorted(p.name for p in (tmp_path / transport / "checkpoints").iterdir())
     kept = sorted({*range(4, len(updates) + 1, 4), len(updates)})

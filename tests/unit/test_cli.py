@@ -194,6 +194,10 @@ def test_the_summary_falls_back_to_the_metrics_when_the_last_status_was_lost(tmp
     assert final_status(shown, str(tmp_path / "missing.jsonl")) is shown
     # Reading only the tail cuts the first line in two: it is skipped, the last update still found.
     assert final_status(shown, str(path), tail_bytes=len(path.read_bytes()) - 10) == rows[2]
+    # The trainer's end row holds the final counters, past the last update (samples that came after it).
+    end = {"type": "end", "env_steps": 5120, "policy_version": 12, "episodes": 204}
+    path.write_text(path.read_text() + json.dumps(end) + "\n")
+    assert final_status(shown, str(path)) == end
 
 
 def test_train_exit_code_from_controller(host, controller):

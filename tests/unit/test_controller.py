@@ -71,5 +71,8 @@ def test_a_status_is_shown_once_with_the_rate_between_step_counts():
     assert pacer.due(21.0) is None  # only 4 s after the last line
     # 2000 env steps since the first count of 1000 (at 10 s) over 20 s; x 4 frames per env step
     assert pacer.due(30.0) == {"env_steps": 3000, "env_steps_per_s": 100.0, "frames_per_s": 400.0}
-    pacer.offer({"env_steps": 3500})
-    assert pacer.due(31.0, done=True) == {"env_steps": 3500, "env_steps_per_s": 500.0, "frames_per_s": 2000.0}
+    pacer.offer({"env_steps": 3500})  # the final status, 1 s later: shown at once, with the last rate, not 500/s
+    assert pacer.due(31.0, done=True) == {"env_steps": 3500, "env_steps_per_s": 100.0, "frames_per_s": 400.0}
+    pacer.offer({"env_steps": 4500})
+    # 1500 env steps since the rate's start at 30 s (3000), over 6 s
+    assert pacer.due(36.0) == {"env_steps": 4500, "env_steps_per_s": 250.0, "frames_per_s": 1000.0}

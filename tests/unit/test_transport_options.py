@@ -172,3 +172,17 @@ def test_spin_us_in_the_config_wins_over_a_bad_variable_and_control_never_reads_
     assert control.spin_us == 0
     with pytest.raises(ConfigError, match=r"^streams.inference.transport='shm': ZOO_SPIN_US='abc' must be an integer"):
         validate(cfg_with("streams.sample.options.spin_us=0", "streams.parameter.options.spin_us=0"), reg)
+
+
+@pytest.mark.parametrize("transport, extra", [("tcp", ()), ("nng", ("streams.sample.options.scheme=tcp",))])
+@pytest.mark.parametrize("option", ["host", "connect_host"])
+def test_a_host_that_does_not_resolve_is_refused_before_anything_starts(reg, transport, extra, option):
+    # .invalid never resolves (RFC 2606): a listener would crash in its worker, a dialer retry forever.
+    cfg = cfg_with(f"streams.sample.transport={transport}", *extra,
+                   f"streams.sample.options.{option}=no-such-host.invalid")
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"streams.sample.transport='{transport}': {option}='no-such-host.invalid' "
+                              "does not resolve to an address (")
+    assert problem.endswith("); give an IP address or a host name this machine can resolve")

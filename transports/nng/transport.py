@@ -59,7 +59,7 @@ from pynng.exceptions import check_err
 
 from zoo.core.arrays import WireError, decode, layout
 from zoo.core.transport import TransportError
-from zoo.transports.sockets.engine import is_loopback, publish_port, read_port, unpublish_port
+from zoo.transports.sockets.engine import check_resolvable, is_loopback, publish_port, read_port, unpublish_port
 from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
 from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budget_us
 
@@ -348,7 +348,7 @@ class NngRawPusher(NngPusher):
 class NngReplyServer(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
-                         listen=transport.address(stream), token=transport.token)
+                         listen=transport._listen_address(stream), token=transport.token)
         self.transport, self.stream = transport, stream
         self.replies: dict[int, _Dial] = {}
 
@@ -383,7 +383,7 @@ class NngReplyServer(_Endpoint):
 class NngRequestClient(_Endpoint):
     def __init__(self, transport: "NngTransport", stream: str, client_id: int) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
-                         listen=transport.address(f"{stream}-c{client_id}"), token=transport.token)
+                         listen=transport._listen_address(f"{stream}-c{client_id}"), token=transport.token)
         self.client_id = client_id
         self.requests = pynng.Push0(send_buffer_size=SEND_BUFFER)
         self._requests = _Dial(self.requests, transport.address(stream))
@@ -428,10 +428,18 @@ class NngTransport:
         if create:
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)
-        if self.scheme == "tcp" and not is_loopback(self.host) and self.token is None:
+        if self.scheme == "tcp":
+            check_resolvable(self.host, "host")
+            check_resolvable(self.connect_host, "connect_host")
+        self._warned = False
+
+    def _listen_address(self, stream: str) -> _IpcAddress | _TcpAddress:
+        if self.scheme == "tcp" and not is_loopback(self.host) and self.token is None and not self._warned:
+            self._warned = True
             log.warning("nng transport of run %s listens on non-loopback %s over tcp:// without a token: any "
                         "host that can reach it may send; set ZOO_NNG_TOKEN (or token=...) on every process",
-                        run_id, self.host)
+                        self.run_id, self.host)
+        return self.address(stream)
 
     def address(self, stream: str) -> _IpcAddress | _TcpAddress:
         """Where ``stream``'s listener is: an ipc path, or a tcp port file."""
@@ -446,7 +454,7 @@ class NngTransport:
         return NngRequestClient(self, stream, client_id)
 
     def puller(self, stream: str) -> NngPuller:
-        return NngPuller(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), self.spin_us, listen=self.address(stream),
+        return NngPuller(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), self.spin_us, listen=self._listen_address(stream),
                          token=self.token)
 
     def pusher(self, stream: str) -> NngPusher:
@@ -454,7 +462,7 @@ class NngTransport:
         return NngPusher(sock, self.spin_us, dial=_Dial(sock, self.address(stream)), token=self.token)
 
     def publisher(self, stream: str) -> NngPublisher:
-        return NngPublisher(pynng.Pub0(), self.spin_us, listen=self.address(stream), token=self.token)
+        return NngPublisher(pynng.Pub0(), self.spin_us, listen=self._listen_address(stream), token=self.token)
 
     def subscriber(self, stream: str) -> NngSubscriber:
         sock = pynng.Sub0(recv_max_size=MAX_FRAME_BYTES, recv_buffer_size=4)

@@ -487,6 +487,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_resolvable(host: str | None, option: str) -> None:
+    """Raise :class:`TransportError` naming ``option`` if ``host`` does not resolve (else a
+    listener would fail in its worker, and a dialer retry until the run is stopped).
+
+    Raises:
+        TransportError: ``getaddrinfo`` failed for ``host``.
+    """
+    if not host:
+        return
+    try:
+        socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError) as exc:
+        raise TransportError(f"{option}={host!r} does not resolve to an address ({exc}); give an IP "
+                             "address or a host name this machine can resolve") from None
+
+
 def publish_port(port_file: str, host: str, port: int) -> None:
     """Write ``{"host", "port", "pid"}`` to ``port_file``, replaced atomically (a dialer never
     reads half of it)."""

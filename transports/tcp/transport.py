@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from zoo.core.arrays import MAX_FRAME_BYTES
 from zoo.transports.sockets import engine, patterns
-from zoo.transports.sockets.engine import is_loopback
+from zoo.transports.sockets.engine import check_resolvable, is_loopback
 from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
 from zoo.transports.sockets.spin import spin_budget_us
 
@@ -100,6 +100,8 @@ class TcpTransport:
         self.connect_host = connect_host or os.environ.get("ZOO_TCP_CONNECT") or None
         self.token = token if token is not None else (os.environ.get("ZOO_TCP_TOKEN") or None)
         self.max_frame_bytes = int(max_frame_bytes or MAX_FRAME_BYTES)
+        check_resolvable(self.host, "host")
+        check_resolvable(self.connect_host, "connect_host")
         if create:
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)
