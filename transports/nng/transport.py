@@ -286,7 +286,7 @@ class _Endpoint:
 
     def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float, dial: "_Dial | None" = None) -> bool:
         self._check_open()
-        if dial is not None and not dial.ready(time.monotonic() + max(0.0, timeout)):
+        if dial is not None and not dial.done and not dial.ready(time.monotonic() + max(0.0, timeout)):
             return False  # the peer has not published its port yet
         try:
             self._set_timeout(sock, "send_timeout", max(1, _ms(timeout)))
@@ -301,8 +301,9 @@ class _Endpoint:
         if not self._closed:
             self._closed = True
             if self._dial is not None:
-                self._dial.closed = True
-            self.sock.close()
+                self._dial.close()  # its socket is this endpoint's; a ready() waiting elsewhere returns
+            else:
+                self.sock.close()
             if self._listen is not None:
                 self._listen.unpublish()
 
@@ -320,10 +321,12 @@ class NngPusher(_Endpoint):
 class NngSubscriber(_Endpoint):
     def latest(self, timeout: float):
         self._check_open()
-        start = time.monotonic()
-        if not self._dial.ready(start + max(0.0, timeout)):
-            return None
-        newest = self._recv(max(0.0, timeout - (time.monotonic() - start)))
+        if not self._dial.done:
+            start = time.monotonic()
+            if not self._dial.ready(start + max(0.0, timeout)):
+                return None
+            timeout = max(0.0, timeout - (time.monotonic() - start))
+        newest = self._recv(timeout)
         if newest is None:
             return None
         while (more := self._recv(0)) is not None:
