@@ -101,10 +101,11 @@ class PolicyConfig:
     """Torch CPU threads of the policy worker (actors use none)."""
     precision: Literal["float32", "bfloat16"] = "float32"
     """Arithmetic of the inference forward pass. ``bfloat16`` runs it under
-    ``torch.autocast`` (matrix products and convolutions in bfloat16, softmax and
-    log-probabilities in float32): about 40% less CPU time for a Nature CNN in batches of
-    16-32 on CPUs with AVX512-BF16 (``benchmarks/inference_bench.py``), at the cost of behaviour log-probabilities that differ slightly
-    from the trainer's float32 ones (importance ratios start near, not at, 1)."""
+    ``torch.autocast`` (matrix products and convolutions in bfloat16, their weights stored in
+    bfloat16 once; softmax and log-probabilities in float32): about 45% less CPU time for a
+    Nature CNN in batches of 16-32 on CPUs with AVX512-BF16 (``benchmarks/inference_bench.py``),
+    at the cost of behaviour log-probabilities that differ slightly from the trainer's
+    float32 ones (importance ratios start near, not at, 1)."""
     stall_warning_s: float = 30.0
     """Warn when no new parameters arrived for this many seconds while serving requests."""
 
