@@ -243,3 +243,20 @@ def test_inline_refuses_a_run_created_in_another_process() -> None:
     run.cleanup()
     with pytest.raises(TransportError, match="within one process only"):
         InlineTransport("created-here")
+
+
+def test_nng_warns_about_a_tokenless_non_loopback_listener_once_and_only_where_it_listens(caplog, tmp_path) -> None:
+    from zoo.transports.nng.transport import NngTransport
+
+    transport = NngTransport("warn-check", base_dir=str(tmp_path), create=True, scheme="tcp", host="0.0.0.0")
+    try:
+        with caplog.at_level("WARNING", logger="zoo.transports.nng.transport"):
+            pusher = transport.pusher("s")  # dials only (no port file yet: nothing bound)
+            pusher.close()
+            assert caplog.records == []
+            transport._listen_address("s")  # what a puller, server or publisher binds with
+            transport._listen_address("t")
+        assert [r.getMessage().split(" over ")[0] for r in caplog.records] == [
+            "nng transport of run warn-check listens on non-loopback 0.0.0.0"]
+    finally:
+        transport.cleanup()
