@@ -196,6 +196,9 @@ class ExperimentConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     streams: StreamsConfig = field(default_factory=StreamsConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    launcher: str = "local"
+    """Registered launcher that starts the worker processes (``zoo train --launcher NAME``,
+    see `zoo list launchers`); ``local``: spawned processes on this host."""
     algo: Any = None
     """The algorithm's ``Config`` dataclass instance (``--set algo.X=...``)."""
     env: Any = None
@@ -287,11 +290,12 @@ def build_config(
     steps: int | None = None,
     frames: int | None = None,
     name: str | None = None,
+    launcher: str | None = None,
 ) -> ExperimentConfig:
     """Resolve the full experiment config; nothing is started.
 
     Order: dataclass defaults -> ``algorithm.presets(spec)`` -> ``config_file`` (TOML)
-    -> ``overrides`` (``"a.b=value"``) -> ``seed`` / ``name`` / ``steps`` / ``frames``.
+    -> ``overrides`` (``"a.b=value"``) -> ``seed`` / ``name`` / ``launcher`` / ``steps`` / ``frames``.
     ``seed=None`` and ``name=None`` keep what the layers set (default seed 1, default name
     ``<algo>-<env>-<YYYYmmdd-HHMMSS>``, sanitised). ``steps`` (env steps) or ``frames``
     replaces any budget set by the layers; when neither the layers nor these set a budget,
@@ -322,6 +326,8 @@ def build_config(
             set_value(cfg, "seed", seed, source="--seed")
         if name is not None:
             cfg.name = name
+        if launcher is not None:
+            cfg.launcher = launcher
         if steps is not None:
             cfg.env_steps, cfg.frames = int(steps), 0
         if frames is not None:
@@ -367,7 +373,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     ``policy.max_batch`` >= 1; ``envs_per_actor`` divisible by ``ring_size``;
     ``trainer.max_policy_lag`` >= 0; ``policy.max_wait_ms`` >= 0; ``log.interval_s`` > 0;
     ``env_steps``, ``frames`` >= 0 and not both non-zero; ``0 <= seed < 2**32``; devices
-    are cpu, cuda, cuda:N or mps; ``name`` is a plain folder name; every
+    are cpu, cuda, cuda:N or mps; ``name`` is a plain folder name; ``launcher`` is a
+    registered launcher; every
     ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one)
     and ``streams.*.options`` are options of that transport with values it accepts
     (:func:`zoo.core.streams.check_options`), and the transport can be built with them as a
@@ -438,6 +445,12 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         from zoo.core.plugins import get_registry
 
         reg = get_registry()
+    launchers = reg.names("launcher")
+    if cfg.launcher not in launchers:
+        close = _suggest(cfg.launcher, launchers)
+        problems.append(("launcher", f"launcher={cfg.launcher!r} is not a registered launcher (--launcher NAME); "
+                         + (f"did you mean {' or '.join(map(repr, close))}? " if close else "")
+                         + f"installed: {', '.join(launchers) or 'none'} (see `zoo list launchers`)"))
     transports = reg.names("transport")
     for stream in ("inference", "sample", "parameter"):
         path = f"streams.{stream}.transport"

@@ -1,5 +1,6 @@
-"""The controller: builds the worker graph from one experiment config, launches every
-worker as its own process (spawn), watches them and stops them.
+"""The controller: builds the worker graph from one experiment config, starts every worker
+through the run's launcher (``cfg.launcher``, a plugin: :mod:`zoo.core.launcher`; ``local``
+spawns processes), watches them (:mod:`zoo.core.supervision`) and stops them.
 
 Graph: ``actors.count`` actor workers, one policy worker, one trainer worker, joined by
 the inference, sample and parameter streams (:mod:`zoo.core.streams`); every worker
@@ -8,14 +9,13 @@ warnings: printed to stderr, rate-limited by :func:`show_warning`).
 
 Exit codes of :func:`run`: 0 when the trainer reached the budget, 1 when a worker
 crashed (its role, index and traceback are printed), 130 on Ctrl-C. In every case all
-workers are stopped (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`) and the run's
+workers are stopped (asked to stop, then killed after :data:`STOP_GRACE_S`) and the run's
 transport files are removed before :func:`run` returns.
 """
 from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
 import os
 import signal
 import sys
@@ -25,9 +25,9 @@ import uuid
 from typing import Any, Callable
 
 from zoo.core.env import EnvSpec
-from zoo.core.workers.base import WorkerContext, worker_main
+from zoo.core.supervision import STOP_GRACE_S, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
+from zoo.core.workers.base import WorkerContext
 
-STOP_GRACE_S = 5.0
 POLL_S = 0.1
 WARNING_REPEAT_S = 60.0
 """A ``warning`` control message with the same (role, index, key) is printed at most this often."""
@@ -49,12 +49,6 @@ def show_warning(meta: dict[str, Any], shown: dict[tuple, float], now: float) ->
     return True
 
 
-class WorkerCrashed(RuntimeError):
-    def __init__(self, role: str, index: int, detail: str) -> None:
-        self.role, self.index, self.detail = role, index, detail
-        super().__init__(f"{role} worker {index} crashed:\n{detail}")
-
-
 def _graph(cfg) -> list[tuple[str, int]]:
     return [("trainer", 0), ("policy", 0)] + [("actor", i) for i in range(cfg.actors.count)]
 
@@ -73,9 +67,11 @@ def prepare_run_dir(cfg) -> str:
 
 
 class Controller:
-    """Owns the worker processes of one run."""
+    """Owns the streams of one run and, through a launcher (:mod:`zoo.core.launcher`) and the
+    :class:`~zoo.core.supervision.Supervisor`, its worker processes."""
 
     def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
+        from zoo.core.launcher import launcher_for
         from zoo.core.plugins import get_registry
         from zoo.core.streams import STREAMS, transport_for
 
@@ -87,66 +83,42 @@ class Controller:
             for stream in (*STREAMS, "control"):
                 self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True))
             self.control = self.transports[-1].puller("control")
+            self.supervisor = Supervisor(launcher_for(registry, cfg), self.context)
         except BaseException:
             for t in self.transports:
                 t.cleanup()
             raise
-        self.procs: dict[tuple[str, int], mp.Process] = {}
-        self.errors: dict[tuple[str, int], str] = {}
         self.stopped = False
 
+    def context(self, role: str, index: int, attempt: int) -> WorkerContext:
+        """What worker ``(role, index)`` is started from (its ``attempt``-th process)."""
+        return WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir, attempt=attempt)
+
     def start(self) -> None:
-        ctx = mp.get_context("spawn")
-        for role, index in _graph(self.cfg):
-            wctx = WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir)
-            proc = ctx.Process(target=worker_main, args=(wctx,), name=f"zoo-{role}-{index}", daemon=False)
-            proc.start()
-            self.procs[(role, index)] = proc
+        self.supervisor.start_all(_graph(self.cfg))
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
-        """Control messages received within ``timeout`` seconds (errors are also kept)."""
+        """Control messages received within ``timeout`` seconds (each also goes to the supervisor)."""
         out = []
         msg = self.control.recv(timeout)
         while msg is not None:
-            meta = msg[1]
-            if meta.get("type") == "error":
-                self.errors[(meta["role"], meta["index"])] = meta.get("traceback", "")
-            out.append(meta)
+            self.supervisor.on_message(msg[1])
+            out.append(msg[1])
             msg = self.control.recv(0)
         return out
 
     def trainer_finished(self) -> bool:
-        """The trainer exited with code 0: it reached the budget (its ``done`` control message
-        can be lost: nng drops what is still queued when the sender closes at once)."""
-        proc = self.procs.get(("trainer", 0))
-        return proc is not None and proc.exitcode == 0 and ("trainer", 0) not in self.errors
+        return self.supervisor.trainer_finished()
 
     def crashed(self) -> WorkerCrashed | None:
-        for (role, index), proc in self.procs.items():
-            if proc.exitcode not in (None, 0) or (role, index) in self.errors:
-                if (role, index) not in self.errors:
-                    self.poll(0.5)  # the error message may still be in flight
-                detail = self.errors.get((role, index)) or f"exit code {proc.exitcode} (no traceback: killed by a signal?)"
-                return WorkerCrashed(role, index, detail)
-            if proc.exitcode == 0 and role != "trainer":
-                return WorkerCrashed(role, index, "exited before the run ended")
-        return None
+        return self.supervisor.crashed(self.poll)
 
     def stop(self) -> None:
-        """SIGTERM every worker, wait up to :data:`STOP_GRACE_S`, SIGKILL the rest, clean up (idempotent)."""
+        """Stop every worker (:meth:`Supervisor.stop_all`), then remove the run's transport resources (idempotent)."""
         if self.stopped:
             return
         self.stopped = True
-        for proc in self.procs.values():
-            if proc.is_alive():
-                proc.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self.procs.values():
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for proc in self.procs.values():
-            if proc.is_alive():
-                proc.kill()
-                proc.join(1.0)
+        self.supervisor.stop_all()
         self.control.close()
         for t in self.transports:
             t.cleanup()

@@ -55,6 +55,17 @@ def register_transports(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def register_launchers(register: Callable[..., None]) -> None:
+    """Register launchers: how worker processes are started, watched and stopped.
+
+    Called once per process when the registry is first built.
+    ``register(name, factory, *, summary)``; ``factory(cfg) -> zoo.core.launcher.Launcher``
+    (``cfg``: the run's :class:`~zoo.core.config.ExperimentConfig`). ``zoo train --launcher
+    NAME`` picks one (default ``local``). The interface is in :mod:`zoo.core.launcher`.
+    """
+
+
+@hookspec
 def register_commands(app) -> None:
     """Add sub-commands to the ``zoo`` CLI.
 

@@ -42,9 +42,11 @@ BUILTIN_PLUGINS = (
     "zoo.transports.inline.plugin",
     "zoo.transports.shm.plugin",
     "zoo.transports.tcp.plugin",
+    "zoo.plugins.launchers.local.plugin",
 )
-HOOKS = ("register_algorithms", "register_envs", "register_transports")
-KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport"}
+HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers")
+KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport",
+                "register_launchers": "launcher"}
 _FORBIDDEN_IN_NAMES = (":", " ", "\t", "\n")
 
 

@@ -2,11 +2,11 @@
 
 Commands:
 
-- ``zoo list [algorithms|envs|transports]``: registered components; imports no plugin's
+- ``zoo list [algorithms|envs|transports|launchers]``: registered components; imports no plugin's
   heavy dependencies (no torch, ale-py or mujoco).
 - ``zoo plugins``: plugin distributions, versions, the hooks they implement, failures.
 - ``zoo train ALGO --env ENV [--seed N] [--config FILE] [--set key=value ...]
-  [--steps N | --frames N] [--name NAME]``: resolve the config, then run the controller.
+  [--steps N | --frames N] [--name NAME] [--launcher NAME]``: resolve the config, then run the controller.
 - plugin commands, added through the ``register_commands(app)`` hook.
 
 Exit codes: 0 success; 1 plugin start-up failure (``ZOO_STRICT_PLUGINS=1``, duplicate
@@ -38,13 +38,14 @@ __all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-_KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport"}
+_KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport", "launchers": "launcher"}
 
 
 class ComponentKind(str, Enum):
     algorithms = "algorithms"
     envs = "envs"
     transports = "transports"
+    launchers = "launchers"
 
 
 # ----------------------------------------------------------------------------- output helpers
@@ -74,7 +75,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 def list_command(
     kind: Optional[ComponentKind] = typer.Argument(None, help="Show only this kind of component."),
 ) -> None:
-    """List registered algorithms, environments and transports."""
+    """List registered algorithms, environments, transports and launchers."""
     host = get_host()
     components = host.registry.all(_KIND_OF[kind.value] if kind else None)
     console = _console()
@@ -223,6 +224,8 @@ def train_command(
     frames: Optional[int] = typer.Option(None, "--frames", min=1,
                                          help="Budget in frames = env steps x frame-skip (default: the env's default budget)."),
     name: Optional[str] = typer.Option(None, "--name", help="Run name (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
+    launcher: Optional[str] = typer.Option(None, "--launcher",
+                                           help="How workers are started (see `zoo list launchers`; default local)."),
 ) -> None:
     """Train ALGO on an environment through the SRL dataflow (actors -> policy worker -> trainer)."""
     host = get_host()
@@ -230,7 +233,8 @@ def train_command(
         raise _fail("--steps and --frames are mutually exclusive: give the budget in env steps or in frames")
     try:
         cfg = zconfig.build_config(host.registry, algo, env, seed=seed, config_file=config_file,
-                                   overrides=overrides, steps=steps, frames=frames, name=name)
+                                   overrides=overrides, steps=steps, frames=frames, name=name,
+                                   launcher=launcher)
     except UnknownComponentError as exc:
         raise _fail(str(exc)) from None
     except zconfig.ConfigError as exc:

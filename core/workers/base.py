@@ -31,6 +31,10 @@ class WorkerContext:
     spec: EnvSpec
     run_id: str
     run_dir: str
+    attempt: int = 0
+    """0 for the first process of this (role, index), n for its n-th restart."""
+    entry: str = ""
+    """``"module:function"`` to run instead of the role's default (:data:`ROLE_ENTRIES`)."""
     stop: bool = False
     registry: Any = field(default=None, repr=False)
     control: Any = field(default=None, repr=False)
@@ -43,7 +47,8 @@ class WorkerContext:
 
     def send_control(self, kind: str, timeout: float = 1.0, **meta: Any) -> bool:
         """Send a meta-only message to the controller; False if it could not be delivered."""
-        return self.control.send({}, {"type": kind, "role": self.role, "index": self.index, **meta}, timeout)
+        return self.control.send({}, {"type": kind, "role": self.role, "index": self.index, "attempt": self.attempt,
+                                     **meta}, timeout)
 
     def heartbeat(self, every_s: float = 1.0, **meta: Any) -> None:
         now = time.monotonic()
@@ -58,6 +63,14 @@ def make_env(ctx: WorkerContext, seed: int):
 
     component, arg = resolve_env(ctx.registry, ctx.cfg.env_name)
     return component.load()(arg, ctx.cfg.env, seed)
+
+
+ROLE_ENTRIES = {
+    "actor": "zoo.core.workers.actor:run",
+    "policy": "zoo.core.workers.policy:run",
+    "trainer": "zoo.core.workers.trainer:run",
+}
+"""What each role runs: ``function(ctx)``, returning when the worker is done or ``ctx.stop``."""
 
 
 def worker_main(ctx: WorkerContext) -> None:
@@ -76,9 +89,9 @@ def worker_main(ctx: WorkerContext) -> None:
     ctx.control = ctx.transport("control").pusher("control")
     code = 0
     try:
-        from zoo.core.workers import actor, policy, trainer
+        from zoo.core.registry import load_object
 
-        {"actor": actor.run, "policy": policy.run, "trainer": trainer.run}[ctx.role](ctx)
+        load_object(ctx.entry or ROLE_ENTRIES[ctx.role])(ctx)
     except Exception:  # noqa: BLE001 - reported to the controller, then exit non-zero
         tb = traceback.format_exc()
         if not ctx.send_control("error", timeout=2.0, traceback=tb):

@@ -73,6 +73,8 @@ def make_registry() -> Registry:
     for name in ("shm", "nng", "inline"):  # the real factories: validate builds each stream's transport
         reg.add(Component("transport", name, f"zoo.transports.{name}.transport:{name.capitalize()}Transport",
                           "", "test", "0.1"))
+    reg.add(Component("launcher", "local", "zoo.plugins.launchers.local.launcher:LocalLauncher", "spawned processes",
+                      "zoo.local", "0.1"))
     return reg
 
 
@@ -134,6 +136,23 @@ def test_list_one_kind(host):
     assert result.exit_code == 0
     assert "nng" in result.output and "inline" in result.output
     assert "gym" not in result.output and "a fake algorithm" not in result.output
+
+
+def test_list_launchers_shows_the_local_launcher_only(host):
+    result = runner.invoke(cli.app, ["list", "launchers"])
+    assert result.exit_code == 0, result.output
+    assert "Zoo launchers" in result.output
+    assert "local" in result.output and "spawned processes" in result.output and "launcher" in result.output
+    assert "nng" not in result.output and "a fake algorithm" not in result.output
+
+
+def test_list_launchers_with_the_real_plugins():
+    from zoo.core.plugins import get_host
+
+    assert get_host().registry.names("launcher") == ["local"]
+    result = runner.invoke(cli.app, ["list", "launchers"])
+    assert result.exit_code == 0, result.output
+    assert "every worker a spawned process on this host (the default)" in result.output
 
 
 def test_list_bad_kind_is_usage_error(host):
@@ -243,6 +262,21 @@ def test_bad_override_exit_2_names_field_and_value(host, controller):
     assert result.exit_code == 2
     assert "error: --set actors.count=abc: actors.count expects an int, got 'abc'" in result.output
     assert controller.calls == []
+
+
+def test_unknown_launcher_exit_2_listing_the_installed_ones_before_anything_starts(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--launcher", "locl"])
+    assert result.exit_code == 2
+    assert ("error: launcher='locl' is not a registered launcher (--launcher NAME); did you mean 'local'? "
+            "installed: local (see `zoo list launchers`)") in " ".join(result.output.split())
+    assert controller.calls == []
+
+
+def test_the_launcher_option_reaches_the_config(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10", "--launcher", "local"])
+    assert result.exit_code == 0, result.output
+    (cfg, _), = controller.calls
+    assert cfg.launcher == "local"
 
 
 def test_steps_and_frames_exclusive(host, controller):

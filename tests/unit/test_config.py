@@ -85,6 +85,8 @@ def make_registry() -> Registry:
     for name in ("shm", "nng", "inline"):  # the real factories: validate builds each stream's transport
         reg.add(Component("transport", name, f"zoo.transports.{name}.transport:{name.capitalize()}Transport",
                           "", "test", "0.1"))
+    reg.add(Component("launcher", "local", "zoo.plugins.launchers.local.launcher:LocalLauncher", "spawned processes",
+                      "zoo.local", "0.1"))
     return reg
 
 
@@ -147,7 +149,7 @@ def test_override_coerces_by_field_type(override, path, expected):
                       "(actors has: count, envs_per_actor, ring_size, drop_when_full)"),
     ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count'? "
                       "(the experiment config has: seed, name, runs_dir, env_steps, frames, sample_length, actors, "
-                      "policy, trainer, streams, log, algo, env)"),
+                      "policy, trainer, streams, log, launcher, algo, env)"),
     ("algo.lrr=1", "--set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'? "
                    "(algo has: lr, epochs, hidden, schedule, target_kl, use_gae)"),
     ("actors=3", "--set actors=3: actors is a group of options; set one of actors.count, actors.envs_per_actor, "

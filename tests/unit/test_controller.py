@@ -5,26 +5,33 @@ import signal
 from zoo.core.controller import Controller, _ignoring_sigint
 
 
-class FakeProc:
-    def __init__(self, exitcode):
-        self.exitcode = exitcode
+class FakeHandle:
+    def __init__(self, code):
+        self.code = code
+
+    def exitcode(self):
+        return self.code
 
 
-def controller(trainer_exit, errors=()):
-    c = Controller.__new__(Controller)  # no transports, no processes
-    c.procs = {("trainer", 0): FakeProc(trainer_exit), ("policy", 0): FakeProc(None), ("actor", 0): FakeProc(None)}
-    c.errors = {key: "Traceback ..." for key in errors}
-    return c
+def supervisor(trainer_exit, errors=()):
+    from zoo.core.supervision import Supervisor
+
+    s = Supervisor(launcher=None, make_context=None)  # no processes
+    s.handles = {("trainer", 0): FakeHandle(trainer_exit), ("policy", 0): FakeHandle(None),
+                 ("actor", 0): FakeHandle(None)}
+    for role, index in errors:
+        s.on_message({"type": "error", "role": role, "index": index, "traceback": "Traceback ..."})
+    return s
 
 
 def test_a_trainer_that_exited_0_ends_the_run_even_without_its_done_message():
     # The trainer's `done` control message can be lost (nng drops what is queued when the
     # sender closes at once): its exit code 0 alone must end the run, not a hang.
-    assert controller(trainer_exit=0).trainer_finished() is True
-    assert controller(trainer_exit=None).trainer_finished() is False
-    assert controller(trainer_exit=1).trainer_finished() is False
-    assert controller(trainer_exit=0, errors=[("trainer", 0)]).trainer_finished() is False
-    crash = controller(trainer_exit=1, errors=[("trainer", 0)]).crashed()
+    assert supervisor(trainer_exit=0).trainer_finished() is True
+    assert supervisor(trainer_exit=None).trainer_finished() is False
+    assert supervisor(trainer_exit=1).trainer_finished() is False
+    assert supervisor(trainer_exit=0, errors=[("trainer", 0)]).trainer_finished() is False
+    crash = supervisor(trainer_exit=1, errors=[("trainer", 0)]).crashed()
     assert (crash.role, crash.index, crash.detail) == ("trainer", 0, "Traceback ...")
 
 

@@ -68,6 +68,9 @@ def test_builtins_are_plugins_registered_through_the_hooks(zoo_version):
     assert (gym.kind, gym.name, gym.plugin, gym.distribution, gym.version) \
         == ("env", "gym", "zoo.gym", "zoo-rl", zoo_version)
     assert gym.factory == "zoo.plugins.envs.gym.env:make"  # a path: nothing imported at registration
+    local = host.registry.get("launcher", "local")  # the default launcher is a plugin like any other
+    assert (local.plugin, local.factory) == ("zoo.local", "zoo.plugins.launchers.local.launcher:LocalLauncher")
+    assert host.plugins["zoo.local"].hooks == ["register_launchers"]
     for info in host.plugins.values():
         assert info.builtin and info.distribution == "zoo-rl" and info.name.startswith("zoo.")
         if info.error is None:

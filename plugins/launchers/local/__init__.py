@@ -1,0 +1,1 @@
+"""The ``local`` launcher: every worker is a spawned process on this host."""
