@@ -89,16 +89,20 @@ class ActorsConfig:
 
 @dataclass
 class PolicyConfig:
-    """The policy (inference) worker."""
+    """The policy (inference) workers."""
 
+    count: int = 1
+    """Number of policy worker processes (M); actor i is served by policy worker i mod M,
+    which batches across its own actors only (docs/graph.md). 1 <= M <= actors.count."""
     max_batch: int = 4096
     """Most agent-slots in one forward pass."""
     max_wait_ms: float = 1.0
     """Longest wait (milliseconds) for more requests before running a partial batch."""
     device: str = "cpu"
-    """Torch device of the inference network: cpu, cuda, cuda:N or mps."""
+    """Torch device of the inference network: cpu, cuda, cuda:N or mps. With several policy
+    workers, ``cuda`` puts worker m on GPU m mod (GPUs visible); ``cuda:N`` puts all on GPU N."""
     threads: int = 1
-    """Torch CPU threads of the policy worker (actors use none)."""
+    """Torch CPU threads of each policy worker (actors use none)."""
     precision: Literal["float32", "bfloat16"] = "float32"
     """Arithmetic of the inference forward pass. ``bfloat16`` runs it under
     ``torch.autocast`` (matrix products and convolutions in bfloat16, their weights stored in
@@ -112,7 +116,7 @@ class PolicyConfig:
 
 @dataclass
 class TrainerConfig:
-    """The trainer worker."""
+    """The trainer worker (its network's device is the algorithm's ``algo.device``)."""
 
     batch_samples: int = 16
     """Length-T agent trajectories (samples) per update."""
@@ -368,7 +372,8 @@ def build_config(
 def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True) -> None:
     """Check cross-field rules; every problem is reported at once.
 
-    Rules: ``actors.count``, ``actors.envs_per_actor``, ``actors.ring_size``,
+    Rules: ``actors.count``, ``policy.count`` (at most ``actors.count``: every policy
+    worker needs an actor), ``actors.envs_per_actor``, ``actors.ring_size``,
     ``sample_length``, ``trainer.batch_samples``, ``trainer.checkpoint_interval``,
     ``policy.max_batch`` >= 1; ``envs_per_actor`` divisible by ``ring_size``;
     ``trainer.max_policy_lag`` >= 0; ``policy.max_wait_ms`` >= 0; ``log.interval_s`` > 0;
@@ -398,6 +403,12 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
 
     a, p, t = cfg.actors, cfg.policy, cfg.trainer
     at_least("actors.count", a.count, 1)
+    at_least("policy.count", p.count, 1)
+    for path, count, who in (("policy.count", p.count, "policy worker"),):
+        need(count <= max(a.count, 1), path,
+             f"{path}={count} is more than actors.count={a.count}: actor i goes to {who} i mod {path}, so "
+             f"{count - a.count} {who}(s) would get no actor and wait forever; set --set {path}={a.count} "
+             f"or --set actors.count={count}")
     at_least("actors.envs_per_actor", a.envs_per_actor, 1)
     at_least("actors.ring_size", a.ring_size, 1)
     if a.envs_per_actor >= 1 and a.ring_size >= 1 and a.envs_per_actor % a.ring_size:

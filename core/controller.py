@@ -2,8 +2,9 @@
 through the run's launcher (``cfg.launcher``, a plugin: :mod:`zoo.core.launcher`; ``local``
 spawns processes), watches them (:mod:`zoo.core.supervision`) and stops them.
 
-Graph: ``actors.count`` actor workers, one policy worker, one trainer worker, joined by
-the inference, sample and parameter streams (:mod:`zoo.core.streams`); every worker
+Graph: ``actors.count`` actor workers, ``policy.count`` policy workers and
+``trainer.count`` trainers (:mod:`zoo.core.graph`), joined by the inference, sample and
+parameter streams (:mod:`zoo.core.streams`); every worker
 reports to the controller over the control stream (heartbeats, status, errors,
 warnings: printed to stderr, rate-limited by :func:`show_warning`).
 
@@ -50,12 +51,17 @@ def show_warning(meta: dict[str, Any], shown: dict[tuple, float], now: float) ->
 
 
 def _graph(cfg) -> list[tuple[str, int]]:
-    return [("trainer", 0), ("policy", 0)] + [("actor", i) for i in range(cfg.actors.count)]
+    """Every worker's ``(role, index)`` (:class:`zoo.core.graph.Graph`)."""
+    from zoo.core.graph import Graph
+
+    return Graph.from_config(cfg).workers()
 
 
 def prepare_run_dir(cfg) -> str:
-    """Create ``runs/<name>/`` and write the resolved config; refuses to reuse a run's metrics."""
+    """Create ``runs/<name>/``, write the resolved config and the worker graph (``graph.json``);
+    refuses to reuse a run's metrics."""
     from zoo.core.config import config_to_dict
+    from zoo.core.graph import write_graph
 
     run_dir = os.path.join(cfg.runs_dir, cfg.name)
     if os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
@@ -63,6 +69,7 @@ def prepare_run_dir(cfg) -> str:
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.json"), "w") as f:
         json.dump(config_to_dict(cfg), f, indent=2, default=str)
+    write_graph(cfg, run_dir)
     return run_dir
 
 

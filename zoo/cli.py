@@ -49,6 +49,11 @@ class ComponentKind(str, Enum):
 
 
 # ----------------------------------------------------------------------------- output helpers
+
+def _plural(n: int, what: str) -> str:
+    """``"1 trainer"``, ``"2 trainers"``."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
 def _console(stderr: bool = False) -> Console:
     """A console on stdout/stderr; 160 columns when not a terminal (unless COLUMNS is set)."""
     console = Console(stderr=stderr)
@@ -249,6 +254,7 @@ def train_command(
         Text.assemble(("zoo train ", "bold"), (cfg.name, "bold cyan"),
                       f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
                       f"{cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs, "
+                      f"{_plural(cfg.policy.count, 'policy worker')}, {_plural(getattr(cfg.trainer, 'count', 1), 'trainer')}, "
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),
         soft_wrap=True, highlight=False)
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)

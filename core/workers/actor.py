@@ -1,5 +1,8 @@
 """Actor worker: steps environments, asks the policy worker for actions, pushes samples.
 
+Actor ``i`` asks policy worker ``i mod policy.count`` (endpoint ``inference-<m>``) and
+pushes to trainer ``i mod trainer.count`` (endpoint ``sample-<k>``); see :mod:`zoo.core.graph`.
+
 The actor's ``envs_per_actor`` environments are split into ``ring_size`` groups. Each
 group has at most one inference request in flight; while the policy worker computes a
 group's actions the actor steps another group, so the CPU does not sit idle (SRL,
@@ -19,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.core.graph import Graph, endpoint
 from zoo.core.workers.base import WorkerContext, make_env
 
 REQUEST_TIMEOUT_S = 0.2
@@ -176,8 +180,9 @@ def run(ctx: WorkerContext) -> None:
     for g in range(n_groups):
         seeds = [base_seed + g * per_group + i for i in range(per_group)]
         groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds))
-    client = ctx.transport("inference").request_client("inference", ctx.index)
-    samples = ctx.transport("sample").pusher("sample")
+    graph = Graph.from_config(cfg)
+    client = ctx.transport("inference").request_client(endpoint("inference", graph.policy_of(ctx.index)), ctx.index)
+    samples = ctx.transport("sample").pusher(endpoint("sample", graph.trainer_of(ctx.index)))
     buffers = [SampleBuffer(cfg.sample_length, g.obs) for g in groups]
     episodes: list[dict[str, Any]] = []
     env_steps_unsent = 0

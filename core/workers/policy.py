@@ -1,4 +1,8 @@
-"""Policy (inference) worker: batches requests from all actors and answers each one.
+"""Policy (inference) worker: batches requests from its actors and answers each one.
+
+Policy worker ``m`` of ``policy.count`` serves the actors assigned to it
+(:mod:`zoo.core.graph`: actor i -> worker i mod M) on its own endpoint ``inference-<m>``,
+and pulls parameters by itself from the one ``parameter`` endpoint trainer 0 publishes on.
 
 Loop: take the first pending request (waiting up to 0.2 s), then keep collecting until
 ``policy.max_batch`` agent-slots are gathered or ``policy.max_wait_ms`` has passed;
@@ -101,20 +105,23 @@ def inference_autocast(precision: str, device: str):
 def run(ctx: WorkerContext) -> None:
     import torch
 
+    from zoo.core.graph import PARAMETER_ENDPOINT, endpoint, worker_device
+
     torch.set_num_threads(ctx.cfg.policy.threads)
     cfg = ctx.cfg
+    device = worker_device(cfg.policy.device, ctx.index)
     algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
-    policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(cfg.policy.device)
+    policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(device)
     policy.eval()
     cast_for_precision(policy, cfg.policy.precision)
-    server = ctx.transport("inference").reply_server("inference")
-    params = ctx.transport("parameter").subscriber("parameter")
+    server = ctx.transport("inference").reply_server(endpoint("inference", ctx.index))
+    params = ctx.transport("parameter").subscriber(PARAMETER_ENDPOINT)
     version = -1
     max_wait = cfg.policy.max_wait_ms / 1000
     state_shape = getattr(policy, "state_shape", None)
     states = RecurrentStates(state_shape) if state_shape else None
     watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic())
-    autocast = inference_autocast(cfg.policy.precision, cfg.policy.device)
+    autocast = inference_autocast(cfg.policy.precision, device)
     try:
         while version < 0 and not ctx.stop:  # serve nothing before the trainer's first weights
             ctx.heartbeat(waiting_for="parameters")
@@ -137,7 +144,7 @@ def run(ctx: WorkerContext) -> None:
                     batch.append(nxt)
                     rows += nxt[2]["rows"]
                 with autocast:
-                    _answer(policy, server, batch, version, cfg.policy.device, states)
+                    _answer(policy, server, batch, version, device, states, ctx.index)
                 watch.served()
             msg = params.latest(0)
             if msg is not None and int(msg[1]["policy_version"]) > version:
@@ -190,8 +197,10 @@ class RecurrentStates:
         self._rows(key, slots)[slots] = new_state
 
 
-def _answer(policy, server, batch, version: int, device: str, states: RecurrentStates | None = None) -> None:
-    """Run ``policy`` once on every request of ``batch`` and reply to each client.
+def _answer(policy, server, batch, version: int, device: str, states: RecurrentStates | None = None,
+            worker: int = 0) -> None:
+    """Run ``policy`` once on every request of ``batch`` and reply to each client; the reply's
+    meta is ``{request_id, policy_version, policy}`` (``policy``: this worker's index ``worker``).
 
     Recurrent policies (``policy.state_shape`` not None) get the slots' states from
     ``states``; the reply then also carries ``rnn_state``, the state fed at this step
@@ -221,5 +230,5 @@ def _answer(policy, server, batch, version: int, device: str, states: RecurrentS
         if state_in is not None:
             states.scatter((client_id, meta.get("group", 0)), bundle["slot"], new_state[start:end])
         server.reply(client_id, {k: v[start:end] for k, v in out.items()},
-                     {"request_id": meta["request_id"], "policy_version": version}, timeout=1.0)
+                     {"request_id": meta["request_id"], "policy_version": version, "policy": worker}, timeout=1.0)
         start = end

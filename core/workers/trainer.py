@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
 from zoo.core.workers.base import WorkerContext
 
 RECV_S = 0.5
@@ -121,8 +122,8 @@ def run(ctx: WorkerContext) -> None:
     torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2))
     torch.manual_seed(cfg.seed)
     algo = ctx.registry.get("algorithm", cfg.algo_name).load()(cfg.algo, spec, cfg.seed)
-    samples = ctx.transport("sample").puller("sample")
-    params = ctx.transport("parameter").publisher("parameter")
+    samples = ctx.transport("sample").puller(endpoint("sample", ctx.index))
+    params = ctx.transport("parameter").publisher(PARAMETER_ENDPOINT)
     metrics = MetricsWriter(ctx.run_dir, cfg.log.tensorboard)
     ckpt_dir = os.path.join(ctx.run_dir, "checkpoints")
     os.makedirs(ckpt_dir, exist_ok=True)

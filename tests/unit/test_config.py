@@ -147,7 +147,8 @@ def test_override_coerces_by_field_type(override, path, expected):
     ("algo.target_kl=big", "--set algo.target_kl=big: algo.target_kl expects a float, got 'big'"),
     ("actors.cont=3", "--set actors.cont=3: unknown field 'actors.cont'; did you mean 'actors.count'? "
                       "(actors has: count, envs_per_actor, ring_size, drop_when_full)"),
-    ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count'? "
+    ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count' or "
+                      "'policy.count'? "
                       "(the experiment config has: seed, name, runs_dir, env_steps, frames, sample_length, actors, "
                       "policy, trainer, streams, log, launcher, algo, env)"),
     ("algo.lrr=1", "--set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'? "

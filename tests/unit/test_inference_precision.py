@@ -27,7 +27,7 @@ def answer(precision):
     with torch.no_grad(), inference_autocast(precision, "cpu"):
         _answer(LinearPolicy(), server, [(3, bundle, {"request_id": 5, "rows": 2})], version=9, device="cpu")
     (client, reply, meta), = server.replies
-    assert (client, meta) == (3, {"request_id": 5, "policy_version": 9})
+    assert (client, meta) == (3, {"request_id": 5, "policy_version": 9, "policy": 0})
     return reply
 
 
