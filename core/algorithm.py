@@ -29,7 +29,8 @@ key                 shape, dtype          meaning
 ``terminated``      [T, B] bool           the episode ended by the MDP: do not bootstrap
 ``truncated``       [T, B] bool           cut by a time limit: bootstrap from ``final_obs``
 ``active``          [T, B] bool           the agent acted at this step
-``on_reset``        [T, B] bool           ``obs[t]`` is the first observation of an episode
+``on_reset``        [T, B] bool           ``obs[t]`` starts an episode for this agent: True from
+                                          the reset until the agent's first active step
 ``policy_version``  [T, B] int64          version of the weights that chose ``action``
 ``<extra>``         [T, B] float32        what ``act`` returned besides ``action`` (logp, value)
 ``final_obs``       dict of [K, ...]      the real last observation of each truncated step

@@ -3,8 +3,12 @@
 Every Zoo environment has a fixed agent order (``spec.agents``) and exchanges arrays with
 a leading agent axis ``A = len(spec.agents)``:
 
-- observations: ``dict[str, np.ndarray]``, each of shape ``[A, *space.shape]`` (a plain
-  Box observation is stored under the key ``"obs"``);
+- observations: ``dict[str, np.ndarray]``, each of shape ``[A, *space.shape]``: the
+  named leaves of :mod:`zoo.core.spaces` (a plain Box observation is the key ``"obs"``;
+  Dict / Tuple observations are flattened to any depth; Discrete entries are one-hot).
+  Keys starting with ``"zoo:"`` are Zoo's own: ``"zoo:action_mask"`` (bool
+  ``[A, num_logits]``, the legal actions) and ``"zoo:global_state"`` (a centralised
+  critic's input);
 - actions: ``np.ndarray`` of shape ``[A, *action_space.shape]``;
 - rewards ``float32 [A]``, ``terminated`` and ``truncated`` ``bool [A]``.
 
@@ -21,20 +25,27 @@ no adapter may reset by itself.
 """
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
-OBS_KEY = "obs"
+from zoo.core.spaces import (ACTION_MASK_KEY, ENV_MASK_KEY, GLOBAL_STATE_KEY, OBS_KEY, ObsFlattener,
+                             as_mask, check_action_space, mask_size)
+
+__all__ = ["OBS_KEY", "ACTION_MASK_KEY", "GLOBAL_STATE_KEY", "EnvSpec", "Env", "GymnasiumEnv", "PettingZooEnv",
+           "close_envs", "CLOSE_BUDGET_S", "SLOW_CLOSE_S"]
 
 
 @dataclass
 class EnvSpec:
     """Static facts about an environment that workers and algorithms need.
 
-    ``observation_space`` maps each observation key to a per-agent ``gymnasium.spaces.Box``;
-    ``action_space`` is the per-agent action space (Discrete, MultiDiscrete or Box).
+    ``observation_space`` maps each observation key to a per-agent ``gymnasium.spaces.Box``
+    (the leaves of :mod:`zoo.core.spaces`); ``action_space`` is the per-agent action space
+    (Discrete, MultiDiscrete, MultiBinary or Box).
     ``frame_skip`` converts env steps to frames (frames = env steps x frame_skip).
     """
 
@@ -63,40 +74,72 @@ class Env(Protocol):
     def close(self) -> None: ...
 
 
-def _as_obs_dict(obs: Any) -> dict[str, np.ndarray]:
-    if isinstance(obs, dict):
-        return {k: np.asarray(v)[None] for k, v in obs.items()}
-    return {OBS_KEY: np.asarray(obs)[None]}
+def _episode_info(info: dict[str, Any]) -> dict[str, Any]:
+    """Gymnasium's ``RecordEpisodeStatistics`` puts ``info["episode"] = {"r", "l", "t"}``;
+    Zoo's actor reads ``{"return", "length"}``: translate (other infos pass unchanged)."""
+    ep = info.get("episode")
+    if isinstance(ep, dict) and "r" in ep and "return" not in ep:
+        info = dict(info)
+        info["episode"] = {"return": float(np.asarray(ep["r"]).reshape(-1)[0]),
+                           "length": int(np.asarray(ep["l"]).reshape(-1)[0])}
+    return info
+
+
+def _stack_rows(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
 
 class GymnasiumEnv:
     """Adapts one single-agent ``gymnasium.Env`` to Zoo's interface (``A = 1``).
 
-    The wrapped environment must not auto-reset. Observations keep their dtype (uint8
-    frames stay uint8); a Dict observation space becomes one key per entry.
+    The wrapped environment must not auto-reset. Observations are flattened to named leaves
+    (:class:`zoo.core.spaces.ObsFlattener`: Dict / Tuple to any depth, Discrete one-hot,
+    channels-last images transposed, uint8 kept). An action mask in ``info["action_mask"]``
+    (Gymnasium's convention) becomes the observation key ``"zoo:action_mask"``; whether the
+    env gives one is found by one ``reset()`` at construction when ``action_mask`` is None
+    and the action space is discrete (a step without a mask then allows every action).
+    ``info["episode"]`` of Gymnasium's ``RecordEpisodeStatistics`` (``r``, ``l``) is
+    translated to Zoo's ``{"return", "length"}``.
 
     Raises:
-        TypeError: the observation space is neither a Box nor a Dict of Boxes.
+        zoo.core.spaces.UnsupportedSpaceError: an observation or action space Zoo cannot
+            train on, naming the path of the offending sub-space.
     """
 
     def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None,
-                 reports_episodes: bool = False) -> None:
+                 reports_episodes: bool = False, action_mask: bool | None = None) -> None:
         from gymnasium import spaces
 
         self.env = env
-        space = env.observation_space
-        if isinstance(space, spaces.Dict):
-            obs_space = dict(space.spaces)
-        elif isinstance(space, spaces.Box):
-            obs_space = {OBS_KEY: space}
-        else:
-            raise TypeError(f"env {env_id!r}: observation space {space} is not a Box or Dict of Boxes")
+        check_action_space(env.action_space)
+        self.flat = ObsFlattener(env.observation_space)
+        obs_space = dict(self.flat.spaces)
+        self.mask_n = mask_size(env.action_space)
+        if ACTION_MASK_KEY in obs_space and obs_space[ACTION_MASK_KEY].shape != (self.mask_n,):
+            raise ValueError(f"env {env_id!r}: observation entry 'action_mask' has {obs_space[ACTION_MASK_KEY].shape[0]} "
+                             f"entries; the action space {env.action_space} needs {self.mask_n}")
+        self.info_mask = False
+        if self.mask_n and ACTION_MASK_KEY not in obs_space and action_mask is not False:
+            if action_mask is None:
+                _, info = env.reset()
+                action_mask = ENV_MASK_KEY in info
+            self.info_mask = bool(action_mask)
+            if self.info_mask:
+                obs_space[ACTION_MASK_KEY] = spaces.Box(0, 1, (self.mask_n,), np.bool_)
         self.spec = EnvSpec(env_id, ("agent_0",), obs_space, env.action_space, frame_skip,
                             reports_episodes, resolved or {})
 
+    def _obs(self, obs: Any, info: dict[str, Any]) -> dict[str, np.ndarray]:
+        out = self.flat(obs)
+        if self.info_mask:
+            m = info.get(ENV_MASK_KEY)
+            out[ACTION_MASK_KEY] = (np.ones(self.mask_n, bool) if m is None
+                                    else as_mask(m, self.mask_n, f"env {self.spec.env_id!r} info['action_mask']"))
+        return {k: v[None] for k, v in out.items()}
+
     def reset(self, seed: int | None = None):
         obs, info = self.env.reset(seed=seed)
-        return _as_obs_dict(obs), info
+        return self._obs(obs, info), _episode_info(info)
 
     def step(self, action: np.ndarray):
         a = action[0]
@@ -104,11 +147,11 @@ class GymnasiumEnv:
             a = a.item()
         obs, reward, terminated, truncated, info = self.env.step(a)
         return (
-            _as_obs_dict(obs),
+            self._obs(obs, info),
             np.array([reward], dtype=np.float32),
             np.array([terminated], dtype=bool),
             np.array([truncated], dtype=bool),
-            info,
+            _episode_info(info),
         )
 
     def close(self) -> None:
@@ -119,16 +162,22 @@ class PettingZooEnv:
     """Adapts a PettingZoo ``ParallelEnv`` to Zoo's interface (``A = len(possible_agents)``).
 
     Agents are laid out in ``possible_agents`` order. An agent that is not in ``env.agents``
-    (finished early or not yet joined) gets a zero observation, reward 0, both flags False
-    and ``info["active"][a] = False``; it is sent no action. The step on which an agent
-    finishes keeps its own reward and flag. Per-episode statistics that the env puts in any
-    agent's info under ``"stats"`` are passed on. When the env has a global ``state()`` with
-    a Box ``state_space`` (centralised-critic input), every agent's observation also holds
-    it under the key ``"state"``.
+    (finished early or not yet joined) gets a zero observation (a mask allowing every
+    action), reward 0, both flags False and ``info["active"][a] = False``; it is sent no
+    action. The step on which an agent finishes keeps its own reward and flag. Per-episode
+    statistics that the env puts in any agent's info under ``"stats"`` are passed on.
+
+    Observations are flattened as :class:`GymnasiumEnv`'s. Action masks: a Dict
+    observation's ``"action_mask"`` entry or ``infos[agent]["action_mask"]`` (looked for by
+    one ``reset()`` at construction) become ``"zoo:action_mask"``. When the env has a global
+    ``state()`` and ``state_space`` (a centralised critic's input), every agent's
+    observation also holds it, flattened, under ``"zoo:global_state"`` (never ``"state"``:
+    that name belongs to the env's own observation entries).
 
     Raises:
         TypeError: agents have observation or action spaces of different structure (one
             shared policy needs one layout; pad them in the env).
+        zoo.core.spaces.UnsupportedSpaceError: a space Zoo cannot train on, naming its path.
     """
 
     def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None) -> None:
@@ -142,21 +191,49 @@ class PettingZooEnv:
             if env.observation_space(a) != space or env.action_space(a) != env.action_space(first):
                 raise TypeError(f"env {env_id!r}: agents {first!r} and {a!r} have different spaces; "
                                 "Zoo's shared-policy layout needs one per-agent observation and action space")
-        obs_space = dict(space.spaces) if isinstance(space, spaces.Dict) else {OBS_KEY: space}
-        self.with_state = isinstance(getattr(env, "state_space", None), spaces.Box) and "state" not in obs_space
-        if self.with_state:
-            obs_space["state"] = env.state_space
-        self.spec = EnvSpec(env_id, self.agents, obs_space, env.action_space(first), frame_skip, False, resolved or {})
-        self._zero = {k: np.zeros(s.shape, s.dtype) for k, s in obs_space.items() if k != "state"}
+        action_space = env.action_space(first)
+        check_action_space(action_space, f"action space of agent {first!r}")
+        self.flat = ObsFlattener(space, root=f"observation space of agent {first!r}")
+        obs_space = dict(self.flat.spaces)
+        self.mask_n = mask_size(action_space)
+        self.info_mask = False
+        if self.mask_n and ACTION_MASK_KEY not in obs_space:
+            _, infos = env.reset()
+            self.info_mask = any(isinstance(i, dict) and ENV_MASK_KEY in i for i in (infos or {}).values())
+            if self.info_mask:
+                obs_space[ACTION_MASK_KEY] = spaces.Box(0, 1, (self.mask_n,), np.bool_)
+        self.state_flat = None
+        try:
+            state_space = getattr(env, "state_space", None)
+        except Exception:  # noqa: BLE001 - an env without a global state
+            state_space = None
+        if state_space is not None and callable(getattr(env, "state", None)):
+            self.state_flat = ObsFlattener(state_space, root="state space", name_prefix=GLOBAL_STATE_KEY,
+                                           extract_mask=False)
+            obs_space.update(self.state_flat.spaces)
+        self.spec = EnvSpec(env_id, self.agents, obs_space, action_space, frame_skip, False, resolved or {})
+        self._zero = self.flat.zeros()
+        if self.info_mask:
+            self._zero[ACTION_MASK_KEY] = np.ones(self.mask_n, bool)
 
-    def _stack(self, per_agent: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _stack(self, per_agent: dict[str, Any], infos: dict[str, Any]) -> dict[str, np.ndarray]:
         rows = []
         for a in self.agents:
             o = per_agent.get(a)
-            rows.append(self._zero if o is None else (o if isinstance(o, dict) else {OBS_KEY: o}))
-        out = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in self._zero}
-        if self.with_state:
-            out["state"] = np.broadcast_to(np.asarray(self.env.state()), (len(self.agents), *self.spec.observation_space["state"].shape)).copy()
+            if o is None:
+                rows.append(self._zero)
+                continue
+            row = self.flat(o)
+            if self.info_mask:
+                m = (infos.get(a) or {}).get(ENV_MASK_KEY)
+                row[ACTION_MASK_KEY] = (np.ones(self.mask_n, bool) if m is None
+                                        else as_mask(m, self.mask_n, f"infos[{a!r}]['action_mask']"))
+            rows.append(row)
+        out = _stack_rows(rows)
+        if self.state_flat is not None:
+            A = len(self.agents)
+            for k, v in self.state_flat(self.env.state()).items():
+                out[k] = np.broadcast_to(v, (A, *v.shape)).copy()
         return out
 
     def _info(self, infos: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +246,8 @@ class PettingZooEnv:
 
     def reset(self, seed: int | None = None):
         obs, infos = self.env.reset(seed=seed)
-        return self._stack(obs), self._info(infos)
+        infos = infos or {}
+        return self._stack(obs, infos), self._info(infos)
 
     def step(self, action: np.ndarray):
         live = list(self.env.agents)
@@ -179,11 +257,59 @@ class PettingZooEnv:
                 act = action[i]
                 acts[a] = act.item() if act.ndim == 0 else act
         obs, rew, term, trunc, infos = self.env.step(acts)
+        infos = infos or {}
         rewards = np.array([rew.get(a, 0.0) for a in self.agents], np.float32)
         terminated = np.array([bool(term.get(a, False)) for a in self.agents])
         truncated = np.array([bool(trunc.get(a, False)) for a in self.agents])
         # env.agents no longer lists agents that just finished: inactive from the next step on.
-        return self._stack(obs), rewards, terminated, truncated, self._info(infos)
+        return self._stack(obs, infos), rewards, terminated, truncated, self._info(infos)
 
     def close(self) -> None:
         self.env.close()
+
+
+CLOSE_BUDGET_S = 10.0
+"""Seconds all of a worker's ``env.close()`` calls may take together at the end of a run."""
+SLOW_CLOSE_S = 2.0
+"""A single ``close()`` longer than this is reported as slow."""
+
+
+def close_envs(envs: list, budget_s: float = CLOSE_BUDGET_S, slow_s: float = SLOW_CLOSE_S,
+               report: Callable[[str], None] | None = None) -> list[str]:
+    """Call every env's ``close()`` (in order, in one daemon thread) within ``budget_s`` seconds.
+
+    Returns (and passes each to ``report``) one line per problem: a ``close()`` that took
+    longer than ``slow_s``, raised, or had not returned when the budget ran out (then the
+    remaining envs are not closed; the process exiting releases them). Never raises.
+    """
+    problems: list[str] = []
+    done = threading.Event()
+    current: list[Any] = [None, 0.0]  # (index, start time) of the close in progress
+
+    def closer() -> None:
+        for i, env in enumerate(envs):
+            current[0], current[1] = i, time.monotonic()
+            try:
+                env.close()
+            except Exception as exc:  # noqa: BLE001 - reported, the others still close
+                problems.append(f"env {i} ({_env_name(env)}): close() raised {type(exc).__name__}: {exc}")
+            took = time.monotonic() - current[1]
+            if took > slow_s:
+                problems.append(f"env {i} ({_env_name(env)}): close() took {took:.1f} s (slow: over {slow_s:g} s)")
+        current[0] = None
+        done.set()
+
+    threading.Thread(target=closer, name="zoo-env-close", daemon=True).start()
+    if not done.wait(budget_s) and current[0] is not None:
+        i = current[0]
+        problems.append(f"env {i} ({_env_name(envs[i])}): close() still running after the close budget of "
+                        f"{budget_s:g} s; {len(envs) - i - 1} more env(s) left unclosed")
+    for line in list(problems):
+        if report is not None:
+            report(line)
+    return list(problems)
+
+
+def _env_name(env: Any) -> str:
+    spec = getattr(env, "spec", None)
+    return str(getattr(spec, "env_id", type(env).__name__))

@@ -77,6 +77,11 @@ def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 
 # ----------------------------------------------------------------------------- zoo list / plugins
+ENV_NAMING_HINT = (
+    "Your own env: a Gymnasium env registered by a module -> --env my_package.envs:MyEnv-v0 (the module is "
+    "imported in every worker; --set env.kwargs=key=value,... for gymnasium.make); a PettingZoo Parallel env -> "
+    "--env pettingzoo:my_package.my_env (a module with parallel_env()); any other -> an env plugin "
+    "(examples/zoo-corridor). Spaces, action masks and conventions: docs/envs.md.")
 def list_command(
     kind: Optional[ComponentKind] = typer.Argument(None, help="Show only this kind of component."),
 ) -> None:
@@ -92,6 +97,8 @@ def list_command(
     console.print(table)
     if not components:
         console.print(f"no {kind.value if kind else 'components'} registered")
+    if kind is None or kind.value == "envs":
+        console.print(ENV_NAMING_HINT, soft_wrap=True)
     for p in host.failures:
         _warn(console, f"plugin {p.name} ({p.distribution} {p.version}) failed to load: {p.error}")
 

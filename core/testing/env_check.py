@@ -63,8 +63,12 @@ def _check_spec(env: Any) -> tuple[str, int]:
             _fail(env_id, "spec.observation_space", f"keys must be str, got {key!r}")
         if not isinstance(space, spaces.Box):
             _fail(env_id, f"spec.observation_space[{key!r}]", f"must be a gymnasium.spaces.Box, got {space!r}")
-    if not isinstance(spec.action_space, (spaces.Discrete, spaces.MultiDiscrete, spaces.Box)):
-        _fail(env_id, "spec.action_space", f"must be a Discrete, MultiDiscrete or Box space, got {spec.action_space!r}")
+    from zoo.core.spaces import UnsupportedSpaceError, check_action_space
+
+    try:
+        check_action_space(spec.action_space, "spec.action_space")
+    except UnsupportedSpaceError as exc:
+        _fail(env_id, "spec.action_space", str(exc))
     if not isinstance(spec.frame_skip, int) or isinstance(spec.frame_skip, bool) or spec.frame_skip < 1:
         _fail(env_id, "spec.frame_skip", f"must be an int >= 1, got {spec.frame_skip!r}")
     if not isinstance(spec.resolved, dict):
@@ -182,8 +186,8 @@ def check_env(env: Any, *, seed: int = 0, episodes: int = 2, max_steps: int = 1_
               check_bounds: bool = True, close: bool = True) -> EnvCheckReport:
     """Validate ``env`` against :class:`zoo.core.env.Env`'s contract.
 
-    Checks the spec (agents, a Box per observation key, a Discrete/MultiDiscrete/Box
-    action space, frame_skip >= 1); that ``reset(seed=)`` returns ``(obs, info)`` and
+    Checks the spec (agents, a Box per observation key, a Discrete/MultiDiscrete/
+    MultiBinary/Box action space, frame_skip >= 1); that ``reset(seed=)`` returns ``(obs, info)`` and
     ``step(action)`` returns ``(obs, reward, terminated, truncated, info)`` with
     observations ``dict[key] -> [A, *space.shape]`` of the space's dtype (inside its
     bounds when ``check_bounds``), rewards ``float32 [A]`` (finite), flags ``bool [A]``,

@@ -15,6 +15,18 @@ done, row ``T`` of the observations receives the bootstrap observation, the samp
 pushed to the trainer, and the next sample starts from that same observation. The actor
 owns resets: when all agents of an environment are done it records the real final
 observation of truncated agents (``final_obs``), resets the environment and continues.
+
+Actions go to the envs as the policy chose them, except Box actions, which are clipped to
+the action space's bounds for the whole group at once (:class:`zoo.core.spaces.ActionClipper`);
+the sample keeps the unclipped action, whose log-probability the policy returned.
+
+``on_reset`` is per agent-slot: True from an episode's reset until the agent's first
+active step, inclusive. An agent that joins an episode late (PettingZoo agents absent
+from ``env.agents`` at first) therefore starts from a fresh recurrent state at its first
+step of every episode, in the policy worker and in training alike.
+
+At the end every env's ``close()`` is called within :data:`zoo.core.env.CLOSE_BUDGET_S`;
+a slow, failing or unfinished close is reported to the controller as a warning.
 """
 from __future__ import annotations
 
@@ -22,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from zoo.core.env import close_envs
 from zoo.core.graph import Graph, endpoint
+from zoo.core.spaces import ActionClipper
 from zoo.core.workers.base import WorkerContext, make_env
 
 REQUEST_TIMEOUT_S = 0.2
@@ -113,6 +127,7 @@ class EnvGroup:
         self.ep_return = np.zeros((n, self.A), np.float64)
         self.ep_length = np.zeros(n, np.int64)
         self.request_id = -1
+        self.to_env = ActionClipper(envs[0].spec.action_space)
 
     @staticmethod
     def _stack(obs: tuple[dict[str, np.ndarray], ...]) -> dict[str, np.ndarray]:
@@ -136,9 +151,11 @@ class EnvGroup:
         terminated = np.zeros(n * A, bool)
         truncated = np.zeros(n * A, bool)
         next_obs, next_infos = [], []
-        self.on_reset[:] = False
+        # a slot stays "on reset" until it acts: an agent joining late starts from a fresh state
+        self.on_reset &= ~self.active
+        env_action = self.to_env(action)  # Box: clipped to the bounds, all slots at once
         for i, env in enumerate(self.envs):
-            obs, r, term, trunc, info = env.step(action[i * A:(i + 1) * A])
+            obs, r, term, trunc, info = env.step(env_action[i * A:(i + 1) * A])
             rewards[i * A:(i + 1) * A] = r
             terminated[i * A:(i + 1) * A] = term
             truncated[i * A:(i + 1) * A] = trunc
@@ -241,7 +258,6 @@ def run(ctx: WorkerContext) -> None:
     finally:
         client.close()
         samples.close()
-        for group in groups:
-            for env in group.envs:
-                env.close()
+        close_envs([env for group in groups for env in group.envs],
+                   report=lambda line: ctx.send_control("warning", timeout=0.5, key="env-close", message=line))
 

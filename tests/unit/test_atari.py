@@ -240,11 +240,12 @@ def test_noop_reset_takes_one_to_noop_max_single_frame_noops_reproducibly():
 
 
 def test_rgb_observations_keep_the_colour_axis():
+    # 2 stacked RGB frames [2, 42, 42, 3] reach the CNN channels-first: [2 frames x 3 colours, 42, 42]
     env = fake_env(FakeAtari(rgb=True), grayscale=False, frame_stack=2, screen_size=42, noop_max=0)
     obs, _ = env.reset()
-    assert obs["obs"].shape == (1, 2, 42, 42, 3) and obs["obs"].dtype == np.uint8
+    assert obs["obs"].shape == (1, 6, 42, 42) and obs["obs"].dtype == np.uint8
     assert np.all(obs["obs"] == 1)
-    assert env.spec.observation_space["obs"].shape == (2, 42, 42, 3)
+    assert env.spec.observation_space["obs"].shape == (6, 42, 42)
 
 
 # -- config and names -------------------------------------------------------------------------

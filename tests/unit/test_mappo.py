@@ -31,7 +31,7 @@ NAN = float("nan")
 def vec_spec(agents=2, dim=3, state=False):
     obs = {"obs": spaces.Box(-np.inf, np.inf, (dim,), np.float32)}
     if state:
-        obs["state"] = spaces.Box(-np.inf, np.inf, (agents * dim,), np.float32)
+        obs["zoo:global_state"] = spaces.Box(-np.inf, np.inf, (agents * dim,), np.float32)
     return EnvSpec("Toy-v0", tuple(f"agent_{i}" for i in range(agents)), obs, spaces.Discrete(2))
 
 
@@ -383,8 +383,17 @@ def test_vector_presets_use_state_for_the_critic_and_mappo_settings():
     text = MAPPO.explain_presets(spec)
     assert "global state" in text and "chosen:" in text
     policy = MAPPO.build_policy(MAPPOConfig(), spec)
-    assert policy.critic_keys == ["state"] and policy.actor_keys == ["obs"]
+    assert policy.critic_keys == ["zoo:global_state"] and policy.actor_keys == ["obs"]
     assert MAPPO.build_policy(MAPPOConfig(), vec_spec()).critic_keys == ["obs"]
+
+
+def test_an_env_key_named_state_is_the_envs_own_not_the_global_state():
+    # issue 15: an env observation entry "state" is an actor input; the critic's global state is
+    # "zoo:global_state", and without one the critic reads the actor's keys.
+    obs = {"state": spaces.Box(-1, 1, (2,), np.float32), "pos": spaces.Box(-1, 1, (1,), np.float32)}
+    policy = MAPPO.build_policy(MAPPOConfig(), EnvSpec("Toy-v0", ("a", "b"), obs, spaces.Discrete(2)))
+    assert policy.actor_keys == ["pos", "state"] and policy.critic_keys == ["pos", "state"]
+    assert "global state" not in MAPPO.explain_presets(EnvSpec("Toy-v0", ("a", "b"), obs, spaces.Discrete(2)))
 
 
 def test_presets_resolve_through_the_config():

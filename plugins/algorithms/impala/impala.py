@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from zoo.core.algorithm import Batch
-from zoo.core.env import OBS_KEY, EnvSpec
-from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
+from zoo.core.env import EnvSpec
+from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.vtrace import vtrace
 from zoo.plugins.algorithms.tensors import annealed_lr, explained_variance, to_tensor
 
@@ -143,7 +143,7 @@ class IMPALA:
         450 later in our CartPole runs), T = 16, batch 8 trajectories, gamma 0.99, entropy
         0.003, on 2 actors x 4 envs; samples up to 16 versions old are used.
         """
-        image = OBS_KEY in spec.observation_space and is_image_space(spec.observation_space[OBS_KEY])
+        image = has_images(spec)
         if image:
             layout = {"sample_length": 20, "actors.count": 2, "actors.envs_per_actor": 8, "actors.ring_size": 2,
                       "trainer.batch_samples": 32, "trainer.max_policy_lag": 16,

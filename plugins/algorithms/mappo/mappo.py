@@ -24,7 +24,7 @@ section 3). Written term by term (CleanRL names), over the *active* steps only::
   ``max_grad_norm`` separately for the actor's and the critic's parameters (MAPPO's code
   has one optimiser and one clipping per network).
 - Centralised critic: the critic is a separate network over the critic observation
-  (hide-and-seek: the same entities masked by existence; otherwise the ``"state"`` key
+  (hide-and-seek: the same entities masked by existence; otherwise the ``"zoo:global_state"`` key
   when the env provides one, else the agent's own observation); see :mod:`.networks`,
   :mod:`.entity`.
 
@@ -337,7 +337,8 @@ class MAPPO:
                   "trainer.batch_samples": actors * envs * spec.num_agents, "trainer.max_policy_lag": 2}
         algo = dict(MPE_REFERENCE)
         algo["chunk_length"] = T if mpe else 16  # divides T; MPE: a 25-step sample is one whole episode
-        critic = "the env's global state (obs key 'state')" if "state" in spec.observation_space else \
+        critic = "the env's global state (obs key 'zoo:global_state')" if any(
+            k.startswith("zoo:global_state") for k in spec.observation_space) else \
             "each agent's own observation (the env provides no 'state')"
         why = [
             f"{spec.env_id}: MAPPO with an MLP 2x64 (feed-forward; algo.recurrent=true adds a GRU, trained in "

@@ -5,8 +5,9 @@ Every MAPPO policy is an :class:`ActorCriticBase`: a separate **actor tower** an
 observation encoder ``obs -> float32 [N, F]`` followed, for recurrent policies, by a
 recurrent core (GRU or LSTM cell) and a LayerNorm. The actor ends in a linear layer of
 action logits (orthogonal init, gain 0.01) read by PPO's action heads
-(:func:`zoo.plugins.algorithms.ppo.networks.make_head`: one categorical per
-MultiDiscrete dimension); the critic ends in a :class:`~.valuenorm.ValueHead`.
+(:func:`zoo.plugins.algorithms.distributions.make_head`: one categorical per
+MultiDiscrete dimension, masked by the observation key ``"zoo:action_mask"`` when the env
+gives one); the critic ends in a :class:`~.valuenorm.ValueHead`.
 
 Recurrent state (the policy worker's protocol, see :mod:`zoo.plugins.algorithms.mappo.mappo`):
 ``state_shape = (2 * k, H)`` stacks the actor's ``k`` state rows and then the critic's
@@ -17,9 +18,10 @@ feed-forward policy. The initial state is zeros.
 "Network architecture" / the reference code): running observation normalisation, two
 hidden layers of ``hidden`` ReLU units each followed by LayerNorm, optionally a GRU of
 ``hidden`` units followed by LayerNorm ("rMAPPO", config ``recurrent``). The actor reads
-every observation key except ``"state"``; the critic reads ``"state"`` (the environment's
-global state, which the PettingZoo adapter adds under that key when the env has
-``state()``) when present, else the same keys as the actor.
+every env observation key (none of Zoo's ``"zoo:..."`` keys); the critic reads the
+environment's global state (the keys starting with ``"zoo:global_state"``, which the
+PettingZoo adapter adds when the env has ``state()``) when present, else the same keys as
+the actor. An env observation entry named ``"state"`` is an ordinary actor input.
 """
 from __future__ import annotations
 
@@ -30,11 +32,13 @@ import torch
 from torch import nn
 
 from zoo.core.env import EnvSpec
+from zoo.core.spaces import ACTION_MASK_KEY, GLOBAL_STATE_KEY
+from zoo.plugins.algorithms.distributions import make_head
+from zoo.plugins.algorithms.encoders import VectorEncoder, feature_keys, layer_init
 from zoo.plugins.algorithms.mappo.valuenorm import RunningMeanStd, ValueHead, ValueNormMode
-from zoo.plugins.algorithms.ppo.networks import VectorEncoder, layer_init, make_head
 
 Obs = dict[str, torch.Tensor]
-STATE_KEY = "state"
+STATE_KEY = GLOBAL_STATE_KEY
 
 
 # ----------------------------------------------------------------------------- recurrence
@@ -243,8 +247,9 @@ class ActorCriticBase(nn.Module):
             yc, sc = self._tower_step(self.critic_core, self.critic_post, self.critic_encoder(obs),
                                       None if state is None else state[:, k:])
             logits = self.actor_out(ya)
-            action = self.head.sample(logits, deterministic)
-            logp, _ = self.head.log_prob_entropy(logits, action)
+            mask = obs.get(ACTION_MASK_KEY)
+            action = self.head.sample(logits, deterministic, mask)
+            logp, _ = self.head.log_prob_entropy(logits, action, mask)
             value = self.value_head.denormalize(self.value_head(yc))
             out = {"action": action, "logp": logp.float(), "value": value.float()}
             if self.state_shape is not None:
@@ -289,7 +294,8 @@ class ActorCriticBase(nn.Module):
         yc, fed_c, after_c = self._sequence(self.critic_encoder, self.critic_core, self.critic_post, flat, L, M, sc,
                                             reset, active)
         logits = self.actor_out(ya)
-        logp, entropy = self.head.log_prob_entropy(logits, action.reshape(L * M, *action.shape[2:]))
+        logp, entropy = self.head.log_prob_entropy(logits, action.reshape(L * M, *action.shape[2:]),
+                                                   flat.get(ACTION_MASK_KEY))
         fed = after = None
         if fed_a is not None:
             fed, after = torch.cat([fed_a, fed_c], dim=2), torch.cat([after_a, after_c], dim=2)
@@ -348,7 +354,7 @@ class _KeysEncoder(nn.Module):
 
     def __init__(self, spaces: dict[str, Any], hidden: int, layers: int) -> None:
         super().__init__()
-        self.flat = VectorEncoder(spaces)
+        self.flat = VectorEncoder(spaces, sorted(spaces))
         self.mlp = _mlp_torso(self.flat.out_dim, hidden, layers)
 
     def forward(self, obs: Obs) -> torch.Tensor:
@@ -370,10 +376,12 @@ class MLPPolicy(ActorCriticBase):
         for k, s in spaces.items():
             if len(s.shape) == 3 and np.dtype(s.dtype) == np.uint8:
                 raise ValueError(f"observation key {k!r} is an image; MAPPO's MLP policy reads vectors only")
-        actor_spaces = {k: s for k, s in spaces.items() if k != STATE_KEY} or spaces
-        critic_spaces = {STATE_KEY: spaces[STATE_KEY]} if STATE_KEY in spaces else actor_spaces
+        actor_spaces = {k: spaces[k] for k in feature_keys(spaces)}
+        state_keys = [k for k in spaces if k.startswith(STATE_KEY)]
+        critic_spaces = {k: spaces[k] for k in state_keys} if state_keys else actor_spaces
         self.actor_keys, self.critic_keys = sorted(actor_spaces), sorted(critic_spaces)
-        self.obs_norm = ObsNormalizer({k: (tuple(s.shape), None) for k, s in spaces.items()}) if obs_norm else None
+        norm_keys = {**actor_spaces, **critic_spaces}
+        self.obs_norm = ObsNormalizer({k: (tuple(s.shape), None) for k, s in norm_keys.items()}) if obs_norm else None
         self.actor_encoder = _KeysEncoder(actor_spaces, hidden, layers)
         self.critic_encoder = _KeysEncoder(critic_spaces, hidden, layers)
         self._finish(spec, hidden, "gru" if recurrent else None, hidden, value_norm, value_norm_beta)

@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from zoo.core.algorithm import Batch
-from zoo.core.env import OBS_KEY, EnvSpec
-from zoo.plugins.algorithms.ppo.networks import ActorCritic, is_image_space
+from zoo.core.env import EnvSpec
+from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.tensors import annealed_lr, explained_variance, to_tensor
 
@@ -144,14 +144,25 @@ class PPO:
         linearly to 0 over the run's env-step budget, clip 0.2, no entropy bonus). Each update takes
         ``trainer.batch_samples`` (8) samples of ``sample_length`` steps; 8 environments
         = 2 actors x 4 envs.
+        Box actions, vector observations: CleanRL ``ppo_continuous_action.py`` (2048 env steps
+        per update, here 8 envs x T = 256; 10 epochs x 32 minibatches, lr 3e-4 decayed
+        linearly to 0 over the run, gamma 0.99, lambda 0.95, clip 0.2, value clipping, no
+        entropy bonus, value 0.5, gradient norm 0.5).
         """
+        from gymnasium import spaces
+
         layout = {"actors.count": 2, "actors.envs_per_actor": 4, "actors.ring_size": 2,
                   "trainer.batch_samples": 8, "trainer.max_policy_lag": 1}
-        image = OBS_KEY in spec.observation_space and is_image_space(spec.observation_space[OBS_KEY])
+        image = has_images(spec)
         if image:
             algo = {"lr": 2.5e-4, "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.1, "clip_vloss": True,
                     "vf_coef": 0.5, "ent_coef": 0.01, "max_grad_norm": 0.5, "epochs": 4, "minibatches": 4}
             return {"sample_length": 128, **layout, **{f"algo.{k}": v for k, v in algo.items()}}
+        if isinstance(spec.action_space, spaces.Box):
+            algo = {"lr": 3e-4, "anneal_lr": True, "anneal_lr_steps": 0, "gamma": 0.99, "gae_lambda": 0.95,
+                    "clip_coef": 0.2, "clip_vloss": True, "vf_coef": 0.5, "ent_coef": 0.0, "max_grad_norm": 0.5,
+                    "epochs": 10, "minibatches": 32}
+            return {"sample_length": 256, **layout, **{f"algo.{k}": v for k, v in algo.items()}}
         algo = {"lr": 1e-3, "anneal_lr": True, "anneal_lr_steps": 0, "gamma": 0.98,
                 "gae_lambda": 0.8, "clip_coef": 0.2, "clip_vloss": False, "vf_coef": 0.5, "ent_coef": 0.0,
                 "max_grad_norm": 0.5, "epochs": 20, "minibatches": 1}

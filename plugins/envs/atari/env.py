@@ -259,7 +259,8 @@ class AtariEnv(GymnasiumEnv):
     """A preprocessed Atari game in Zoo's interface (one agent).
 
     Observations ``{"obs": uint8 [1, frame_stack, screen_size, screen_size]}`` (RGB:
-    ``[1, frame_stack, H, W, 3]``), actions ``int [1]`` (Discrete), rewards ``float32 [1]``
+    ``[1, frame_stack * 3, H, W]``, the stacked frames' colour planes channels-first, see
+    :mod:`zoo.core.spaces`), actions ``int [1]`` (Discrete), rewards ``float32 [1]``
     (clipped to the sign when ``clip_rewards``). ``info["episode"]`` carries the raw game
     score and length (env steps) when a game ends; a life loss alone never produces it, so
     ``spec.reports_episodes`` is True. In the rare case that the no-op step of a life-loss
@@ -278,7 +279,8 @@ class AtariEnv(GymnasiumEnv):
             env.action_space.seed(seed)
         # reports_episodes: only info["episode"] (a whole game) is a logged episode; a lost
         # life ends a training episode without one.
-        super().__init__(env, env_id, frame_skip=config.frame_skip, resolved=resolved, reports_episodes=True)
+        super().__init__(env, env_id, frame_skip=config.frame_skip, resolved=resolved, reports_episodes=True,
+                         action_mask=False)
         self._pending_seed = seed
 
     def reset(self, seed: int | None = None):

@@ -1,11 +1,11 @@
 """PettingZoo Parallel environments through :class:`zoo.core.env.PettingZooEnv`."""
 from __future__ import annotations
 
-import ast
 import importlib
 from dataclasses import dataclass
 
 from zoo.core.env import PettingZooEnv
+from zoo.plugins.envs.kwargs import parse_kwargs  # noqa: F401 - also importable from here
 
 
 @dataclass
@@ -17,24 +17,6 @@ class PettingZooConfig:
 
     Values are Python literals (a bare word is a string), e.g. ``--set env.kwargs=N=3,max_cycles=25``.
     """
-
-
-def parse_kwargs(text: str) -> dict:
-    """``"N=3,max_cycles=25"`` -> ``{"N": 3, "max_cycles": 25}``.
-
-    Raises:
-        ValueError: a pair is not ``key=literal``.
-    """
-    out = {}
-    for pair in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise ValueError(f"env.kwargs: {pair!r} is not key=value (e.g. --set env.kwargs=N=3,max_cycles=25)")
-        try:
-            out[key.strip()] = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            out[key.strip()] = value.strip()  # a bare word: a string
-    return out
 
 
 def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv:
