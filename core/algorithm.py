@@ -11,9 +11,14 @@ An algorithm is a class registered through ``register_algorithms`` with:
 - ``presets(spec) -> dict[str, Any]`` (classmethod): dotted experiment-config overrides
   suited to the environment (applied before the user's ``--set``);
 - ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
-- ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch`;
-- ``state_dict()`` / ``load_state_dict()``: everything a checkpoint needs (policy and
-  optimiser state);
+- ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch`. It is
+  all-or-nothing: when a loss, a gradient or the resulting weights are not finite it takes
+  no (further) optimiser step, puts back every piece of state it changed (weights,
+  optimiser state, statistics, RNG, buffers) and raises :class:`NonFiniteUpdate`; the
+  trainer counts and logs the skipped update (``trainer.max_nonfinite_updates``);
+- ``state_dict()`` / ``load_state_dict()``: everything a checkpoint needs for an exact
+  resume: policy weights, optimiser state, counters, RNG state, any kept batches (sample
+  reuse); ``state_dict()["policy"]`` is the policy's own state dict;
 - optionally an attribute ``progress``: the trainer sets it before each update to the
   fraction of the run's env-step budget done, in [0, 1] (for schedules such as a
   learning rate annealed over the run).
@@ -46,3 +51,17 @@ from __future__ import annotations
 from typing import Any
 
 Batch = dict[str, Any]
+
+
+class NonFiniteUpdate(FloatingPointError):
+    """An update met a NaN or an infinity and was skipped; the algorithm's state is as before it.
+
+    Attributes:
+        what: which quantity was not finite, e.g. ``"loss"``, ``"grad_norm"``, ``"weights"``.
+        step: the gradient step of the update (0-based) where it was found.
+        value: the offending value (a float; ``nan`` for weights).
+    """
+
+    def __init__(self, what: str, step: int = 0, value: float = float("nan")) -> None:
+        self.what, self.step, self.value = what, step, value
+        super().__init__(f"non-finite {what} ({value}) at gradient step {step} of the update; update skipped")

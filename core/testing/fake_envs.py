@@ -8,6 +8,10 @@ is fully deterministic, so tests can assert exact values:
   its K-th call of ``step`` (K = ``crash_at``, counted over the env's whole life).
 - :class:`SlowEnv`: a :class:`CountingEnv` that sleeps ``step_latency`` seconds per step.
 
+``CountingEnv(nan_reward_at=K)`` (``fake-counting`` option ``env.nan_reward_at``) returns a
+NaN reward on its K-th call of ``step`` (counted over the env's whole life, from 1; 0:
+never), to test how a non-finite reward is reported.
+
 Shapes, with ``A = num_agents``:
 
 - observation ``{"obs": float32 [A, 1]}``, every agent seeing the same step count ``t``
@@ -52,6 +56,7 @@ class CountingEnv:
         num_agents: ``A``, >= 1; agents are named ``agent_0 .. agent_{A-1}``.
         truncate: end episodes with ``truncated`` instead of ``terminated``.
         env_id: the ``spec.env_id``.
+        nan_reward_at: the ``step`` call (over the env's life, from 1) whose rewards are NaN; 0: never.
 
     Attributes (for tests):
         t: steps since the last reset.
@@ -66,11 +71,14 @@ class CountingEnv:
     """
 
     def __init__(self, episode_length: int = 10, num_agents: int = 1, truncate: bool = False,
-                 env_id: str = "fake-counting") -> None:
+                 env_id: str = "fake-counting", nan_reward_at: int = 0) -> None:
         from gymnasium import spaces
 
         _require(isinstance(episode_length, int) and episode_length >= 1, "episode_length", episode_length,
                  "an int >= 1")
+        _require(isinstance(nan_reward_at, int) and nan_reward_at >= 0, "nan_reward_at", nan_reward_at,
+                 "an int >= 0 (0: never)")
+        self.nan_reward_at = nan_reward_at
         _require(isinstance(num_agents, int) and num_agents >= 1, "num_agents", num_agents, "an int >= 1")
         self.episode_length = episode_length
         self.truncate = bool(truncate)
@@ -131,6 +139,8 @@ class CountingEnv:
             self._running = False
         a = self.num_agents
         reward = np.ones(a, dtype=np.float32)
+        if self.total_steps == self.nan_reward_at:
+            reward[:] = np.nan
         terminated = np.full(a, done and not self.truncate, dtype=bool)
         truncated = np.full(a, done and self.truncate, dtype=bool)
         return self._obs(), reward, terminated, truncated, {}
@@ -193,6 +203,7 @@ class CountingConfig:
     episode_length: int = 10
     num_agents: int = 1
     truncate: bool = False
+    nan_reward_at: int = 0
 
 
 @dataclass
@@ -226,7 +237,7 @@ def make_counting(arg: str | None, config: CountingConfig | None = None, seed: i
     """Env factory for ``fake-counting``. Raises ValueError for an ``arg`` or a bad option."""
     _no_arg("fake-counting", arg)
     c = config or CountingConfig()
-    return CountingEnv(c.episode_length, c.num_agents, c.truncate)
+    return CountingEnv(c.episode_length, c.num_agents, c.truncate, nan_reward_at=c.nan_reward_at)
 
 
 def make_crashing(arg: str | None, config: CrashingConfig | None = None, seed: int = 0,

@@ -27,6 +27,23 @@ step of every episode, in the policy worker and in training alike.
 
 At the end every env's ``close()`` is called within :data:`zoo.core.env.CLOSE_BUDGET_S`;
 a slow, failing or unfinished close is reported to the controller as a warning.
+
+Every sample message's meta says where its columns come from: ``actor`` (this actor's
+index), ``env_offset`` (the index, within the actor, of the group's first env) and
+``agents`` (``A``): column ``s`` is env ``env_offset + s // A``, agent ``s % A``.
+
+**Non-finite values.** After each group step the rewards and the floating-point
+observations of the group are checked at once (one float64 sum per array over all its
+envs); a NaN or an infinity raises :class:`NonFiniteEnvError` naming the env, this actor's
+index, the env's index and the step, which the worker reports to the controller as its
+error: the run stops there instead of failing later in the policy worker or trainer.
+
+**Env seeds** (:func:`env_seeds`): env ``i`` of actor ``a`` is reset first with
+``seed * 100003 + a * envs_per_actor + i``; when the run was resumed (``cfg.resume`` = n >= 1)
+with the first value of ``numpy.random.SeedSequence([seed, a, n])``'s state for env ``i``
+instead, so a resumed run's envs do not replay the first episodes of the run's start.
+Environment state itself (positions, the envs' own RNGs) is not checkpointed: a resumed
+run starts new episodes.
 """
 from __future__ import annotations
 
@@ -113,14 +130,37 @@ class SampleBuffer:
         return out
 
 
-class EnvGroup:
-    """``n`` environments stepped together, with their running episode statistics."""
+class NonFiniteEnvError(FloatingPointError):
+    """An environment returned a NaN or an infinity as a reward or an observation."""
 
-    def __init__(self, envs: list, seeds: list[int]) -> None:
+
+def env_seeds(seed: int, actor: int, n: int, resume: int = 0) -> list[int]:
+    """The first-reset seeds of actor ``actor``'s ``n`` envs (module docstring, "Env seeds").
+
+    ``resume`` 0: ``seed * 100003 + actor * n + i``; ``resume`` >= 1: the ``n`` uint32 words of
+    ``SeedSequence([seed, actor, resume]).generate_state(n)``. Example: ``env_seeds(1, 2, 4)``
+    is ``[100011, 100012, 100013, 100014]`` (100003 + 8 + i).
+    """
+    if resume <= 0:
+        return [seed * 100_003 + actor * n + i for i in range(n)]
+    return [int(x) for x in np.random.SeedSequence([seed, actor, resume]).generate_state(n)]
+
+
+class EnvGroup:
+    """``n`` environments stepped together, with their running episode statistics.
+
+    ``actor`` and ``env_offset`` (the actor's index and the index of this group's first env
+    within the actor) only label errors (:class:`NonFiniteEnvError`).
+    """
+
+    def __init__(self, envs: list, seeds: list[int], actor: int = 0, env_offset: int = 0) -> None:
         self.envs = envs
         self.A = envs[0].spec.num_agents
+        self.actor, self.env_offset = actor, env_offset
+        self.steps = 0  # group steps so far: each env of the group was stepped this many times
         obs, infos = zip(*(env.reset(seed=s) for env, s in zip(envs, seeds)))
         self.obs = self._stack(obs)
+        self.check_finite(None, self.obs)
         self.active = self._active(infos)
         self.on_reset = np.ones(self.active.shape, bool)  # the observation starts an episode
         n = len(envs)
@@ -133,6 +173,33 @@ class EnvGroup:
     def _stack(obs: tuple[dict[str, np.ndarray], ...]) -> dict[str, np.ndarray]:
         # [n][A, ...] -> [n * A, ...]: agent-slot s = env * A + agent
         return {k: np.concatenate([o[k] for o in obs]) for k in obs[0]}
+
+    def check_finite(self, reward: np.ndarray | None, obs: dict[str, np.ndarray], when: str = "",
+                     first_slot: int = 0) -> None:
+        """Raise :class:`NonFiniteEnvError` if ``reward`` ``[n * A]`` or a floating-point array of
+        ``obs`` (``[n * A, ...]``; rows from agent-slot ``first_slot`` on) holds a NaN or an
+        infinity; one float64 sum per array."""
+        arrays = [] if reward is None else [("reward", reward)]
+        arrays += [(f"observation {k!r}", v) for k, v in obs.items() if v.dtype.kind == "f"]
+        for what, arr in arrays:
+            if np.isfinite(np.add.reduce(arr, axis=None, dtype=np.float64)):
+                continue
+            flat = arr.reshape(arr.shape[0], -1)
+            bad = np.flatnonzero(~np.isfinite(flat).all(axis=1))
+            if bad.size == 0:
+                continue
+            slot = first_slot + int(bad[0])
+            env, agent = slot // self.A, slot % self.A
+            row = flat[int(bad[0])]
+            value = row[~np.isfinite(row)][0]
+            raise NonFiniteEnvError(
+                f"env {self.envs[env].spec.env_id} (actor {self.actor}, env {self.env_offset + env}, agent {agent}) "
+                f"returned a non-finite {what} ({value}){when} at its env step {self.steps}"
+                + (" (its first reset)" if not self.steps else f" (step {int(self.ep_length[env])} of its episode)"
+                   if self.ep_length[env] else " (an episode ended at this step)")
+                + (f"; {bad.size} agent-slots of this group are affected" if bad.size > 1 else "")
+                + ": the environment must return finite rewards and observations (fix it, or clip or "
+                "replace such values in a wrapper)")
 
     def _active(self, infos) -> np.ndarray:
         return np.concatenate([np.asarray(i.get("active", np.ones(self.A, bool)), bool) for i in infos])
@@ -151,6 +218,7 @@ class EnvGroup:
         terminated = np.zeros(n * A, bool)
         truncated = np.zeros(n * A, bool)
         next_obs, next_infos = [], []
+        n_final = len(buf.final_obs)
         # a slot stays "on reset" until it acts: an agent joining late starts from a fresh state
         self.on_reset &= ~self.active
         env_action = self.to_env(action)  # Box: clipped to the bounds, all slots at once
@@ -172,7 +240,12 @@ class EnvGroup:
                     episodes.append({"return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])})
             next_obs.append(obs)
             next_infos.append(info)
+        self.steps += 1
         self.obs = self._stack(next_obs)
+        self.check_finite(rewards, self.obs)
+        for _, slot, final in buf.final_obs[n_final:]:  # the real last observations of truncated agents
+            self.check_finite(None, {k: v[None] for k, v in final.items()}, " as the last observation of an episode",
+                              slot)
         self.active = self._active(next_infos)
         buf.record_step(rewards, terminated, truncated, self.obs)
 
@@ -192,11 +265,11 @@ def run(ctx: WorkerContext) -> None:
     cfg = ctx.cfg
     n_groups = cfg.actors.ring_size
     per_group = cfg.actors.envs_per_actor // n_groups
-    base_seed = cfg.seed * 100_003 + ctx.index * cfg.actors.envs_per_actor
+    all_seeds = env_seeds(cfg.seed, ctx.index, cfg.actors.envs_per_actor, int(getattr(cfg, "resume", 0) or 0))
     groups: list[EnvGroup] = []
     for g in range(n_groups):
-        seeds = [base_seed + g * per_group + i for i in range(per_group)]
-        groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds))
+        seeds = all_seeds[g * per_group:(g + 1) * per_group]
+        groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, g * per_group))
     graph = Graph.from_config(cfg)
     client = ctx.transport("inference").request_client(endpoint("inference", graph.policy_of(ctx.index)), ctx.index)
     samples = ctx.transport("sample").pusher(endpoint("sample", graph.trainer_of(ctx.index)))
@@ -239,8 +312,8 @@ def run(ctx: WorkerContext) -> None:
             group.step(action, buf, episodes)
             env_steps_unsent += len(group.envs)
             if buf.full:
-                meta = {"actor": ctx.index, "env_steps": env_steps_unsent, "episodes": episodes,
-                        "dropped_at_actor": dropped_unsent}
+                meta = {"actor": ctx.index, "env_offset": g * per_group, "agents": group.A,
+                        "env_steps": env_steps_unsent, "episodes": episodes, "dropped_at_actor": dropped_unsent}
                 bundle = buf.bundle()
                 if cfg.actors.drop_when_full:  # never wait for the trainer
                     sent = samples.send(bundle, meta, DROP_WAIT_S)

@@ -36,7 +36,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.vtrace import vtrace
-from zoo.plugins.algorithms.tensors import annealed_lr, explained_variance, to_tensor
+from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
 
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "rho_mean", "rho_clipfrac", "explained_variance",
          "grad_norm")
@@ -198,6 +198,9 @@ class IMPALA:
         Raises:
             KeyError: a required batch key (obs, action, reward, terminated, truncated, logp) is missing.
             ValueError: shapes disagree (from :func:`zoo.plugins.algorithms.vtrace.vtrace`).
+            NonFiniteUpdate: the loss or the gradient norm was not finite (no step was taken),
+                or the weights were not finite after the step (weights and optimiser state
+                are back to what they were; :class:`~zoo.plugins.algorithms.tensors.UpdateGuard`).
         """
         c, dev = self.config, self.device
         obs = self._obs(batch["obs"])
@@ -238,11 +241,14 @@ class IMPALA:
         entropy_sum = (entropy * mask).sum()
         loss = pg_loss + c.vf_coef * v_loss - c.ent_coef * entropy_sum
 
+        guard = UpdateGuard(self.policy, self.optimizer)
         self.optimizer.zero_grad()
         loss.backward()
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+        guard.check(0, loss=loss, grad_norm=grad_norm)
         self.optimizer.step()
+        guard.check_weights(0)
 
         with torch.no_grad():
             logratio = (logp.detach() - behaviour_logp)[active]

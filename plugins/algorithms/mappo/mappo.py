@@ -53,7 +53,8 @@ steady stream each sample is therefore used in exactly ``N`` consecutive updates
 (``N x epochs`` passes) and an update costs ``N`` times the gradient work of one batch.
 A reused batch is up to ``N - 1`` policy versions older than the trainer's staleness
 filter saw it (``trainer.max_policy_lag``); the ratio ``r_t`` uses its stored behaviour
-log-probabilities. The buffer is not checkpointed.
+log-probabilities. The kept batches are part of :meth:`MAPPO.state_dict` (so of every
+checkpoint): a resumed run trains on them exactly as the uninterrupted run would have.
 
 **Staleness**: the trainer drops samples whose policy lag exceeds
 ``trainer.max_policy_lag`` and counts them (``dropped_samples``); the presets set it.
@@ -69,12 +70,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from zoo.core.algorithm import Batch
+from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
 from zoo.plugins.algorithms.returns import gae
-from zoo.plugins.algorithms.tensors import explained_variance, to_tensor
+from zoo.plugins.algorithms.tensors import UpdateGuard, explained_variance, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm_actor", "grad_norm_critic")
@@ -486,15 +487,26 @@ class MAPPO:
 
         Raises:
             KeyError, ValueError: see :meth:`prepare`.
+            NonFiniteUpdate: a gradient step's loss or gradient norms, or the final weights,
+                were not finite: no step was taken with them, and the weights, value and
+                observation statistics, optimiser state, minibatch RNG and kept batches are
+                back to what they were before this update
+                (:class:`~zoo.plugins.algorithms.tensors.UpdateGuard`).
         """
         c = self.config
+        guard = UpdateGuard(self.policy, self.optimizer, self.rng)
         prepared = self.prepare(batch)
         vh = self.policy.value_head
         active_ret = prepared["ret_raw"][_active_tb(prepared)]
         vh.update(active_ret)
         self.buffer.append(prepared)
         stats = {k: 0.0 for k in STATS}
-        steps = self._train(stats)
+        try:
+            steps = self._train(stats, guard)
+            guard.check_weights(steps)
+        except NonFiniteUpdate:
+            self.buffer.pop()
+            raise
         for entry in self.buffer:
             entry["uses"] += 1
         kept = len(self.buffer)
@@ -509,8 +521,10 @@ class MAPPO:
                    return_target_mean=float(active_ret.mean()) if active_ret.numel() else 0.0, lr=c.lr)
         return out
 
-    def _train(self, stats: dict[str, float]) -> int:
-        """``epochs`` passes of ``minibatches`` over the kept batches; sums statistics into ``stats``."""
+    def _train(self, stats: dict[str, float], guard: UpdateGuard) -> int:
+        """``epochs`` passes of ``minibatches`` over the kept batches; sums statistics into ``stats``.
+
+        ``guard`` checks each step's loss and gradient norms before the optimiser step."""
         c, pol, vh = self.config, self.policy, self.policy.value_head
         data = _concat_columns(self.buffer)
         M = data["mask"].shape[1]
@@ -542,6 +556,7 @@ class MAPPO:
                 loss.backward()
                 gn_a = nn.utils.clip_grad_norm_(actor_params, max_norm)
                 gn_c = nn.utils.clip_grad_norm_(critic_params, max_norm)
+                guard.check(steps, loss=loss, grad_norm_actor=gn_a, grad_norm_critic=gn_c)
                 self.optimizer.step()
                 for k, v in (("pg_loss", pg_loss), ("v_loss", v_loss), ("entropy", entropy), ("approx_kl", approx_kl),
                              ("clipfrac", clipfrac), ("grad_norm_actor", gn_a), ("grad_norm_critic", gn_c)):
@@ -551,20 +566,35 @@ class MAPPO:
 
     # -- checkpoints --
     def state_dict(self) -> dict[str, Any]:
-        """Policy (with its normalisation statistics) and optimiser state, counters, RNG, config."""
+        """Policy (with its value and observation statistics) and optimiser state, counters,
+        minibatch RNG, the kept batches of sample reuse (``buffer``: prepared tensors and their
+        use counts, oldest first) and the config."""
         return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "agent_steps": self.agent_steps, "updates": self.updates,
-                "rng": self.rng.bit_generator.state, "config": asdict(self.config)}
+                "rng": self.rng.bit_generator.state, "buffer": list(self.buffer), "config": asdict(self.config)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned (the reuse buffer starts empty)."""
+        """Restore what :meth:`state_dict` returned (the stored config is informational); the
+        kept batches are moved to this algorithm's device (a checkpoint without ``buffer``
+        starts with none)."""
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.agent_steps = int(state.get("agent_steps", 0))
         self.updates = int(state.get("updates", 0))
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
-        self.buffer = []
+        self.buffer = [_to_device(entry, self.device) for entry in state.get("buffer", [])]
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    """``value`` (tensors in nested dicts and lists) with every tensor on ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_device(v, device) for v in value]
+    return value
 
 
 def _active_tb(prepared: dict[str, Any]) -> torch.Tensor:

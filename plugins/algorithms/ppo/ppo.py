@@ -28,7 +28,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
-from zoo.plugins.algorithms.tensors import annealed_lr, explained_variance, to_tensor
+from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
 
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
@@ -232,6 +232,10 @@ class PPO:
         Raises:
             KeyError: a required batch key (obs, action, reward, terminated, truncated, logp) is missing.
             ValueError: shapes disagree (from :func:`zoo.plugins.algorithms.returns.gae`).
+            NonFiniteUpdate: a minibatch's loss or gradient norm, or the final weights, were not
+                finite: no step was taken with them and the weights, optimiser state and
+                minibatch RNG are back to what they were before this update
+                (:class:`~zoo.plugins.algorithms.tensors.UpdateGuard`).
         """
         missing = [k for k in REQUIRED_KEYS if k not in batch]
         if missing:
@@ -255,6 +259,7 @@ class PPO:
         if n == 0:
             return stats
 
+        guard = UpdateGuard(self.policy, self.optimizer, self.rng)
         action = to_tensor(batch["action"], dev)
         b_obs = {k: v[:T].reshape(T * B, *v.shape[2:])[idx] for k, v in obs.items()}
         b_action = action.reshape(T * B, *action.shape[2:])[idx]
@@ -297,6 +302,7 @@ class PPO:
                 loss.backward()
                 max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
                 grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+                guard.check(steps, loss=loss, grad_norm=grad_norm)
                 self.optimizer.step()
 
                 for k, v in (("pg_loss", pg_loss), ("v_loss", v_loss), ("entropy", entropy_loss),
@@ -305,6 +311,7 @@ class PPO:
                 steps += 1
             if c.target_kl > 0 and float(approx_kl) > c.target_kl:
                 break
+        guard.check_weights(steps)
 
         self.agent_steps += n
         self.updates += 1
