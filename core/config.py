@@ -124,6 +124,12 @@ class TrainerConfig:
     """Samples whose policy version is older than the trainer's by more than this are dropped."""
     checkpoint_interval: int = 100
     """Write a checkpoint every this many updates."""
+    checkpoint_interval_s: float = 600.0
+    """Also write a checkpoint when this many seconds of wall time have passed since the last
+    one (checked after each update), so a run with slow updates always has a recent one; 0: off."""
+    max_nonfinite_updates: int = 10
+    """Stop the run (with the likely source) after this many consecutive updates skipped
+    because a batch, loss, gradient or the new weights held NaN or infinity."""
     keep_checkpoints: bool = False
     """Besides ``checkpoints/latest.pt``, keep every checkpoint, the final one included, as
     ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
@@ -210,6 +216,12 @@ class ExperimentConfig:
     spec: EnvSpec | None = field(default=None, repr=False, compare=False,
                                  metadata={NOT_OPTION: "is computed from the environment"})
     """Filled by :func:`build_config`; not an option (see the class docstring)."""
+    resume: int = field(default=0, compare=False,
+                        metadata={NOT_OPTION: "is set by zoo train --resume RUN_DIR and zoo resume NAME"})
+    """0 for a fresh run; ``n`` >= 1 when the run continues in its run directory for the
+    n-th time (``zoo resume``, or a trainer restarted from its last checkpoint): the trainer
+    starts from ``checkpoints/latest.pt`` and the actors seed their envs from (``seed``, n).
+    Not an option and not written to ``config.json`` (checkpoints record it as ``resumes``)."""
 
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
@@ -264,7 +276,9 @@ def sanitize_name(name: str) -> str:
 
 
 def _user_layers(cfg: ExperimentConfig, file_data: dict | None, config_file: Any,
-                 overrides: Iterable[str]) -> None:
+                 overrides: Iterable[str], base: dict[str, Any] | None = None) -> None:
+    if base:
+        apply_mapping(cfg, base, source="the run's config.json")
     if file_data:
         for key in ("algo_name", "env_name"):
             if key in file_data:
@@ -295,11 +309,14 @@ def build_config(
     frames: int | None = None,
     name: str | None = None,
     launcher: str | None = None,
+    base: dict[str, Any] | None = None,
 ) -> ExperimentConfig:
     """Resolve the full experiment config; nothing is started.
 
-    Order: dataclass defaults -> ``algorithm.presets(spec)`` -> ``config_file`` (TOML)
-    -> ``overrides`` (``"a.b=value"``) -> ``seed`` / ``name`` / ``launcher`` / ``steps`` / ``frames``.
+    Order: dataclass defaults -> ``algorithm.presets(spec)`` -> ``base`` (a nested mapping
+    of typed values: a resumed run's ``config.json``, see :mod:`zoo.core.resume`) ->
+    ``config_file`` (TOML) -> ``overrides`` (``"a.b=value"``) -> ``seed`` / ``name`` /
+    ``launcher`` / ``steps`` / ``frames``.
     ``seed=None`` and ``name=None`` keep what the layers set (default seed 1, default name
     ``<algo>-<env>-<YYYYmmdd-HHMMSS>``, sanitised). ``steps`` (env steps) or ``frames``
     replaces any budget set by the layers; when neither the layers nor these set a budget,
@@ -340,7 +357,7 @@ def build_config(
 
     # Pass 1: the user's layers alone decide the env options used to probe the spec.
     scratch = _fresh(algo_name, env_name, algo_cls, env_cls)
-    _user_layers(scratch, file_data, config_file, overrides)
+    _user_layers(scratch, file_data, config_file, overrides, base)
     finish(scratch)
     validate(scratch, registry, check_budget=False)
     spec = _probe_spec(env_component, env_arg, scratch.env, scratch.seed, env_name)
@@ -351,7 +368,7 @@ def build_config(
     presets = presets_fn(spec) if callable(presets_fn) else {}
     for key, value in (presets or {}).items():
         set_value(cfg, key, value, source=f"{algo_name} presets for {spec.env_id}")
-    _user_layers(cfg, file_data, config_file, overrides)
+    _user_layers(cfg, file_data, config_file, overrides, base)
     finish(cfg)
     if cfg.env != scratch.env:
         spec = _probe_spec(env_component, env_arg, cfg.env, cfg.seed, env_name)
@@ -375,7 +392,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     Rules: ``actors.count``, ``policy.count`` (at most ``actors.count``: every policy
     worker needs an actor), ``actors.envs_per_actor``, ``actors.ring_size``,
     ``sample_length``, ``trainer.batch_samples``, ``trainer.checkpoint_interval``,
-    ``policy.max_batch`` >= 1; ``envs_per_actor`` divisible by ``ring_size``;
+    ``trainer.max_nonfinite_updates``, ``policy.max_batch`` >= 1;
+    ``trainer.checkpoint_interval_s`` finite and >= 0; ``envs_per_actor`` divisible by ``ring_size``;
     ``trainer.max_policy_lag`` >= 0; ``policy.max_wait_ms`` >= 0; ``log.interval_s`` > 0;
     ``env_steps``, ``frames`` >= 0 and not both non-zero; ``0 <= seed < 2**32``; devices
     are cpu, cuda, cuda:N or mps; ``name`` is a plain folder name; ``launcher`` is a
@@ -425,6 +443,11 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     need(t.max_policy_lag >= 0, "trainer.max_policy_lag",
          f"trainer.max_policy_lag must be >= 0, got {t.max_policy_lag!r} (0 accepts only the current version)")
     at_least("trainer.checkpoint_interval", t.checkpoint_interval, 1)
+    need(math.isfinite(t.checkpoint_interval_s) and t.checkpoint_interval_s >= 0, "trainer.checkpoint_interval_s",
+         f"trainer.checkpoint_interval_s must be a finite number of seconds >= 0 (0: only every "
+         f"trainer.checkpoint_interval updates), got {t.checkpoint_interval_s!r}; e.g. --set "
+         "trainer.checkpoint_interval_s=600")
+    at_least("trainer.max_nonfinite_updates", t.max_nonfinite_updates, 1)
     at_least("policy.threads", p.threads, 1)
     need(p.stall_warning_s > 0, "policy.stall_warning_s",
          f"policy.stall_warning_s must be > 0 seconds, got {p.stall_warning_s!r}")
@@ -528,13 +551,13 @@ def _jsonable(value: Any) -> Any:
 def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
     """The config as JSON-serialisable data for ``runs/<name>/config.json``.
 
-    Every field except ``spec``, with ``algo``/``env`` as dicts of their fields, plus
+    Every field except ``spec`` and ``resume``, with ``algo``/``env`` as dicts of their fields, plus
     ``env_spec``: ``{env_id, agents, frame_skip, observation_space, action_space,
     resolved}`` (spaces as their ``str``; ``resolved`` holds what the env plugin resolved,
     e.g. Atari's frame-skip and sticky-action probability). Tuples become lists; values
     JSON cannot hold become strings.
     """
-    out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name != "spec"}
+    out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("spec", "resume")}
     spec = cfg.spec
     if spec is not None:
         out["env_spec"] = {

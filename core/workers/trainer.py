@@ -13,7 +13,38 @@ controller is told ``done``.
 Units: ``env_steps`` counts environment steps (not agent steps); ``frames`` is
 ``env_steps x frame_skip``.
 
-Testing knob: the environment variable ``ZOO_TEST_TRAINER_DELAY_S`` (seconds, default 0)
+**Guarded updates.** Before an update the batch's floating-point arrays are checked for
+NaN and infinities (one float64 sum per array; a non-finite sum is then located by
+column). A non-finite batch is not trained on; an update whose loss, gradient or
+resulting weights are not finite is undone by the algorithm
+(:class:`~zoo.core.algorithm.NonFiniteUpdate`). Either way the update is *skipped*: no
+new policy version, a ``{"type": "nonfinite"}`` row in ``metrics.jsonl`` naming what was
+not finite and where the batch came from (actor index, env index within that actor,
+agent), a ``warning`` to the controller, and the counters ``nonfinite_updates`` (total)
+and ``nonfinite_streak`` (consecutive). After ``trainer.max_nonfinite_updates``
+consecutive skips the trainer stops with :class:`NonFiniteRunError` naming the likely
+source. A checkpoint is never written with non-finite weights (:mod:`zoo.core.checkpoint`).
+
+**Checkpoints** (contents and durability: :mod:`zoo.core.checkpoint`) are written to
+``<run_dir>/checkpoints/latest.pt`` every ``trainer.checkpoint_interval`` updates, when
+``trainer.checkpoint_interval_s`` seconds of wall time have passed since the last one
+(checked after each update), and when the trainer stops (budget reached, stop request).
+
+**Starting from a checkpoint** (``cfg.resume`` >= 1, set by ``zoo train --resume`` /
+``zoo resume``; a trainer restarted within a run uses the same flag): the trainer loads
+``<run_dir>/checkpoints/latest.pt`` and continues exactly from it: the algorithm's state
+(weights, optimiser state, schedule position, statistics, kept batches), policy version,
+update, env-step, frame and episode counters, dropped-sample and non-finite counters, the
+recent episode returns behind ``episode_return_mean``, the samples received but not yet
+trained on, the RNG states of torch, numpy and Python, and ``time_s`` (running time, summed
+over the run's segments). ``metrics.jsonl`` is cut back to its length at the checkpoint
+(rows written after it, e.g. before a crash, are dropped: the counters continue without a
+duplicated or missing update row) and a ``{"type": "resume"}`` row is appended;
+TensorBoard events at env steps after the checkpoint are purged (``purge_step``). With
+``cfg.resume`` set and no checkpoint yet, the trainer starts afresh and cuts
+``metrics.jsonl`` to nothing.
+
+Testing knobs: the environment variable ``ZOO_TEST_TRAINER_DELAY_S`` (seconds, default 0)
 makes the trainer sleep that long before every update (in short slices, so a stop request
 is still honoured), to exercise a trainer slower than sampling: the policy lag grows,
 stale samples are dropped, the policy worker warns that parameters stopped arriving.
@@ -29,6 +60,17 @@ from typing import Any
 
 import numpy as np
 
+from zoo.core.algorithm import NonFiniteUpdate
+from zoo.core.checkpoint import (
+    FORMAT,
+    TMP_SUFFIX,
+    CheckpointError,
+    checkpoint_dir,
+    latest_path,
+    load_checkpoint,
+    remove_stale_tmp,
+    write_checkpoint,
+)
 from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
 from zoo.core.workers.base import WorkerContext
 
@@ -80,23 +122,39 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class MetricsWriter:
-    """``metrics.jsonl`` (one JSON object per line, flushed at once) and TensorBoard events."""
+    """``metrics.jsonl`` (one JSON object per line, written at once) and TensorBoard events.
 
-    def __init__(self, run_dir: str, tensorboard: bool) -> None:
-        self.file = open(os.path.join(run_dir, "metrics.jsonl"), "a", buffering=1)
+    ``truncate_to``: cut ``metrics.jsonl`` to that many bytes first (a resume drops the rows
+    written after its checkpoint; a file already shorter is left as it is).
+    ``purge_step``: TensorBoard hides events of this env step and later from earlier writers
+    (``SummaryWriter(purge_step=...)``), so a resumed run's curves do not overlap.
+    :attr:`bytes` is the file's length after the last row (stored in checkpoints).
+    """
+
+    def __init__(self, run_dir: str, tensorboard: bool, truncate_to: int | None = None,
+                 purge_step: int | None = None) -> None:
+        path = os.path.join(run_dir, "metrics.jsonl")
+        if truncate_to is not None and os.path.exists(path) and os.path.getsize(path) > truncate_to:
+            os.truncate(path, truncate_to)
+        self.file = open(path, "ab", buffering=0)
+        self.bytes = self.file.seek(0, os.SEEK_END)
         self.tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"))
+            self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=purge_step)
 
     def write(self, row: dict[str, Any], step: int, tensorboard: bool = True) -> None:
-        self.file.write(json.dumps(row) + "\n")
+        self.bytes += self.file.write((json.dumps(row) + "\n").encode())
         if self.tb is not None and tensorboard:
             prefix = row.get("type", "update")
             for k, v in row.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("type",):
                     self.tb.add_scalar(f"{prefix}/{k}", v, step)
+
+    def sync(self) -> None:
+        """``fsync`` ``metrics.jsonl``, so that it is at least as long on disk as a checkpoint says."""
+        os.fsync(self.file.fileno())
 
     def close(self) -> None:
         self.file.close()
@@ -104,16 +162,178 @@ class MetricsWriter:
             self.tb.close()
 
 
-def save_checkpoint(path: str, algo, counters: dict[str, int]) -> None:
-    """Write atomically (temporary file, then rename): a crash never leaves half a checkpoint."""
+def save_checkpoint(path: str, algo, counters: dict[str, Any]) -> None:
+    """Write ``{"algorithm": algo.state_dict(), **counters}`` durably (:func:`zoo.core.checkpoint.write_checkpoint`)."""
+    write_checkpoint(path, {"format": FORMAT, "algorithm": algo.state_dict(), **counters})
+
+
+# ----------------------------------------------------------------------------- non-finite batches
+class NonFiniteRunError(RuntimeError):
+    """``trainer.max_nonfinite_updates`` consecutive updates were skipped as non-finite."""
+
+
+Origin = tuple[int, int, int, int]
+"""Where a sample's columns come from: ``(actor, env_offset, agents, columns)``; column
+``c`` of the sample is env ``env_offset + c // agents`` of that actor, agent ``c % agents``."""
+
+
+def sample_origin(meta: dict[str, Any], sample: dict[str, Any], agents: int) -> Origin:
+    """The :data:`Origin` of a sample from its message ``meta`` (``actor``, ``env_offset``, ``agents``)."""
+    return (int(meta.get("actor", -1)), int(meta.get("env_offset", 0)), int(meta.get("agents", agents)),
+            int(sample["reward"].shape[1]))
+
+
+def _float_arrays(batch: dict[str, Any]):
+    """``(key, array, columns)`` for every floating-point array of ``batch``; ``columns`` maps the
+    array's rows to batch columns for ``final_obs`` (``final_index[:, 1]``), else None (axis 1)."""
+    for key, value in batch.items():
+        if key == "final_index":
+            continue
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, arr in items:
+            if isinstance(arr, np.ndarray) and arr.dtype.kind == "f" and arr.size:
+                name = key if sub is None else f"{key}.{sub}"
+                yield name, arr, (batch["final_index"][:, 1] if key == "final_obs" else None)
+
+
+def nonfinite_columns(batch: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Which batch columns hold a NaN or an infinity, per key: ``{"reward": int64 [k], ...}``
+    (``"obs.obs"`` for a dict entry); ``{}`` when the batch is finite.
+
+    Each floating-point array is first summed in float64 (one pass, no temporary: a float32
+    array cannot overflow it); only an array whose sum is not finite is searched column by column.
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, arr, columns in _float_arrays(batch):
+        if np.isfinite(np.add.reduce(arr, axis=None, dtype=np.float64)):
+            continue
+        if columns is None:  # [T(+1), B, ...]: bad columns along axis 1
+            bad = ~np.isfinite(arr.reshape(arr.shape[0], arr.shape[1], -1)).all(axis=(0, 2))
+            cols = np.flatnonzero(bad)
+        else:  # final_obs [K, ...]: row k belongs to column final_index[k, 1]
+            bad = ~np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1)
+            cols = np.unique(columns[bad])
+        if cols.size:
+            out[name] = cols
+    return out
+
+
+def describe_sources(bad: dict[str, np.ndarray], origins: list[Origin], limit: int = 8) -> list[dict[str, Any]]:
+    """``[{"actor", "env", "agent", "keys"}]`` for the non-finite columns of a batch (at most ``limit``).
+
+    ``bad`` is :func:`nonfinite_columns`' result; ``origins`` the :data:`Origin` of each
+    sample of the batch, in batch order.
+    """
+    starts = np.cumsum([0] + [o[3] for o in origins])
+    found: dict[int, list[str]] = {}
+    for key, cols in bad.items():
+        for c in cols.tolist():
+            found.setdefault(c, []).append(key)
+    out = []
+    for c in sorted(found)[:limit]:
+        i = int(np.searchsorted(starts, c, side="right")) - 1
+        actor, offset, agents, _ = origins[i]
+        local = c - int(starts[i])
+        out.append({"actor": actor, "env": offset + local // agents, "agent": local % agents, "keys": found[c]})
+    return out
+
+
+def _where(sources: list[dict[str, Any]]) -> str:
+    return "; ".join(f"actor {s['actor']} env {s['env']} agent {s['agent']}: {', '.join(s['keys'])}"
+                     for s in sources)
+
+
+# ----------------------------------------------------------------------------- RNG state
+def rng_state() -> dict[str, Any]:
+    """The trainer process's RNG states: torch (CPU, and every CUDA device when CUDA is in
+    use), numpy's global generator and Python's ``random``."""
+    import random
+
     import torch
 
-    tmp = path + ".tmp"
-    torch.save({"algorithm": algo.state_dict(), **counters}, tmp)
-    os.replace(tmp, path)
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned (CUDA states only where CUDA is available)."""
+    import random
+
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ----------------------------------------------------------------------------- the worker
+class TrainerState:
+    """The trainer's own counters and bookkeeping: everything a checkpoint holds besides the
+    algorithm's state (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.updates = 0
+        self.env_steps = 0
+        self.episodes = 0
+        self.dropped_samples = 0
+        self.actor_dropped_samples = 0  # dropped by actors because the trainer was behind (actors.drop_when_full)
+        self.nonfinite_updates = 0
+        self.nonfinite_streak = 0
+        self.resumes = 0
+        self.time_before = 0.0  # running time of the run's earlier segments, seconds
+        self.recent: collections.deque = collections.deque(maxlen=RECENT_EPISODES)
+        self.recent_stats: dict[str, collections.deque] = {}
+        self.pending: list[dict[str, Any]] = []
+        self.origins: list[Origin] = []
+        self.pending_slots = 0
+
+    def counters(self, frame_skip: int) -> dict[str, int]:
+        return {"policy_version": self.version, "updates": self.updates, "env_steps": self.env_steps,
+                "frames": self.env_steps * frame_skip, "episodes": self.episodes}
+
+    def to_dict(self, time_s: float, metrics_bytes: int) -> dict[str, Any]:
+        return {"dropped_samples": self.dropped_samples, "actor_dropped_samples": self.actor_dropped_samples,
+                "nonfinite_updates": self.nonfinite_updates, "nonfinite_streak": self.nonfinite_streak,
+                "time_s": time_s, "metrics_bytes": metrics_bytes, "recent": list(self.recent),
+                "recent_stats": {k: list(v) for k, v in self.recent_stats.items()},
+                "pending": self.pending, "origins": self.origins, "pending_slots": self.pending_slots,
+                "rng": rng_state()}
+
+    def load(self, ckpt: dict[str, Any]) -> None:
+        t = ckpt.get("trainer", {})
+        self.version, self.updates = int(ckpt["policy_version"]), int(ckpt["updates"])
+        self.env_steps, self.episodes = int(ckpt["env_steps"]), int(ckpt["episodes"])
+        self.resumes = int(ckpt.get("resumes", 0))
+        self.dropped_samples = int(t.get("dropped_samples", 0))
+        self.actor_dropped_samples = int(t.get("actor_dropped_samples", 0))
+        self.nonfinite_updates = int(t.get("nonfinite_updates", 0))
+        self.nonfinite_streak = int(t.get("nonfinite_streak", 0))
+        self.time_before = float(t.get("time_s", 0.0))
+        self.recent.extend(t.get("recent", []))
+        for k, v in t.get("recent_stats", {}).items():
+            self.recent_stats[k] = collections.deque(v, maxlen=RECENT_EPISODES)
+        self.pending, self.origins = list(t.get("pending", [])), list(t.get("origins", []))
+        self.pending_slots = int(t.get("pending_slots", 0))
+        if "rng" in t:
+            set_rng_state(t["rng"])
+
+    def return_mean(self) -> float | None:
+        return float(np.mean(self.recent)) if self.recent else None
 
 
 def run(ctx: WorkerContext) -> None:
+    """The trainer worker's loop (module docstring).
+
+    Raises:
+        CheckpointError: a checkpoint could not be written (the path and reason), or the one
+            to resume from could not be read.
+        NonFiniteRunError: ``trainer.max_nonfinite_updates`` consecutive updates were skipped.
+    """
     import torch
 
     from zoo.core.config import budget
@@ -122,75 +342,116 @@ def run(ctx: WorkerContext) -> None:
     torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2))
     torch.manual_seed(cfg.seed)
     algo = ctx.registry.get("algorithm", cfg.algo_name).load()(cfg.algo, spec, cfg.seed)
+    ckpt_dir = checkpoint_dir(ctx.run_dir)
+    os.makedirs(ckpt_dir, exist_ok=True)
+    remove_stale_tmp(ckpt_dir)
+    st = TrainerState()
+    truncate_to = purge_step = None
+    resume = int(getattr(cfg, "resume", 0) or 0)
+    if resume:
+        latest = latest_path(ctx.run_dir)
+        if os.path.exists(latest):
+            ckpt = load_checkpoint(latest, map_location=str(getattr(algo, "device", "cpu")))
+            algo.load_state_dict(ckpt["algorithm"])
+            st.load(ckpt)
+            truncate_to, purge_step = int(ckpt.get("trainer", {}).get("metrics_bytes", 0)), st.env_steps + 1
+        else:
+            truncate_to = 0  # nothing to continue from: a fresh start, without the rows of the lost segment
+        st.resumes = resume
     samples = ctx.transport("sample").puller(endpoint("sample", ctx.index))
     params = ctx.transport("parameter").publisher(PARAMETER_ENDPOINT)
-    metrics = MetricsWriter(ctx.run_dir, cfg.log.tensorboard)
-    ckpt_dir = os.path.join(ctx.run_dir, "checkpoints")
-    os.makedirs(ckpt_dir, exist_ok=True)
+    metrics = MetricsWriter(ctx.run_dir, cfg.log.tensorboard, truncate_to, purge_step)
     _, budget_steps = budget(cfg, spec)
-    version, updates, env_steps, episodes = 0, 0, 0, 0
-    dropped_samples = 0
-    actor_dropped_samples = 0  # dropped by actors because the trainer was behind (actors.drop_when_full)
     test_delay_s = float(os.environ.get(TEST_DELAY_ENV) or 0)
-    recent = collections.deque(maxlen=RECENT_EPISODES)
-    recent_stats: dict[str, collections.deque] = {}
+    interval_s = float(getattr(cfg.trainer, "checkpoint_interval_s", 0) or 0)
+    max_nonfinite = int(getattr(cfg.trainer, "max_nonfinite_updates", 1) or 1)
     start = time.monotonic()
+    last_checkpoint = start
+
+    def elapsed() -> float:
+        return round(st.time_before + time.monotonic() - start, 3)
 
     def publish() -> None:
         state = {k: v.detach().cpu().numpy() for k, v in algo.policy.state_dict().items()}
-        params.publish(state, {"policy_version": version, "updates": updates, "env_steps": env_steps})
+        params.publish(state, {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps})
 
     def counters() -> dict[str, int]:
-        return {"policy_version": version, "updates": updates, "env_steps": env_steps,
-                "frames": env_steps * spec.frame_skip, "episodes": episodes}
+        return st.counters(spec.frame_skip)
 
     def status(**extra: Any) -> None:
-        ctx.send_control("status", timeout=0.05, **counters(), dropped_samples=dropped_samples,
-                         actor_dropped_samples=actor_dropped_samples,
-                         budget_env_steps=budget_steps,
-                         episode_return_mean=float(np.mean(recent)) if recent else None,
-                         **{k: float(np.mean(v)) for k, v in recent_stats.items() if v}, **extra)
+        ctx.send_control("status", timeout=0.05, **counters(), dropped_samples=st.dropped_samples,
+                         actor_dropped_samples=st.actor_dropped_samples, nonfinite_updates=st.nonfinite_updates,
+                         budget_env_steps=budget_steps, episode_return_mean=st.return_mean(),
+                         **{k: float(np.mean(v)) for k, v in st.recent_stats.items() if v}, **extra)
 
     def checkpoint() -> None:
-        latest = os.path.join(ckpt_dir, "latest.pt")
-        save_checkpoint(latest, algo, counters())
+        nonlocal last_checkpoint
+        metrics.sync()
+        latest = latest_path(ctx.run_dir)
+        save_checkpoint(latest, algo, {**counters(), "resumes": st.resumes,
+                                       "trainer": st.to_dict(elapsed(), metrics.bytes)})
+        last_checkpoint = time.monotonic()
         if cfg.trainer.keep_checkpoints:
-            snapshot = os.path.join(ckpt_dir, f"policy-v{version:08d}.pt")
-            shutil.copyfile(latest, snapshot + ".tmp")
-            os.replace(snapshot + ".tmp", snapshot)  # never a half-written snapshot
+            snapshot = os.path.join(ckpt_dir, f"policy-v{st.version:08d}.pt")
+            try:
+                shutil.copyfile(latest, snapshot + TMP_SUFFIX)
+                os.replace(snapshot + TMP_SUFFIX, snapshot)  # never a half-written snapshot
+            except OSError as exc:
+                if os.path.exists(snapshot + TMP_SUFFIX):
+                    os.unlink(snapshot + TMP_SUFFIX)
+                raise CheckpointError(f"cannot write the checkpoint {snapshot}: {exc.strerror or exc}; "
+                                      f"{latest} is intact") from exc
 
+    def skip(what: str, sources: list[dict[str, Any]], detail: str) -> None:
+        st.nonfinite_updates += 1
+        st.nonfinite_streak += 1
+        metrics.write({"type": "nonfinite", **counters(), "time_s": elapsed(), "what": what,
+                       "sources": sources, "streak": st.nonfinite_streak,
+                       "nonfinite_updates": st.nonfinite_updates}, st.env_steps, tensorboard=False)
+        ctx.send_control("warning", timeout=0.05, key="nonfinite",
+                         message=f"update skipped (non-finite {what}; {detail}); "
+                                 f"{st.nonfinite_streak} in a row, {st.nonfinite_updates} in all")
+        if st.nonfinite_streak >= max_nonfinite:
+            raise NonFiniteRunError(
+                f"{st.nonfinite_streak} consecutive updates were skipped because of non-finite values "
+                f"(trainer.max_nonfinite_updates={max_nonfinite}); the last one: non-finite {what}; {detail}. "
+                f"The checkpoint {latest_path(ctx.run_dir)} holds the last finite weights "
+                f"(policy version {st.version}).")
+
+    if resume:
+        metrics.write({"type": "resume", "resume": resume, **counters(), "time_s": elapsed()}, st.env_steps,
+                      tensorboard=False)
     publish()
-    pending: list[dict[str, Any]] = []
-    pending_slots = 0
     lag_mean = lag_max = 0.0
     try:
-        while not ctx.stop and env_steps < budget_steps:
+        while not ctx.stop and st.env_steps < budget_steps:
             msg = samples.recv(RECV_S)
             if msg is None:
                 publish()  # late joiners get the current weights
                 status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
                 continue
             sample, meta = msg
-            env_steps += int(meta["env_steps"])
-            actor_dropped_samples += int(meta.get("dropped_at_actor", 0))
+            st.env_steps += int(meta["env_steps"])
+            st.actor_dropped_samples += int(meta.get("dropped_at_actor", 0))
             for ep in meta["episodes"]:
-                episodes += 1
-                recent.append(ep["return"])
+                st.episodes += 1
+                st.recent.append(ep["return"])
                 for k, v in ep.items():
                     if k not in ("return", "length"):
-                        recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
-                metrics.write({"type": "episode", "env_steps": env_steps, **ep}, env_steps)
-            if too_stale(version, sample, cfg.trainer.max_policy_lag):
-                dropped_samples += sample["reward"].shape[1]
+                        st.recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
+                metrics.write({"type": "episode", "env_steps": st.env_steps, **ep}, st.env_steps)
+            if too_stale(st.version, sample, cfg.trainer.max_policy_lag):
+                st.dropped_samples += sample["reward"].shape[1]
                 continue
-            pending.append(sample)
-            pending_slots += sample["reward"].shape[1]
-            if pending_slots < cfg.trainer.batch_samples:
+            st.pending.append(sample)
+            st.origins.append(sample_origin(meta, sample, spec.num_agents))
+            st.pending_slots += sample["reward"].shape[1]
+            if st.pending_slots < cfg.trainer.batch_samples:
                 continue
-            batch = collate(pending)
-            lags = policy_lag(version, batch)
+            batch, origins = collate(st.pending), st.origins
+            lags = policy_lag(st.version, batch)
             lag_mean, lag_max = float(lags.mean()) if lags.size else 0.0, int(lags.max()) if lags.size else 0
-            pending, pending_slots = [], 0
+            st.pending, st.origins, st.pending_slots = [], [], 0
             if not cfg.trainer.learn:  # sampling benchmark: count the samples, keep the weights
                 status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
                 continue
@@ -199,26 +460,38 @@ def run(ctx: WorkerContext) -> None:
                 if ctx.stop:
                     break
             if hasattr(algo, "progress"):
-                algo.progress = min(1.0, env_steps / budget_steps)
-            stats = algo.update(batch)
-            version += 1
-            updates += 1
+                algo.progress = min(1.0, st.env_steps / budget_steps)
+            bad = nonfinite_columns(batch)
+            if bad:
+                sources = describe_sources(bad, origins)
+                skip("batch values", sources, f"the batch holds NaN/inf from {_where(sources)}: "
+                     "check that environment (its rewards and observations) or the policy's outputs")
+                continue
+            try:
+                stats = algo.update(batch)
+            except NonFiniteUpdate as exc:
+                sources = [{"actor": o[0], "env_offset": o[1], "columns": o[3]} for o in origins]
+                skip(exc.what, sources, f"{exc}; the batch itself was finite, so the update diverged: "
+                     "lower the learning rate (algo.lr) or the gradient-norm clip (algo.max_grad_norm)")
+                continue
+            st.nonfinite_streak = 0
+            st.version += 1
+            st.updates += 1
             publish()
-            elapsed = time.monotonic() - start
-            row = {"type": "update", **counters(), "time_s": round(elapsed, 3),
-                   "policy_lag_mean": lag_mean, "policy_lag_max": lag_max, "dropped_samples": dropped_samples,
-                   "actor_dropped_samples": actor_dropped_samples,
-                   "episode_return_mean": float(np.mean(recent)) if recent else None,
+            row = {"type": "update", **counters(), "time_s": elapsed(),
+                   "policy_lag_mean": lag_mean, "policy_lag_max": lag_max, "dropped_samples": st.dropped_samples,
+                   "actor_dropped_samples": st.actor_dropped_samples,
+                   "episode_return_mean": st.return_mean(),
                    **{k: float(v) for k, v in stats.items()}}
-            metrics.write(row, env_steps)
-            status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
-            if updates % cfg.trainer.checkpoint_interval == 0:
+            metrics.write(row, st.env_steps)
+            if (st.updates % cfg.trainer.checkpoint_interval == 0
+                    or (interval_s > 0 and time.monotonic() - last_checkpoint >= interval_s)):
                 checkpoint()
+            status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)  # after the checkpoint it may announce
         checkpoint()  # the final weights (also on Ctrl-C), kept like every other checkpoint
         # The run's final counters: samples that arrived after the last update count too.
-        metrics.write({"type": "end", **counters(), "time_s": round(time.monotonic() - start, 3),
-                       "episode_return_mean": float(np.mean(recent)) if recent else None}, env_steps,
-                      tensorboard=False)
+        metrics.write({"type": "end", **counters(), "time_s": elapsed(), "episode_return_mean": st.return_mean()},
+                      st.env_steps, tensorboard=False)
         if not ctx.stop:
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
             ctx.send_control("done", timeout=2.0, **counters())

@@ -299,6 +299,23 @@ def test_validate_ring_divisibility(reg):
         "of envs: use a multiple of 2 (e.g. 6) or change actors.ring_size")
 
 
+@pytest.mark.parametrize("path,value,message", [
+    ("trainer.checkpoint_interval_s", -1.0, "trainer.checkpoint_interval_s must be a finite number of seconds >= 0 "
+     "(0: only every trainer.checkpoint_interval updates), got -1.0; e.g. --set trainer.checkpoint_interval_s=600"),
+    ("trainer.checkpoint_interval_s", float("nan"), "trainer.checkpoint_interval_s must be a finite number of seconds"
+     " >= 0 (0: only every trainer.checkpoint_interval updates), got nan; e.g. --set trainer.checkpoint_interval_s=600"),
+    ("trainer.max_nonfinite_updates", 0, "trainer.max_nonfinite_updates must be >= 1, got 0; set e.g. "
+     "--set trainer.max_nonfinite_updates=1"),
+])
+def test_validate_checkpoint_and_nonfinite_options(reg, path, value, message):
+    cfg = fresh()
+    cfg.env_steps, cfg.name = 10, "r"
+    setattr(cfg.trainer, path.split(".")[1], value)
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert (info.value.field, str(info.value)) == (path, message)
+
+
 def test_validate_reports_every_problem(reg):
     cfg = fresh()
     cfg.name = "r"

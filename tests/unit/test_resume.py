@@ -1,0 +1,174 @@
+"""Exact resume of the trainer: a run stopped (or crashed) and resumed from its checkpoint
+ends with the same weights, optimiser state, counters and metrics rows as the same run
+left alone, bit for bit (the trainer is fed the same fixed samples in both cases)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from zoo.core.checkpoint import load_checkpoint
+from tests.unit.trainer_harness import TrainerThread, fake_host, make_sample, trainer_config
+
+# Per algorithm: agents per env, and overrides making updates small (2 samples of 2 envs per batch).
+CASES = {
+    "ppo": (1, ("sample_length=16", "trainer.batch_samples=4", "algo.epochs=2", "algo.minibatches=2")),
+    "impala": (1, ("sample_length=16", "trainer.batch_samples=4")),
+    "mappo": (2, ("sample_length=16", "trainer.batch_samples=8", "algo.epochs=2", "algo.minibatches=2",
+                  "algo.max_reuse=2")),
+}
+T = 16
+ENVS = 2  # envs per sample: a sample has ENVS x agents columns; 2 samples make a batch
+
+
+def feed(trainer: TrainerThread, indices, agents: int) -> None:
+    for i in indices:
+        trainer.push(*make_sample(i, T, ENVS * agents, agents))
+
+
+def env_steps(n_samples: int) -> int:
+    return n_samples * T * ENVS  # each sample: T steps of ENVS envs
+
+
+def rows(run_dir) -> list[dict]:
+    """metrics.jsonl without ``resume`` rows and without wall-clock times."""
+    out = []
+    for line in open(os.path.join(run_dir, "metrics.jsonl")):
+        row = json.loads(line)
+        row.pop("time_s", None)
+        if row["type"] != "resume":
+            out.append(row)
+    return out
+
+
+def assert_same_state(a, b, path: str = "") -> None:
+    """Bit-for-bit equality of nested checkpoint data (tensors, arrays, numbers, RNG tuples)."""
+    import numpy as np
+
+    assert type(a) is type(b), path
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), path
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and np.array_equal(a, b), path
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_same_state(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+def compare_final(straight_dir, resumed_dir) -> None:
+    one = load_checkpoint(os.path.join(straight_dir, "checkpoints", "latest.pt"))
+    two = load_checkpoint(os.path.join(resumed_dir, "checkpoints", "latest.pt"))
+    assert_same_state(one["algorithm"], two["algorithm"], "algorithm")
+    for key in ("policy_version", "updates", "env_steps", "frames", "episodes"):
+        assert one[key] == two[key], key
+    t1, t2 = one["trainer"], two["trainer"]
+    for key in ("dropped_samples", "actor_dropped_samples", "nonfinite_updates", "recent", "pending_slots", "rng"):
+        assert_same_state(t1[key], t2[key], key)
+    assert rows(straight_dir) == rows(resumed_dir)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "impala", "mappo"])
+def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(tmp_path, algo):
+    agents, overrides = CASES[algo]
+    host = fake_host()
+    # 12 samples = 6 updates of 2 samples; the stopped run stops after 3 updates and one more
+    # sample (kept in the checkpoint as received but not trained on), then resumes with the rest.
+    straight = trainer_config(host, algo, str(tmp_path / "a"), agents, overrides)
+    run_a = str(tmp_path / "a" / "run")
+    os.makedirs(run_a)
+    t = TrainerThread(host, straight, run_a)
+    feed(t, range(12), agents)
+    t.wait_status(updates=6, env_steps=env_steps(12))
+    t.stop()
+    assert t.error is None
+
+    resumed = trainer_config(host, algo, str(tmp_path / "b"), agents, overrides)
+    run_b = str(tmp_path / "b" / "run")
+    os.makedirs(run_b)
+    t = TrainerThread(host, resumed, run_b)
+    feed(t, range(7), agents)
+    t.wait_status(updates=3, env_steps=env_steps(7))
+    t.stop()
+    assert t.error is None
+    first = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))
+    assert (first["policy_version"], first["updates"], first["env_steps"]) == (3, 3, env_steps(7))
+    assert first["trainer"]["pending_slots"] == ENVS * agents  # sample 6, not yet trained on
+    assert [r["type"] for r in rows(run_b)][-1] == "end"
+
+    t = TrainerThread(host, resumed, run_b, resume=1)
+    feed(t, range(7, 12), agents)
+    t.wait_status(updates=6, env_steps=env_steps(12))
+    t.stop()
+    assert t.error is None
+    compare_final(run_a, run_b)
+    kinds = [json.loads(line)["type"] for line in open(os.path.join(run_b, "metrics.jsonl"))]
+    # one `end` row (the stopped segment's was cut), the resume row right after update 3's row
+    assert kinds.count("end") == 1 and kinds[-1] == "end"
+    assert kinds.count("resume") == 1 and kinds.index("resume") == kinds.index("episode", kinds.index("resume") - 1) + 1
+    if algo == "ppo":  # the learning rate (annealed over the budget) and Adam's step count continue too
+        ckpt = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))
+        # 6 updates x 2 epochs x 2 minibatches = 24 Adam steps
+        assert all(float(s["step"]) == 24.0 for s in ckpt["algorithm"]["optimizer"]["state"].values())
+    if algo == "mappo":  # max_reuse=2: the last batch is kept for one more update, in the checkpoint
+        ckpt = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))
+        assert [e["uses"] for e in ckpt["algorithm"]["buffer"]] == [1]
+
+
+def test_a_crashed_run_resumes_from_its_last_checkpoint_without_duplicated_rows(tmp_path):
+    host = fake_host()
+    agents, overrides = CASES["ppo"]
+    overrides = (*overrides, "trainer.checkpoint_interval=2")
+    straight = trainer_config(host, "ppo", str(tmp_path / "a"), agents, overrides)
+    run_a = str(tmp_path / "a" / "run")
+    os.makedirs(run_a)
+    t = TrainerThread(host, straight, run_a)
+    feed(t, range(12), agents)
+    t.wait_status(updates=6, env_steps=env_steps(12))
+    t.stop()
+
+    run_b = str(tmp_path / "b" / "run")
+    os.makedirs(run_b)
+    t = TrainerThread(host, trainer_config(host, "ppo", str(tmp_path / "b"), agents, overrides), run_b)
+    feed(t, range(6), agents)
+    t.wait_status(updates=3, env_steps=env_steps(6))
+    t.push(*make_sample(99, T, ENVS * agents, agents)[:1], {"actor": 0})  # no env_steps: the trainer raises
+    t.join()
+    assert isinstance(t.error, KeyError)
+    # update 3's row is on disk, past the checkpoint of update 2
+    assert [r["updates"] for r in rows(run_b) if r["type"] == "update"] == [1, 2, 3]
+    ckpt = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))
+    assert (ckpt["updates"], ckpt["env_steps"]) == (2, env_steps(4))
+
+    t = TrainerThread(host, trainer_config(host, "ppo", str(tmp_path / "b"), agents, overrides), run_b, resume=1)
+    feed(t, range(4, 12), agents)  # what the checkpoint had not trained on
+    t.wait_status(updates=6, env_steps=env_steps(12))
+    t.stop()
+    assert t.error is None
+    assert [r["updates"] for r in rows(run_b) if r["type"] == "update"] == [1, 2, 3, 4, 5, 6]
+    compare_final(run_a, run_b)
+
+
+def test_checkpoints_are_also_written_by_wall_time(tmp_path):
+    host = fake_host()
+    agents, overrides = CASES["ppo"]
+    # every 1000 updates, or when 1 ns has passed since the last one: after every update
+    cfg = trainer_config(host, "ppo", str(tmp_path), agents,
+                         (*overrides, "trainer.checkpoint_interval=1000", "trainer.checkpoint_interval_s=1e-9"))
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    t = TrainerThread(host, cfg, run)
+    feed(t, range(2), agents)
+    t.wait_status(updates=1)
+    ckpt = load_checkpoint(os.path.join(run, "checkpoints", "latest.pt"))  # written while the trainer runs
+    t.stop()
+    assert (ckpt["policy_version"], ckpt["env_steps"]) == (1, env_steps(2))
+    assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["latest.pt"]
