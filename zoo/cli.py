@@ -7,6 +7,10 @@ Commands:
 - ``zoo plugins``: plugin distributions, versions, the hooks they implement, failures.
 - ``zoo train ALGO --env ENV [--seed N] [--config FILE] [--set key=value ...]
   [--steps N | --frames N] [--name NAME] [--launcher NAME]``: resolve the config, then run the controller.
+- ``zoo train --resume RUN_DIR [--steps N | --frames N] [--set key=value ...]`` and
+  ``zoo resume NAME [--runs-dir DIR] [...]``: continue a stopped, crashed or finished run
+  in its run directory from ``checkpoints/latest.pt`` (:mod:`zoo.core.resume`); a changed
+  config key that is not safe to change is refused (exit 2) with the list of differences.
 - plugin commands, added through the ``register_commands(app)`` hook.
 
 Exit codes: 0 success; 1 plugin start-up failure (``ZOO_STRICT_PLUGINS=1``, duplicate
@@ -224,9 +228,11 @@ class TrainCommand(TyperCommand):
 
 # ----------------------------------------------------------------------------- zoo train
 def train_command(
-    algo: str = typer.Argument(..., help="Algorithm name (see `zoo list algorithms`), e.g. ppo."),
-    env: str = typer.Option(..., "--env", "-e",
-                            help="Environment: a Gymnasium id (CartPole-v1), NAME:ARG (atari:Pong) or a name."),
+    algo: Optional[str] = typer.Argument(None, help="Algorithm name (see `zoo list algorithms`), e.g. ppo "
+                                         "(with --resume: taken from the run)."),
+    env: Optional[str] = typer.Option(None, "--env", "-e",
+                                      help="Environment: a Gymnasium id (CartPole-v1), NAME:ARG (atari:Pong) or a "
+                                      "name (with --resume: taken from the run)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default 1, or the config file's)."),
     config_file: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file of options (tables or dotted keys).",
                                                dir_okay=False),
@@ -238,11 +244,23 @@ def train_command(
     name: Optional[str] = typer.Option(None, "--name", help="Run name (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
     launcher: Optional[str] = typer.Option(None, "--launcher",
                                            help="How workers are started (see `zoo list launchers`; default local)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", file_okay=False,
+                                          help="Continue the run in this run directory (e.g. runs/NAME) from its last "
+                                          "checkpoint; --steps/--frames extend its budget (counted from its start)."),
 ) -> None:
     """Train ALGO on an environment through the SRL dataflow (actors -> policy worker -> trainer)."""
     host = get_host()
     if steps is not None and frames is not None:
         raise _fail("--steps and --frames are mutually exclusive: give the budget in env steps or in frames")
+    if resume is not None:
+        if name is not None:
+            raise _fail("--name with --resume: a resumed run keeps its run directory and name; drop --name")
+        _resume(host, str(resume), algo=algo, env=env, seed=seed, config_file=config_file, overrides=overrides,
+                steps=steps, frames=frames, launcher=launcher)
+        return
+    if algo is None or env is None:
+        raise _fail("zoo train needs an algorithm and an environment, e.g. zoo train ppo --env CartPole-v1 "
+                    "(or --resume RUN_DIR to continue a run)")
     try:
         cfg = zconfig.build_config(host.registry, algo, env, seed=seed, config_file=config_file,
                                    overrides=overrides, steps=steps, frames=frames, name=name,
@@ -267,9 +285,7 @@ def train_command(
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text("presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
-    from zoo.core.controller import prepare_run_dir, run
-    from zoo.core.transport import TransportError
-    from zoo.display import Display, final_status, format_summary
+    from zoo.core.controller import prepare_run_dir
 
     try:
         run_dir = prepare_run_dir(cfg)
@@ -278,6 +294,42 @@ def train_command(
     except OSError as exc:  # e.g. runs_dir is a file, or not writable
         raise _fail(f"runs_dir={cfg.runs_dir!r}: cannot create the run directory {exc.filename!r} "
                     f"({exc.strerror}); choose a writable folder with --set runs_dir=PATH") from None
+    _launch(cfg, console, run_dir)
+
+
+def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any) -> None:
+    """Continue the run ``target`` names (a run directory, or a run name under ``runs_dir``)."""
+    from zoo.core.resume import find_run_dir, resume_config
+
+    try:
+        run_dir = find_run_dir(target, runs_dir)
+        cfg, ckpt = resume_config(host.registry, run_dir, **given)
+    except UnknownComponentError as exc:
+        raise _fail(str(exc)) from None
+    except zconfig.ConfigError as exc:
+        raise _fail(str(exc)) from None
+    console = _console()
+    _, total = zconfig.budget(cfg)
+    console.print(
+        Text.assemble(("zoo resume ", "bold"), (cfg.name, "bold cyan"),
+                      f": {cfg.algo_name} on {cfg.env_name}, seed {cfg.seed}, from its checkpoint at update "
+                      f"{int(ckpt['updates']):,} (policy version {int(ckpt['policy_version']):,}, "
+                      f"{int(ckpt['env_steps']):,} of {total:,} env steps), resume #{cfg.resume}, run dir {run_dir}"),
+        soft_wrap=True, highlight=False)
+    from zoo.core.graph import write_graph
+
+    zconfig.save_config(cfg, run_dir)  # the budget (and other safe changes) as they now are
+    write_graph(cfg, run_dir)
+    _launch(cfg, console, run_dir)
+
+
+def _launch(cfg: Any, console: Console, run_dir: str) -> None:
+    """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code."""
+    from zoo.core.controller import run
+    from zoo.core.transport import TransportError
+    from zoo.display import Display, final_status, format_summary
+
+    spec = cfg.spec
     started = time.monotonic()
     try:
         with Display(console=console, title=cfg.name) as display:
@@ -291,6 +343,27 @@ def train_command(
         console.print(format_summary(last, time.monotonic() - started, run_dir),
                       markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))
+
+
+def resume_command(
+    run: str = typer.Argument(..., help="The run: its name under --runs-dir, or its run directory (runs/NAME)."),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs (for a run name)."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1,
+                                        help="New budget in env steps, counted from the run's start (extends it)."),
+    frames: Optional[int] = typer.Option(None, "--frames", min=1,
+                                         help="New budget in frames, counted from the run's start (extends it)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", "-c", dir_okay=False,
+                                               help="TOML file of options that may change on resume."),
+    overrides: List[str] = typer.Option([], "--set", "-s", help="Change an option that may change on resume, "
+                                        "e.g. --set log.interval_s=10 (others are refused)."),
+    launcher: Optional[str] = typer.Option(None, "--launcher",
+                                           help="How workers are started (see `zoo list launchers`; default: the run's)."),
+) -> None:
+    """Continue a stopped, crashed or finished run from its last checkpoint, in its run directory."""
+    if steps is not None and frames is not None:
+        raise _fail("--steps and --frames are mutually exclusive: give the budget in env steps or in frames")
+    _resume(get_host(), run, str(runs_dir), config_file=config_file, overrides=overrides, steps=steps, frames=frames,
+            launcher=launcher)
 
 
 # ----------------------------------------------------------------------------- app
@@ -335,6 +408,7 @@ def build_app(host: PluginHost | None = None) -> typer.Typer:
     app.command("list")(list_command)
     app.command("plugins")(plugins_command)
     app.command("train", cls=TrainCommand)(train_command)
+    app.command("resume")(resume_command)
     if host is not None:
         _register_plugin_commands(app, host)
     return app

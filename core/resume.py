@@ -1,0 +1,163 @@
+"""Continuing a run in its own run directory: ``zoo train --resume RUN_DIR`` / ``zoo resume NAME``.
+
+A run that stopped (Ctrl-C, SIGTERM), crashed, or reached a budget the user now wants to
+extend continues from ``<run_dir>/checkpoints/latest.pt``. :func:`resume_config` rebuilds
+the run's config from its ``config.json`` (with the same presets, then the saved values,
+then what the command line adds), checks it against the saved one and returns it with
+``resume`` set to the run's resume count + 1; the controller then starts the workers as
+for a new run, in the same run directory, and the trainer continues from the checkpoint
+(what it restores: :mod:`zoo.core.workers.trainer`).
+
+**What may change on resume** (:data:`SAFE_TO_CHANGE`): the budget (``--steps`` /
+``--frames``: it counts from the run's original start, so it must be more than the env
+steps already done; with ``anneal_lr`` over the run's budget the schedule follows the new
+budget from the current step on), ``log.*``, ``trainer.checkpoint_interval``,
+``trainer.checkpoint_interval_s``, ``trainer.keep_checkpoints``, ``trainer.threads``,
+``trainer.max_nonfinite_updates``, ``policy.threads``, ``policy.device``,
+``policy.max_wait_ms``, ``policy.stall_warning_s``, ``algo.device``, ``streams.*`` (how data
+travels, not what is learned), ``supervision.*`` and ``launcher`` (how workers are run).
+Anything else that differs from ``config.json`` (an algorithm hyperparameter, the seed, the
+environment or its options, the number of actors, the sample length...) is refused with
+the list of differing keys, and so is an environment whose spec (spaces, agents,
+frame-skip) changed since the run started.
+
+What a resumed run restores exactly, and what it cannot: see ``docs/checkpoints.md``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any, Iterable
+
+from zoo.core.checkpoint import CheckpointError, latest_path, load_checkpoint
+from zoo.core.options import ConfigError
+
+SAFE_TO_CHANGE = (
+    "env_steps", "frames", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
+    "trainer.keep_checkpoints", "trainer.threads", "trainer.max_nonfinite_updates", "policy.threads",
+    "policy.device", "policy.max_wait_ms", "policy.stall_warning_s", "algo.device", "streams.", "supervision.",
+    "launcher",
+)
+"""Config keys a resume may change; an entry ending in ``.`` covers every key below it."""
+
+
+def is_safe(key: str) -> bool:
+    """Whether ``key`` (dotted, e.g. ``log.interval_s``) may differ on resume (:data:`SAFE_TO_CHANGE`)."""
+    return any(key.startswith(s) if s.endswith(".") else key == s for s in SAFE_TO_CHANGE)
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict) and data:
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def config_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(key, saved value, new value)`` for every dotted key whose value differs between two
+    :func:`~zoo.core.config.config_to_dict` results (``env_spec`` included), sorted by key;
+    a key missing on one side has the value ``None`` there."""
+    a, b = _flat(saved), _flat(new)
+    return sorted((k, a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def find_run_dir(target: str | Path, runs_dir: str | Path = "runs") -> str:
+    """The run directory ``target`` names: a path to a folder holding ``config.json``, or a run
+    name under ``runs_dir``.
+
+    Raises:
+        ConfigError: neither is a run directory (field ``resume``).
+    """
+    for candidate in (Path(target), Path(runs_dir) / str(target)):
+        if (candidate / "config.json").is_file():
+            return str(candidate)
+    raise ConfigError(f"{target}: not a run directory (no {Path(target) / 'config.json'} and no "
+                      f"{Path(runs_dir) / str(target) / 'config.json'}); give the folder a run wrote, e.g. "
+                      f"zoo resume runs/NAME, or the run's name with --runs-dir DIR", field="resume")
+
+
+def _still_running(run_dir: str) -> int | None:
+    """The pid of a controller that ``status.json`` says is running this run on this host and is alive."""
+    try:
+        status = json.loads(Path(run_dir, "status.json").read_text())
+        pid = int(status.get("pid") or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    if status.get("status") != "running" or status.get("host") != socket.gethostname() or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
+def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str | None = None,
+                  seed: int | None = None, config_file: str | Path | None = None, overrides: Iterable[str] = (),
+                  steps: int | None = None, frames: int | None = None, launcher: str | None = None):
+    """The config to continue the run in ``run_dir`` with, and its checkpoint's counters.
+
+    ``algo``/``env``/``seed``/``config_file``/``overrides``/``steps``/``frames``/``launcher`` are what the
+    command line gave (``None``: not given); they are applied over the saved config exactly
+    as for ``zoo train``, then the result is compared with ``config.json``.
+
+    Returns:
+        ``(cfg, checkpoint)``: ``cfg.resume`` is the checkpoint's ``resumes`` + 1; ``checkpoint``
+        is the loaded ``latest.pt`` (its counters say where the run continues).
+
+    Raises:
+        ConfigError: no checkpoint to continue from; the run is still running; a changed key
+            outside :data:`SAFE_TO_CHANGE` (every one listed, with old and new values); a
+            changed env spec; a budget not above the env steps already done; and every
+            error of :func:`~zoo.core.config.build_config`.
+    """
+    from zoo.core.config import build_config, budget, config_to_dict
+
+    path = Path(run_dir)
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path / 'config.json'}: {exc}", field="resume") from None
+    pid = _still_running(run_dir)
+    if pid is not None:
+        raise ConfigError(f"{run_dir} is still running (controller pid {pid} on this host, per status.json); "
+                          "stop it first (Ctrl-C or kill PID), then resume it", field="resume")
+    try:
+        ckpt = load_checkpoint(latest_path(run_dir))
+    except CheckpointError as exc:
+        raise ConfigError(f"cannot resume {run_dir}: {exc}", field="resume") from None
+    named = [(k, saved.get(k), v) for k, v in (("algo_name", algo), ("env_name", env)) if v not in (None, saved.get(k))]
+    if named:  # another algorithm or env: its options would not even fit the saved ones
+        raise ConfigError(f"cannot resume {run_dir} as another run: "
+                          + "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in named)
+                          + f"; the run is {saved.get('algo_name')} on {saved.get('env_name')} (give no ALGO/--env "
+                          "to resume it, or start a new run with --name NEW)",
+                          field=named[0][0], problems=[f"{k}: {o!r} -> {n!r}" for k, o, n in named])
+    base = {k: v for k, v in saved.items() if k not in ("env_spec", "algo_name", "env_name", "name", "runs_dir")}
+    base["runs_dir"], base["name"] = str(path.parent), path.name
+    cfg = build_config(registry, algo or saved["algo_name"], env or saved["env_name"], seed=seed,
+                       config_file=config_file, overrides=list(overrides), steps=steps, frames=frames,
+                       name=path.name, launcher=launcher, base=base)
+    changes = config_changes(saved, config_to_dict(cfg))
+    refused = [c for c in changes if not is_safe(c[0])]
+    if refused:
+        listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in refused)
+        raise ConfigError(
+            f"cannot resume {run_dir} with a different config: {len(refused)} key(s) differ from its config.json: "
+            f"{listed}. A resume may change only the budget (--steps/--frames), log.*, trainer.checkpoint_interval"
+            "(_s), trainer.keep_checkpoints, trainer.threads, trainer.max_nonfinite_updates, policy.threads/device/"
+            "max_wait_ms/stall_warning_s, algo.device, streams.*, supervision.* and launcher; to change the "
+            "others start a new run (--name NEW)", field=refused[0][0], problems=[f"{k}: {o!r} -> {n!r}" for k, o, n in refused])
+    _, total = budget(cfg)
+    if total <= int(ckpt["env_steps"]):
+        raise ConfigError(
+            f"{run_dir} already did {int(ckpt['env_steps']):,} env steps of its budget of {total:,}; to continue it "
+            f"give a larger budget, counted from the run's start: e.g. --steps {2 * total}", field="env_steps")
+    cfg.resume = int(ckpt.get("resumes", 0)) + 1
+    return cfg, ckpt
