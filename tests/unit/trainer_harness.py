@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from zoo.core.config import build_config
+from zoo.core.graph import endpoint
 from zoo.core.plugins import PluginHost
 from zoo.core.streams import transport_for
 from zoo.core.testing import plugin as testing_plugin
@@ -89,7 +90,7 @@ class TrainerThread:
         self.control = self.control_transport.puller("control")
         self.ctx = WorkerContext("trainer", 0, self.cfg, self.cfg.spec, self.run_id, run_dir,
                                  registry=host.registry, control=self.control_transport.pusher("control"))
-        self.pusher = self.transports[0].pusher("sample")
+        self.pusher = self.transports[0].pusher(endpoint("sample", 0))
         self.messages: list[dict[str, Any]] = []
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
