@@ -38,6 +38,7 @@ key                 shape, dtype          meaning
                                           the reset until the agent's first active step
 ``policy_version``  [T, B] int64          version of the weights that chose ``action``
 ``<extra>``         [T, B] float32        what ``act`` returned besides ``action`` (logp, value)
+``disc_return``     [T, B] float32        only with ``algo.norm_reward``: running discounted return
 ``final_obs``       dict of [K, ...]      the real last observation of each truncated step
 ``final_index``     [K, 2] int64          (t, b) of each truncated step, row order of ``final_obs``
 ==================  ====================  ==========================================

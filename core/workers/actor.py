@@ -25,6 +25,11 @@ active step, inclusive. An agent that joins an episode late (PettingZoo agents a
 from ``env.agents`` at first) therefore starts from a fresh recurrent state at its first
 step of every episode, in the policy worker and in training alike.
 
+When the algorithm's config has ``norm_reward`` set, each sample also carries
+``disc_return`` ``float32 [T, S]``: the running discounted return ``R = gamma R + r`` of
+each agent-slot (``gamma``: the algorithm's), reset when the agent's episode ends, from
+which the trainer scales rewards (:mod:`zoo.plugins.algorithms.normalization`).
+
 At the end every env's ``close()`` is called within :data:`zoo.core.env.CLOSE_BUDGET_S`;
 a slow, failing or unfinished close is reported to the controller as a warning.
 
@@ -63,7 +68,7 @@ DROP_WAIT_S = 0.005  # with actors.drop_when_full: how long a sample may wait fo
 class SampleBuffer:
     """Preallocated time-major arrays for one group's sample of ``T`` steps and ``S`` agent-slots."""
 
-    def __init__(self, T: int, first_obs: dict[str, np.ndarray]) -> None:
+    def __init__(self, T: int, first_obs: dict[str, np.ndarray], disc_return: bool = False) -> None:
         self.T = T
         S = next(iter(first_obs.values())).shape[0]
         self.obs = {k: np.empty((T + 1, *v.shape), v.dtype) for k, v in first_obs.items()}
@@ -76,6 +81,8 @@ class SampleBuffer:
         self.action: np.ndarray | None = None
         self.extras: dict[str, np.ndarray] = {}
         self.final_obs: list[tuple[int, int, dict[str, np.ndarray]]] = []
+        # running discounted return per slot at each step (reward normalisation), or None
+        self.disc_return = np.zeros((T, S), np.float32) if disc_return else None
         self.t = 0
         for k, v in first_obs.items():
             self.obs[k][0] = v
@@ -121,6 +128,8 @@ class SampleBuffer:
         out = {"obs": self.obs, "action": self.action, "reward": self.reward, "terminated": self.terminated,
                "truncated": self.truncated, "active": self.active, "on_reset": self.on_reset,
                "policy_version": self.policy_version, **self.extras}
+        if self.disc_return is not None:
+            out["disc_return"] = self.disc_return
         if self.final_obs:
             out["final_obs"] = {k: np.stack([f[2][k] for f in self.final_obs]) for k in self.obs}
             out["final_index"] = np.array([[t, s] for t, s, _ in self.final_obs], np.int64)
@@ -153,7 +162,8 @@ class EnvGroup:
     within the actor) only label errors (:class:`NonFiniteEnvError`).
     """
 
-    def __init__(self, envs: list, seeds: list[int], actor: int = 0, env_offset: int = 0) -> None:
+    def __init__(self, envs: list, seeds: list[int], actor: int = 0, env_offset: int = 0,
+                 return_gamma: float | None = None) -> None:
         self.envs = envs
         self.A = envs[0].spec.num_agents
         self.actor, self.env_offset = actor, env_offset
@@ -168,6 +178,9 @@ class EnvGroup:
         self.ep_length = np.zeros(n, np.int64)
         self.request_id = -1
         self.to_env = ActionClipper(envs[0].spec.action_space)
+        # reward normalisation: R = gamma R + r per agent-slot, reset when the agent's episode ends
+        self.return_gamma = return_gamma
+        self.disc_ret = np.zeros(n * self.A, np.float64)
 
     @staticmethod
     def _stack(obs: tuple[dict[str, np.ndarray], ...]) -> dict[str, np.ndarray]:
@@ -247,6 +260,10 @@ class EnvGroup:
             self.check_finite(None, {k: v[None] for k, v in final.items()}, " as the last observation of an episode",
                               slot)
         self.active = self._active(next_infos)
+        if self.return_gamma is not None:
+            self.disc_ret = self.disc_ret * self.return_gamma + rewards
+            buf.disc_return[buf.t] = self.disc_ret
+            self.disc_ret[terminated | truncated | self.on_reset] = 0.0
         buf.record_step(rewards, terminated, truncated, self.obs)
 
     def _episode_stats(self, i: int, info: dict[str, Any]) -> list[dict[str, Any]]:
@@ -265,15 +282,17 @@ def run(ctx: WorkerContext) -> None:
     cfg = ctx.cfg
     n_groups = cfg.actors.ring_size
     per_group = cfg.actors.envs_per_actor // n_groups
+    # reward normalisation (an algorithm option norm_reward with its gamma): samples carry disc_return
+    return_gamma = float(cfg.algo.gamma) if getattr(cfg.algo, "norm_reward", False) else None
     all_seeds = env_seeds(cfg.seed, ctx.index, cfg.actors.envs_per_actor, int(getattr(cfg, "resume", 0) or 0))
     groups: list[EnvGroup] = []
     for g in range(n_groups):
         seeds = all_seeds[g * per_group:(g + 1) * per_group]
-        groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, g * per_group))
+        groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, g * per_group, return_gamma))
     graph = Graph.from_config(cfg)
     client = ctx.transport("inference").request_client(endpoint("inference", graph.policy_of(ctx.index)), ctx.index)
     samples = ctx.transport("sample").pusher(endpoint("sample", graph.trainer_of(ctx.index)))
-    buffers = [SampleBuffer(cfg.sample_length, g.obs) for g in groups]
+    buffers = [SampleBuffer(cfg.sample_length, g.obs, return_gamma is not None) for g in groups]
     episodes: list[dict[str, Any]] = []
     env_steps_unsent = 0
     dropped_unsent = 0  # agent-slot samples dropped because the trainer was behind
@@ -326,7 +345,7 @@ def run(ctx: WorkerContext) -> None:
                     episodes, env_steps_unsent, dropped_unsent = [], 0, 0
                 else:  # its env steps and episodes travel with the next sample that gets through
                     dropped_unsent += bundle["reward"].shape[1]
-                buffers[g] = SampleBuffer(cfg.sample_length, group.obs)
+                buffers[g] = SampleBuffer(cfg.sample_length, group.obs, return_gamma is not None)
             request(g)
     finally:
         client.close()

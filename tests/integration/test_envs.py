@@ -106,3 +106,47 @@ def test_impala_with_an_infos_action_mask_never_acts_illegally(tmp_path):
                "--steps", "3000", "--set", "env.kwargs=mask_in=infos")
     episodes = [r for r in rows if r["type"] == "episode"]
     assert len(episodes) >= 250 and sum(e["illegal"] for e in episodes) == 0
+
+
+def random_pendulum_return(episodes: int = 20) -> float:
+    """Mean return of uniformly random actions on Pendulum-v1 over exactly ``episodes`` episodes
+    (env seeds 0..episodes-1, action sampler seeded 0): -1245.9 for 20 episodes."""
+    import gymnasium
+
+    env = gymnasium.make("Pendulum-v1")
+    env.action_space.seed(0)
+    returns = []
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        total, done = 0.0, False
+        while not done:
+            _, r, terminated, truncated, _ = env.step(env.action_space.sample())
+            total, done = total + float(r), terminated or truncated
+        returns.append(total)
+    env.close()
+    assert len(returns) == episodes
+    return float(np.mean(returns))
+
+
+def test_ppo_box_actions_learn_pendulum_clearly_better_than_random(tmp_path):
+    # Box actions (Gaussian, clipped to [-2, 2] for the env), with the Box presets' running observation and
+    # reward normalisation; Pendulum-specific: gamma 0.9, lr 1e-3, 8 envs x T = 64, 10 epochs x 4 minibatches.
+    # 80k env steps took 93 s on 2 shared cores (other runs beside it); the last 40 episodes averaged -310.
+    random_mean = random_pendulum_return(20)
+    rows = run(tmp_path, "pendulum", "ppo", "--env", "Pendulum-v1", "--steps", "80000", "--seed", "1",
+               "--set", "algo.gamma=0.9", "--set", "algo.lr=1e-3", "--set", "algo.minibatches=4",
+               "--set", "sample_length=64")
+    config = json.loads((tmp_path / "pendulum" / "config.json").read_text())
+    assert config["algo"]["norm_obs"] is True and config["algo"]["norm_reward"] is True  # the Box presets
+    episodes = [r for r in rows if r["type"] == "episode"]
+    first, last = mean_return(episodes[:40]), mean_return(episodes[-40:])
+    print(f"random {random_mean:.0f}, first 40 episodes {first:.0f}, last 40 {last:.0f}")
+    assert last >= random_mean + 400
+    import torch
+
+    ckpt = torch.load(tmp_path / "pendulum" / "checkpoints" / "latest.pt", weights_only=False)
+    algo_state = ckpt["algorithm"]
+    # the statistics merged every agent step trained on, from both actors (prior count 1e-4)
+    trained = sum(r["agent_steps"] for r in rows if r["type"] == "update")
+    assert algo_state["reward_norm"]["returns.count"].item() == pytest.approx(trained + 1e-4)
+    assert algo_state["policy"]["obs_norm.stats.0.count"].item() == pytest.approx(trained + 1e-4)

@@ -36,6 +36,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.vtrace import vtrace
+from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
 
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "rho_mean", "rho_clipfrac", "explained_variance",
@@ -84,6 +85,12 @@ class IMPALAConfig:
     """Global L2 gradient-norm clipping threshold on the summed loss (0 disables clipping)."""
     hidden: int = 64
     """Hidden units per layer of the MLP (vector observations)."""
+    norm_obs: bool = False
+    """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
+    norm_reward: bool = False
+    """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
+    norm_clip: float = 10.0
+    """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
 
@@ -102,6 +109,7 @@ class IMPALAConfig:
             "vf_coef": (self.vf_coef >= 0, "must be >= 0"), "ent_coef": (self.ent_coef >= 0, "must be >= 0"),
             "max_grad_norm": (self.max_grad_norm >= 0, "must be >= 0 (0: no clipping)"),
             "hidden": (self.hidden >= 1, "must be >= 1"),
+            "norm_clip": (self.norm_clip > 0, "must be > 0"),
         }
         for name, (ok, hint) in checks.items():
             if not ok:
@@ -124,7 +132,7 @@ class IMPALA:
             TypeError: the action space is not Discrete, MultiDiscrete or Box.
             ValueError: an image observation is under a key other than ``"obs"``.
         """
-        return ActorCritic(spec, hidden=config.hidden)
+        return ActorCritic(spec, hidden=config.hidden, norm_obs=config.norm_obs, norm_clip=config.norm_clip)
 
     @classmethod
     def presets(cls, spec: EnvSpec) -> dict[str, Any]:
@@ -174,6 +182,7 @@ class IMPALA:
         self.agent_steps = 0  # active steps trained on so far (drives lr annealing)
         self.progress = 0.0  # fraction of the run's env-step budget done; set by the trainer
         self.updates = 0
+        self.reward_norm = RewardNorm(config.norm_clip) if config.norm_reward else None
 
     def current_lr(self) -> float:
         """The learning rate of the next update (:func:`~zoo.plugins.algorithms.tensors.annealed_lr`)."""
@@ -215,6 +224,7 @@ class IMPALA:
         stats = {k: 0.0 for k in STATS} | {"lr": lr, "agent_steps": float(n)}
         if n == 0:
             return stats
+        reward = scaled_rewards(self.reward_norm, batch, reward, active)
 
         action = to_tensor(batch["action"], dev)
         flat_obs = {k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}
@@ -263,12 +273,14 @@ class IMPALA:
             })
         self.agent_steps += n
         self.updates += 1
+        self.policy.update_obs_stats({k: v[:T][active] for k, v in obs.items()})  # after the update
         return stats
 
     def state_dict(self) -> dict[str, Any]:
         """Policy and optimiser state, counters and the config."""
         return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "agent_steps": self.agent_steps, "updates": self.updates, "config": asdict(self.config)}
+                "agent_steps": self.agent_steps, "updates": self.updates, "config": asdict(self.config),
+                "reward_norm": None if self.reward_norm is None else self.reward_norm.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (the stored config is informational)."""
@@ -276,3 +288,5 @@ class IMPALA:
         self.optimizer.load_state_dict(state["optimizer"])
         self.agent_steps = int(state.get("agent_steps", 0))
         self.updates = int(state.get("updates", 0))
+        if self.reward_norm is not None and state.get("reward_norm") is not None:
+            self.reward_norm.load_state_dict(state["reward_norm"])

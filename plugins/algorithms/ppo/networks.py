@@ -31,6 +31,7 @@ from zoo.plugins.algorithms.distributions import (ActionHead, DiscreteHead, Gaus
                                                   MultiBinaryHead, MultiDiscreteHead, make_head)
 from zoo.plugins.algorithms.encoders import (NatureCNN, ObsEncoder, VectorEncoder, is_image_space,  # noqa: F401
                                              layer_init)
+from zoo.plugins.algorithms.normalization import ObsNorm
 
 Obs = dict[str, torch.Tensor]
 
@@ -57,8 +58,11 @@ class ActorCritic(nn.Module):
     entropies (nats) and values.
     """
 
-    def __init__(self, spec: EnvSpec, hidden: int = 64) -> None:
+    def __init__(self, spec: EnvSpec, hidden: int = 64, norm_obs: bool = False, norm_clip: float = 10.0) -> None:
         super().__init__()
+        # running observation normalisation (normalization.py): buffers, so checkpoints and the
+        # policy workers carry the statistics; None when off
+        self.obs_norm = ObsNorm(spec.observation_space, norm_clip) if norm_obs else None
         spaces = spec.observation_space
         self.head = make_head(spec.action_space)
         n_out = self.head.num_outputs
@@ -77,13 +81,21 @@ class ActorCritic(nn.Module):
     def _mask(self, obs: Obs) -> torch.Tensor | None:
         return obs.get(ACTION_MASK_KEY) if self.masked else None
 
+    def normalize_obs(self, obs: Obs) -> Obs:
+        return self.obs_norm(obs) if self.obs_norm is not None else obs
+
+    def update_obs_stats(self, obs: Obs) -> None:
+        """Merge rows ``obs [n, ...]`` (active agent steps) into the observation statistics, if on."""
+        if self.obs_norm is not None:
+            self.obs_norm.update(obs)
+
     def _forward(self, obs: Obs) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self.encoder(obs)
+        x = self.encoder(self.normalize_obs(obs))
         return self.actor(x), self.critic(x).squeeze(-1)
 
     def value(self, obs: Obs) -> torch.Tensor:
         """State values ``V(obs)``, float32 ``[N]``."""
-        return self.critic(self.encoder(obs)).squeeze(-1)
+        return self.critic(self.encoder(self.normalize_obs(obs))).squeeze(-1)
 
     def act(self, obs: Obs, deterministic: bool = False) -> dict[str, torch.Tensor]:
         """Choose actions: ``{"action": [N, ...], "logp": float32 [N], "value": float32 [N]}``.

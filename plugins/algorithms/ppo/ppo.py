@@ -28,6 +28,7 @@ from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
+from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
 
 
@@ -74,6 +75,12 @@ class PPOConfig:
     """Stop the epochs of an update early once the approximate KL exceeds this (0: never)."""
     hidden: int = 64
     """Hidden units per layer of the MLP (vector observations)."""
+    norm_obs: bool = False
+    """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
+    norm_reward: bool = False
+    """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
+    norm_clip: float = 10.0
+    """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
 
@@ -90,6 +97,7 @@ class PPOConfig:
             "epochs": (self.epochs >= 1, "must be >= 1"), "minibatches": (self.minibatches >= 1, "must be >= 1"),
             "target_kl": (self.target_kl >= 0, "must be >= 0 (0: no early stop)"),
             "hidden": (self.hidden >= 1, "must be >= 1"),
+            "norm_clip": (self.norm_clip > 0, "must be > 0"),
         }
         for name, (ok, hint) in checks.items():
             if not ok:
@@ -130,7 +138,7 @@ class PPO:
             TypeError: the action space is not Discrete, MultiDiscrete or Box.
             ValueError: an image observation is under a key other than ``"obs"``.
         """
-        return ActorCritic(spec, hidden=config.hidden)
+        return ActorCritic(spec, hidden=config.hidden, norm_obs=config.norm_obs, norm_clip=config.norm_clip)
 
     @classmethod
     def presets(cls, spec: EnvSpec) -> dict[str, Any]:
@@ -147,7 +155,7 @@ class PPO:
         Box actions, vector observations: CleanRL ``ppo_continuous_action.py`` (2048 env steps
         per update, here 8 envs x T = 256; 10 epochs x 32 minibatches, lr 3e-4 decayed
         linearly to 0 over the run, gamma 0.99, lambda 0.95, clip 0.2, value clipping, no
-        entropy bonus, value 0.5, gradient norm 0.5).
+        entropy bonus, value 0.5, gradient norm 0.5, running observation and reward normalisation).
         """
         from gymnasium import spaces
 
@@ -161,7 +169,7 @@ class PPO:
         if isinstance(spec.action_space, spaces.Box):
             algo = {"lr": 3e-4, "anneal_lr": True, "anneal_lr_steps": 0, "gamma": 0.99, "gae_lambda": 0.95,
                     "clip_coef": 0.2, "clip_vloss": True, "vf_coef": 0.5, "ent_coef": 0.0, "max_grad_norm": 0.5,
-                    "epochs": 10, "minibatches": 32}
+                    "epochs": 10, "minibatches": 32, "norm_obs": True, "norm_reward": True}
             return {"sample_length": 256, **layout, **{f"algo.{k}": v for k, v in algo.items()}}
         algo = {"lr": 1e-3, "anneal_lr": True, "anneal_lr_steps": 0, "gamma": 0.98,
                 "gae_lambda": 0.8, "clip_coef": 0.2, "clip_vloss": False, "vf_coef": 0.5, "ent_coef": 0.0,
@@ -179,6 +187,7 @@ class PPO:
         self.agent_steps = 0  # active steps trained on so far (drives lr annealing)
         self.progress = 0.0  # fraction of the run's env-step budget done; set by the trainer
         self.updates = 0
+        self.reward_norm = RewardNorm(config.norm_clip) if config.norm_reward else None
 
     # -- helpers -------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -194,6 +203,8 @@ class PPO:
         c, dev = self.config, self.device
         reward = to_tensor(batch["reward"], dev, torch.float32)
         T, B = reward.shape
+        active = to_tensor(batch["active"], dev, torch.bool) if "active" in batch else None
+        reward = scaled_rewards(self.reward_norm, batch, reward, active)
         with torch.no_grad():
             if "value" in batch:
                 values = to_tensor(batch["value"], dev, torch.float32)
@@ -315,13 +326,15 @@ class PPO:
 
         self.agent_steps += n
         self.updates += 1
+        self.policy.update_obs_stats(b_obs)  # after the update: it used the behaviour policy's statistics
         stats.update({k: v / steps for k, v in sums.items()})
         stats["explained_variance"] = explained_variance(b_values, b_returns)
         return stats
 
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Policy and optimiser state, counters, minibatch RNG state and the config."""
+        """Policy (with the observation statistics) and optimiser state, counters, minibatch RNG
+        state, the config and the reward-normalisation statistics (None when off)."""
         return {
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -329,6 +342,7 @@ class PPO:
             "updates": self.updates,
             "rng": self.rng.bit_generator.state,
             "config": asdict(self.config),
+            "reward_norm": None if self.reward_norm is None else self.reward_norm.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -337,5 +351,7 @@ class PPO:
         self.optimizer.load_state_dict(state["optimizer"])
         self.agent_steps = int(state.get("agent_steps", 0))
         self.updates = int(state.get("updates", 0))
+        if self.reward_norm is not None and state.get("reward_norm") is not None:
+            self.reward_norm.load_state_dict(state["reward_norm"])
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
