@@ -273,7 +273,8 @@ class IMPALA:
             })
         self.agent_steps += n
         self.updates += 1
-        self.policy.update_obs_stats({k: v[:T][active] for k, v in obs.items()})  # after the update
+        if c.norm_obs:  # after the update, which used the behaviour policy's statistics
+            self.policy.update_obs_stats({k: v[:T][active] for k, v in obs.items()})
         return stats
 
     def state_dict(self) -> dict[str, Any]:

@@ -326,7 +326,8 @@ class PPO:
 
         self.agent_steps += n
         self.updates += 1
-        self.policy.update_obs_stats(b_obs)  # after the update: it used the behaviour policy's statistics
+        if c.norm_obs:  # after the update, which used the behaviour policy's statistics
+            self.policy.update_obs_stats(b_obs)
         stats.update({k: v / steps for k, v in sums.items()})
         stats["explained_variance"] = explained_variance(b_values, b_returns)
         return stats
