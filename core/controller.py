@@ -26,6 +26,7 @@ import uuid
 from typing import Any, Callable
 
 from zoo.core.env import EnvSpec
+from zoo.core.health import Health
 from zoo.core.supervision import STOP_GRACE_S, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
 from zoo.core.workers.base import WorkerContext
 
@@ -176,12 +177,15 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     run_dir = run_dir or prepare_run_dir(cfg)
     controller = Controller(cfg, spec, run_dir)
     pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
+    # live.json, the workers table and the bottleneck; supervision reports restarts to it
+    health = controller.health = Health(_graph(cfg), run_dir, cfg.log.interval_s, on_status)
     warnings_shown: dict[tuple, float] = {}
     try:
         controller.start()
         while True:
             done = False
             for meta in controller.poll(POLL_S):
+                health.on_control(meta)
                 if meta["type"] == "status":
                     pacer.offer(meta)
                 elif meta["type"] == "done":
@@ -190,7 +194,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                     show_warning(meta, warnings_shown, time.monotonic())
             shown = pacer.due(time.monotonic(), done)
             if shown is not None:
-                on_status(shown)
+                health.show(shown)  # on to on_status
+            health.tick()
             if done or controller.trainer_finished():
                 return 0
             crash = controller.crashed()
@@ -207,6 +212,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     finally:
         with _ignoring_sigint():  # nor may a Ctrl-C during the normal end's clean-up
             controller.stop()
+            health.close()
 
 
 @contextlib.contextmanager

@@ -11,6 +11,8 @@ Commands:
   ``zoo resume NAME [--runs-dir DIR] [...]``: continue a stopped, crashed or finished run
   in its run directory from ``checkpoints/latest.pt`` (:mod:`zoo.core.resume`); a changed
   config key that is not safe to change is refused (exit 2) with the list of differences.
+- ``zoo watch RUN [--runs-dir DIR] [--refresh S]``: the live display of a run started
+  elsewhere, from its ``live.json``, until the run ends (``zoo.watch``).
 - plugin commands, added through the ``register_commands(app)`` hook.
 
 Exit codes: 0 success; 1 plugin start-up failure (``ZOO_STRICT_PLUGINS=1``, duplicate
@@ -364,6 +366,27 @@ def resume_command(
         raise _fail("--steps and --frames are mutually exclusive: give the budget in env steps or in frames")
     _resume(get_host(), run, str(runs_dir), config_file=config_file, overrides=overrides, steps=steps, frames=frames,
             launcher=launcher)
+# ----------------------------------------------------------------------------- zoo watch
+def watch_command(
+    run: str = typer.Argument(..., help="The run: its folder (runs/NAME) or its name under --runs-dir."),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run names are looked up.", file_okay=False),
+    refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between reads of the run's live.json."),
+) -> None:
+    """Show the live display of a run started elsewhere (another terminal, a detached job) until it ends."""
+    from zoo.watch import RunNotFound, find_run_dir, watch
+
+    try:
+        run_dir = find_run_dir(run, runs_dir)
+    except RunNotFound as exc:
+        raise _fail(str(exc)) from None
+    console = _console()
+    try:
+        code, line = watch(run_dir, console, refresh_s=refresh)
+    except KeyboardInterrupt:  # only the watching stops; the run goes on
+        raise typer.Exit(130) from None
+    if code:
+        raise _fail(line, code)
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------- app
@@ -409,6 +432,7 @@ def build_app(host: PluginHost | None = None) -> typer.Typer:
     app.command("plugins")(plugins_command)
     app.command("train", cls=TrainCommand)(train_command)
     app.command("resume")(resume_command)
+    app.command("watch")(watch_command)
     if host is not None:
         _register_plugin_commands(app, host)
     return app

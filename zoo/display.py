@@ -22,8 +22,12 @@ anything else, numeric      shown too, under its own name (e.g. ``hider_return``
                             ``type``, ``role``, ``index``, ``time`` are ignored
 ==========================  ===============================================================
 
-On a terminal it draws a rich progress bar with the figures below it; otherwise it prints
-one plain line per status (see :func:`format_status_line`). Missing keys are skipped.
+On a terminal it draws a rich progress bar with the figures below it and, from the
+controller's health snapshots (:meth:`Display.show_live`, the content of ``live.json``:
+``docs/live.md``), a table of every worker (role, index, pid, heartbeat age, restarts, its
+rates and load) and the bottleneck in plain words. Otherwise it prints one plain line per
+status (see :func:`format_status_line`) and nothing for the snapshots. Missing keys are
+skipped.
 """
 from __future__ import annotations
 
@@ -33,12 +37,17 @@ import numbers
 import os
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
-__all__ = ["Display", "STATUS_KEYS", "final_status", "format_status_line", "format_summary", "status_extras"]
+from zoo.core.health import percent
+
+__all__ = ["Display", "STATUS_KEYS", "final_status", "format_status_line", "format_summary", "health_view",
+           "status_extras", "worker_activity"]
 
 STATUS_KEYS = (
     "env_steps", "frames", "budget_env_steps", "env_steps_per_s", "frames_per_s", "episode_return_mean",
@@ -133,6 +142,91 @@ def format_status_line(status: dict[str, Any]) -> str:
     return " ".join(f"{label}={text}" for label, text in _fields(status))
 
 
+def _pct(value: Any) -> str | None:
+    return percent(float(value)) if _is_number(value) else None
+
+
+def worker_activity(row: dict[str, Any]) -> str:
+    """What one worker of a ``live.json`` snapshot is doing, in one line, e.g.
+
+    - actor: ``1,050 env steps/s · envs 60% · waits for actions 30% · waits for trainer 5%``
+    - policy: ``batch 64.0 rows · latency 3.2 ms · busy 40% · version 12``
+    - trainer: ``busy 45% · 8.0 samples/update · 2 samples waiting · 0.50 updates/s``
+
+    (fractions are of the worker's wall-clock time; parts not measured yet are left out;
+    ``measuring...`` when none is).
+    """
+    parts: list[str] = []
+    role = row.get("role")
+    if role == "actor":
+        if _is_number(row.get("env_steps_per_s")):
+            parts.append(f"{_rate(row['env_steps_per_s'])} env steps/s")
+        for key, label in (("env_frac", "envs"), ("inference_frac", "waits for actions"),
+                           ("push_frac", "waits for trainer")):
+            if (text := _pct(row.get(key))) is not None:
+                parts.append(f"{label} {text}")
+    elif role == "policy":
+        if _is_number(row.get("batch_rows")):
+            parts.append(f"batch {float(row['batch_rows']):.1f} rows")
+        if _is_number(row.get("latency_ms")):
+            parts.append(f"latency {float(row['latency_ms']):.1f} ms")
+        if (text := _pct(row.get("busy_frac"))) is not None:
+            parts.append(f"busy {text}")
+        if row.get("waiting_for"):
+            parts.append(f"waiting for {row['waiting_for']}")
+    elif role == "trainer":
+        if (text := _pct(row.get("busy_frac"))) is not None:
+            parts.append(f"busy {text}")
+        if _is_number(row.get("samples_per_update")):
+            parts.append(f"{float(row['samples_per_update']):.1f} samples/update")
+        if _is_number(row.get("samples_waiting")):
+            parts.append(f"{_count(row['samples_waiting'])} samples waiting")
+        if _is_number(row.get("updates_per_s")):
+            parts.append(f"{float(row['updates_per_s']):.2f} updates/s")
+    if role == "policy" and _is_number(row.get("policy_version")):
+        parts.append(f"version {_count(row['policy_version'])}")
+    return " · ".join(parts) if parts else "measuring..."
+
+
+def _age(row: dict[str, Any]) -> Text:
+    age = row.get("heartbeat_age_s")
+    if not _is_number(age):
+        return Text("starting", style="dim")
+    return Text(f"{float(age):.1f} s ago", style="yellow" if age > 10 else "")
+
+
+def health_view(snapshot: dict[str, Any], note: str | None = None) -> Group:
+    """A rich view of a ``live.json`` snapshot: the workers table (worker = role and index,
+    pid, host when there are several, last heartbeat, restarts, activity) and the bottleneck
+    line; ``note`` (e.g. where ``zoo watch`` reads from) goes on top."""
+    rows = snapshot.get("workers") or []
+    hosts = {r.get("host") for r in rows if r.get("host")}
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("worker", no_wrap=True, style="bold")
+    table.add_column("pid", no_wrap=True, justify="right")
+    if len(hosts) > 1:
+        table.add_column("host", no_wrap=True)
+    table.add_column("heartbeat", no_wrap=True, justify="right")
+    table.add_column("restarts", justify="right")
+    table.add_column("activity")
+    for r in rows:
+        restarts = str(r.get("restarts") or 0)
+        if r.get("restarts") and r.get("last_restart"):
+            restarts += f" (last: {r['last_restart']})"
+        cells: list[Any] = [Text(f"{r.get('role')} {r.get('index')}"), Text(str(r.get("pid") or "-"))]
+        if len(hosts) > 1:
+            cells.append(Text(str(r.get("host") or "-")))
+        cells += [_age(r), Text(restarts, style="red" if r.get("restarts") else ""), Text(worker_activity(r))]
+        table.add_row(*cells)
+    parts: list[Any] = [Text(note, style="dim")] if note else []
+    if rows:
+        parts.append(table)
+    neck = (snapshot.get("bottleneck") or {}).get("text")
+    if neck:
+        parts.append(Text.assemble(("bottleneck: ", "bold"), neck))
+    return Group(*parts)
+
+
 class Display:
     """Context manager showing training progress; call it with each status dict.
 
@@ -153,6 +247,8 @@ class Display:
         self.live = self.console.is_terminal if live is None else live
         self.title = title
         self.last: dict[str, Any] | None = None
+        self.health: dict[str, Any] | None = None
+        self.note: str | None = None
         self._progress: Progress | None = None
         self._task: Any = None
         self._live: Live | None = None
@@ -202,6 +298,12 @@ class Display:
         else:
             self.console.print(format_status_line(status), markup=False, highlight=False, soft_wrap=True)
 
+    def show_live(self, snapshot: dict[str, Any]) -> None:
+        """Show a health snapshot (``live.json``'s content) under the figures; nothing in plain mode."""
+        self.health = snapshot
+        if self._live is not None:
+            self._live.refresh()
+
     def log(self, message: str) -> None:
         """Print a line of text (above the live display when there is one)."""
         self.console.print(message, markup=False, highlight=False, soft_wrap=True)
@@ -227,6 +329,8 @@ class Display:
             parts.append(self._progress)
         if self.last:
             parts.append(self._table())
+        if self.health is not None or self.note:
+            parts.append(health_view(self.health or {}, self.note))
         return Group(*parts)
 
 

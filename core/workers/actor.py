@@ -49,15 +49,22 @@ with the first value of ``numpy.random.SeedSequence([seed, a, n])``'s state for 
 instead, so a resumed run's envs do not replay the first episodes of the run's start.
 Environment state itself (positions, the envs' own RNGs) is not checkpointed: a resumed
 run starts new episodes.
+
+Its heartbeats carry where its time goes (:class:`zoo.core.health.Meter`): ``env``
+(stepping a group), ``inference`` (sending requests, waiting for replies), ``push``
+(pushing a sample, which blocks while the trainer does not take it), measured with one
+clock read per phase of a group step, never per environment.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 
 from zoo.core.env import close_envs
 from zoo.core.graph import Graph, endpoint
+from zoo.core.health import Meter
 from zoo.core.spaces import ActionClipper
 from zoo.core.workers.base import WorkerContext, make_env
 
@@ -298,6 +305,9 @@ def run(ctx: WorkerContext) -> None:
     dropped_unsent = 0  # agent-slot samples dropped because the trainer was behind
     next_request = 0
     pending: dict[int, int] = {}  # request id -> group index
+    if ctx.meter is None:
+        ctx.meter = Meter("actor")
+    meter, counts = ctx.meter, ctx.meter.counts  # where the time goes: sent with the heartbeats
 
     def request(g: int) -> None:
         nonlocal next_request
@@ -310,16 +320,21 @@ def run(ctx: WorkerContext) -> None:
         request = {"obs": {k: v[slots] for k, v in group.obs.items()}, "slot": slots,
                    "on_reset": group.on_reset[slots]}
         meta = {"request_id": group.request_id, "rows": int(slots.size), "group": g}
+        t = time.perf_counter()
         while not client.send(request, meta, REQUEST_TIMEOUT_S):
             if ctx.stop:
                 return
+        meter.lap("inference", t)
+        counts["requests"] += 1
 
     try:
         for g in range(n_groups):
             request(g)
         while not ctx.stop:
             ctx.heartbeat()
+            t = time.perf_counter()
             msg = client.recv(REQUEST_TIMEOUT_S)
+            t = meter.lap("inference", t)
             if msg is None:
                 continue
             reply, meta = msg
@@ -329,7 +344,9 @@ def run(ctx: WorkerContext) -> None:
             group, buf = groups[g], buffers[g]
             action = buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
             group.step(action, buf, episodes)
+            t = meter.lap("env", t)
             env_steps_unsent += len(group.envs)
+            counts["env_steps"] += len(group.envs)
             if buf.full:
                 meta = {"actor": ctx.index, "env_offset": g * per_group, "agents": group.A,
                         "env_steps": env_steps_unsent, "episodes": episodes, "dropped_at_actor": dropped_unsent}
@@ -341,7 +358,9 @@ def run(ctx: WorkerContext) -> None:
                         if ctx.stop:
                             return
                         ctx.heartbeat()
+                meter.lap("push", t)
                 if sent:
+                    counts["samples_pushed"] += 1
                     episodes, env_steps_unsent, dropped_unsent = [], 0, 0
                 else:  # its env steps and episodes travel with the next sample that gets through
                     dropped_unsent += bundle["reward"].shape[1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -19,6 +20,7 @@ from typing import Any
 from zoo.core.env import EnvSpec
 
 log = logging.getLogger("zoo.worker")
+_HOST = socket.gethostname()
 
 
 @dataclass
@@ -38,6 +40,7 @@ class WorkerContext:
     stop: bool = False
     registry: Any = field(default=None, repr=False)
     control: Any = field(default=None, repr=False)
+    meter: Any = field(default=None, repr=False)  # zoo.core.health.Meter: its totals ride on heartbeats
     _last_heartbeat: float = 0.0
 
     def transport(self, stream: str):
@@ -51,10 +54,14 @@ class WorkerContext:
                                      **meta}, timeout)
 
     def heartbeat(self, every_s: float = 1.0, **meta: Any) -> None:
+        """At most every ``every_s`` seconds: a ``heartbeat`` with ``meta``, the pid, host,
+        monotonic clock (``clock_s``) and the :attr:`meter`'s totals (:mod:`zoo.core.health`)."""
         now = time.monotonic()
         if now - self._last_heartbeat >= every_s:
             self._last_heartbeat = now
-            self.send_control("heartbeat", timeout=0.05, **meta)
+            if self.meter is not None:
+                meta.update(self.meter.report())
+            self.send_control("heartbeat", timeout=0.05, pid=os.getpid(), host=_HOST, clock_s=now, **meta)
 
 
 def make_env(ctx: WorkerContext, seed: int):
@@ -87,6 +94,9 @@ def worker_main(ctx: WorkerContext) -> None:
 
     ctx.registry = get_registry()
     ctx.control = ctx.transport("control").pusher("control")
+    from zoo.core.health import Meter
+
+    ctx.meter = Meter(ctx.role)
     code = 0
     try:
         from zoo.core.registry import load_object

@@ -16,6 +16,11 @@ answering with the weights it has (:class:`StallWatch`), it sends one ``warning`
 message (key ``parameter-stall``) per stall, which the controller prints: actors then act
 with stale weights, the policy lag grows and the trainer drops what is too old. No warning
 is sent when ``trainer.learn`` is false (the weights never change by design).
+
+Its heartbeats carry its load (:class:`zoo.core.health.Meter`): ``busy`` seconds (forward
+passes, replies, loading parameters), ``latency`` seconds summed over batches (from a
+batch's first request received to its last reply sent: gathering included), and the
+``batches`` and ``rows`` (agent-slots) answered.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import time
 import numpy as np
 
 from zoo.core.arrays import concat
+from zoo.core.health import Meter
 from zoo.core.workers.base import WorkerContext
 
 POLL_S = 0.2
@@ -122,6 +128,9 @@ def run(ctx: WorkerContext) -> None:
     states = RecurrentStates(state_shape) if state_shape else None
     watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic())
     autocast = inference_autocast(cfg.policy.precision, device)
+    if ctx.meter is None:
+        ctx.meter = Meter("policy")
+    meter, counts = ctx.meter, ctx.meter.counts  # busy time, batch sizes, latency: sent with the heartbeats
     try:
         while version < 0 and not ctx.stop:  # serve nothing before the trainer's first weights
             ctx.heartbeat(waiting_for="parameters")
@@ -134,6 +143,7 @@ def run(ctx: WorkerContext) -> None:
             ctx.heartbeat(policy_version=version)
             first = server.recv(POLL_S)
             if first is not None:
+                received = time.perf_counter()
                 batch = [first]
                 rows = first[2]["rows"]
                 deadline = time.monotonic() + max_wait
@@ -143,12 +153,19 @@ def run(ctx: WorkerContext) -> None:
                         break
                     batch.append(nxt)
                     rows += nxt[2]["rows"]
+                start = time.perf_counter()
                 with autocast:
                     _answer(policy, server, batch, version, device, states, ctx.index)
+                answered = meter.lap("busy", start)
+                meter.time_s["latency"] += answered - received
+                counts["batches"] += 1
+                counts["rows"] += rows
                 watch.served()
             msg = params.latest(0)
             if msg is not None and int(msg[1]["policy_version"]) > version:
+                start = time.perf_counter()
                 load_parameters(policy, msg[0])
+                meter.lap("busy", start)
                 version = int(msg[1]["policy_version"])
                 watch.new_version(time.monotonic())
             elif cfg.trainer.learn and watch.due(now := time.monotonic()):

@@ -10,6 +10,10 @@ the current parameters, so a policy worker that started late still gets them. Th
 ends when the env-step budget is reached: a final checkpoint is written and the
 controller is told ``done``.
 
+Its heartbeats (sent between samples, so none during a long update) carry its load
+(:class:`zoo.core.health.Meter`): ``wait`` seconds spent waiting for samples (busy is the
+rest), ``samples_pulled`` (sample messages, stale ones included) and ``updates``.
+
 Units: ``env_steps`` counts environment steps (not agent steps); ``frames`` is
 ``env_steps x frame_skip``.
 
@@ -72,6 +76,7 @@ from zoo.core.checkpoint import (
     write_checkpoint,
 )
 from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
+from zoo.core.health import Meter
 from zoo.core.workers.base import WorkerContext
 
 RECV_S = 0.5
@@ -367,6 +372,9 @@ def run(ctx: WorkerContext) -> None:
     max_nonfinite = int(getattr(cfg.trainer, "max_nonfinite_updates", 1) or 1)
     start = time.monotonic()
     last_checkpoint = start
+    if ctx.meter is None:
+        ctx.meter = Meter("trainer")
+    meter, counts = ctx.meter, ctx.meter.counts  # time waiting for samples, pulls, updates: sent with heartbeats
 
     def elapsed() -> float:
         return round(st.time_before + time.monotonic() - start, 3)
@@ -425,12 +433,16 @@ def run(ctx: WorkerContext) -> None:
     lag_mean = lag_max = 0.0
     try:
         while not ctx.stop and st.env_steps < budget_steps:
+            ctx.heartbeat()
+            waiting = time.perf_counter()
             msg = samples.recv(RECV_S)
+            meter.lap("wait", waiting)
             if msg is None:
                 publish()  # late joiners get the current weights
                 status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
                 continue
             sample, meta = msg
+            counts["samples_pulled"] += 1
             st.env_steps += int(meta["env_steps"])
             st.actor_dropped_samples += int(meta.get("dropped_at_actor", 0))
             for ep in meta["episodes"]:
@@ -477,6 +489,7 @@ def run(ctx: WorkerContext) -> None:
             st.nonfinite_streak = 0
             st.version += 1
             st.updates += 1
+            counts["updates"] += 1
             publish()
             row = {"type": "update", **counters(), "time_s": elapsed(),
                    "policy_lag_mean": lag_mean, "policy_lag_max": lag_max, "dropped_samples": st.dropped_samples,

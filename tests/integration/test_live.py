@@ -1,0 +1,109 @@
+"""The live display of `zoo train` and `zoo watch`, in a real terminal (tmux), read from the screen.
+
+One run in a private tmux server: `zoo train` in one window, `zoo watch` of its run folder in
+another; both screens must list every worker by role and index with its pid and heartbeat
+age, and the bottleneck. Ctrl-C then stops the run; `zoo watch` sees it end and exits 0.
+Bounded: each wait has a deadline, the tmux server is killed and nothing may be left behind.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.integration.test_train import leftovers, marked_processes
+from zoo.core.testing import subprocess_env
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("tmux") is None,
+                       reason="tmux is not installed: these tests read a real terminal's screen through tmux "
+                              "(.ci/run installs it; locally: apt-get install tmux)"),
+]
+WORKERS = ("trainer 0", "policy 0", "actor 0", "actor 1")
+
+
+def wait_for(what: str, check, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {got!r}")
+
+
+def read_live(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def measured(live) -> bool:
+    """Every worker has a pid and every actor an env-step rate (two heartbeats arrived)."""
+    return bool(live) and len(live["workers"]) == 4 and all(w["pid"] for w in live["workers"]) and all(
+        w["env_steps_per_s"] is not None for w in live["workers"] if w["role"] == "actor")
+
+
+def shows_every_worker(screen: str) -> bool:
+    """Each worker's line: role and index, pid, heartbeat age (``actor 1   12462   0.9 s ago``)."""
+    return all(re.search(rf"^\s*{name}\s+\d+\s+\d+\.\d s ago", screen, re.M) for name in WORKERS)
+
+
+def measured_screen(screen: str) -> str | None:
+    """The screen once it shows every worker measured: actors' rates and waits, the trainer's
+    samples per update, the policy worker's batch, and the bottleneck."""
+    needed = ("env steps/s", "waits for actions", "samples/update", "rows · latency", "bottleneck: ")
+    return screen if shows_every_worker(screen) and all(n in screen for n in needed) else None
+
+
+def test_live_display_and_zoo_watch_show_every_worker_in_a_terminal(tmp_path):
+    mark = uuid.uuid4().hex
+    server = f"zoo-test-{mark[:12]}"  # a private tmux server: killing it touches nothing else
+    env = subprocess_env(ZOO_TEST_MARK=mark)
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(["tmux", "-L", server, *args], check=True, capture_output=True, text=True,
+                              env=env, timeout=30).stdout
+
+    def screen(window: str) -> str:
+        return tmux("capture-pane", "-p", "-t", f"live:{window}")
+
+    run_dir = tmp_path / "watched"
+    zoo = f"{sys.executable} -m zoo"
+    controller_pid = None
+    try:
+        # A budget far beyond the test: the run ends with Ctrl-C, whatever the machine's speed.
+        tmux("new-session", "-d", "-s", "live", "-n", "train", "-x", "200", "-y", "50",
+             f"{zoo} train ppo --env CartPole-v1 --steps 100000000 --name watched --set runs_dir={tmp_path} "
+             f"--set log.interval_s=1; echo TRAIN-EXIT=$?; sleep 120")
+        live = wait_for("live.json with every worker measured", lambda: (lambda j: j if measured(j) else None)(
+            read_live(run_dir / "live.json")), timeout=180)
+        controller_pid = live["controller"]["pid"]
+        tmux("new-window", "-d", "-t", "live", "-n", "watch",
+             f"{zoo} watch {run_dir} --refresh 0.2; echo WATCH-EXIT=$?; sleep 120")
+        train_screen = wait_for("the train screen's worker table", lambda: measured_screen(screen("train")), 60)
+        watch_screen = wait_for("the watch screen's worker table", lambda: measured_screen(screen("watch")), 60)
+        for text in (train_screen, watch_screen):
+            assert re.search(r"^bottleneck: (trainer|inference|inference-latency|env)-bound: ", text, re.M), text
+        assert f"zoo watch {run_dir}: live.json written" in watch_screen, watch_screen
+        tmux("send-keys", "-t", "live:train", "C-c")
+        wait_for("zoo train to stop", lambda: "TRAIN-EXIT=130" in screen("train"), timeout=60)
+        end = wait_for("zoo watch to exit 0", lambda: (lambda s: s if "WATCH-EXIT=" in s else None)(screen("watch")),
+                       timeout=60)
+        assert "WATCH-EXIT=0" in end and "run ended" in end
+        assert shows_every_worker(end)  # the last frame stays on screen
+    finally:
+        subprocess.run(["tmux", "-L", server, "kill-server"], capture_output=True, timeout=30)
+    deadline = time.monotonic() + 20
+    while marked_processes(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marked_processes(mark) == []
+    assert controller_pid is not None and leftovers(controller_pid) == []

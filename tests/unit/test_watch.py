@@ -1,0 +1,91 @@
+"""`zoo watch`: finding the run folder, knowing when a run is over, showing a finished run."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from zoo.watch import RunNotFound, find_run_dir, run_over, watch
+
+NOW = 1_700_000_100.0
+ALIVE = lambda pid: pid == 111  # noqa: E731 - only pid 111 "runs" on this host in these tests
+
+
+def live(time=NOW - 1.0, ended=False, pid=111, host="here", interval_s=5.0, **extra):
+    return {"format": 1, "time": time, "ended": ended, "controller": {"pid": pid, "host": host},
+            "interval_s": interval_s, "workers": [], **extra}
+
+
+def status(state, pid=111, host="here", reason=None, failed=None):
+    return {"status": state, "pid": pid, "host": host, "started": NOW - 60, "ended": None if state == "running" else NOW,
+            "exit_code": None, "reason": reason, "failed_worker": failed}
+
+
+@pytest.mark.parametrize("live_json, status_json, expected", [
+    (live(), None, None),                                            # fresh and its controller runs
+    (live(ended=True), None, "ended"),                               # the controller wrote its last snapshot
+    (live(time=NOW - 16.0), None, None),                             # 16 s old, but pid 111 still runs
+    (live(time=NOW - 16.0, pid=222), None, "controller gone"),       # 16 s > 3 x 5 s and pid 222 is gone
+    (live(time=NOW - 9.0, pid=222), None, None),                     # 9 s < max(3 x 5 s, 10 s): not stale yet
+    (live(time=NOW - 59.0, host="far"), None, None),                 # another host: its pid cannot be checked
+    (live(time=NOW - 61.0, host="far"), None, "live.json unchanged for 61 s (controller on far)"),
+    (live(), status("finished", reason="budget reached"), "finished (budget reached)"),
+    (live(), status("stopped", reason="Ctrl-C"), "stopped (Ctrl-C)"),
+    (live(), status("crashed", reason="exit code 1", failed={"role": "actor", "index": 1, "detail": "boom"}),
+     "crashed (actor worker 1 failed: exit code 1)"),
+    (live(), status("running", pid=222), "crashed (controller gone)"),
+    (live(), status("running", pid=222, host="far"), None),
+    (None, None, None),                                              # nothing yet (no metrics either)
+])
+def test_run_over(tmp_path, live_json, status_json, expected):
+    assert run_over(tmp_path, live_json, status_json, NOW, alive=ALIVE, host="here") == expected
+
+
+def test_a_run_without_live_json_is_over_when_metrics_end(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"type": "update", "env_steps": 64}) + "\n")
+    assert run_over(tmp_path, None, None, NOW, alive=ALIVE, host="here") is None
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"type": "end", "env_steps": 70, "episodes": 2}) + "\n")
+    assert run_over(tmp_path, None, None, NOW, alive=ALIVE, host="here") == "finished (metrics.jsonl has its end row)"
+
+
+def test_find_run_dir(tmp_path):
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    assert find_run_dir(str(tmp_path / "runs" / "r1")) == tmp_path / "runs" / "r1"
+    assert find_run_dir("r1", tmp_path / "runs") == tmp_path / "runs" / "r1"
+    with pytest.raises(RunNotFound, match=r"^run folder 'r2' does not exist \(nor '.*/runs/r2'\)"):
+        find_run_dir("r2", tmp_path / "runs")
+
+
+def test_watch_a_finished_run_prints_its_last_status_and_returns_0(tmp_path):
+    snap = live(time=NOW, ended=True, status={"env_steps": 3200, "budget_env_steps": 3200, "episodes": 9})
+    (tmp_path / "live.json").write_text(json.dumps(snap))
+    out = io.StringIO()
+    assert watch(tmp_path, Console(file=out, width=200), refresh_s=0.01) == (0, "run ended")
+    assert out.getvalue() == "env_steps=3,200/3,200 (100.0%) episodes=9\n"  # not a terminal: the plain line
+
+
+def test_watch_a_run_from_before_live_json_shows_its_end_row(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"type": "end", "env_steps": 70, "episodes": 2}) + "\n")
+    out = io.StringIO()
+    code, line = watch(tmp_path, Console(file=out, width=200), refresh_s=0.01)
+    assert (code, line) == (0, "run ended: finished (metrics.jsonl has its end row)")
+    assert out.getvalue() == "env_steps=70 episodes=2\n"
+
+
+def test_watch_gives_up_when_no_live_json_comes(tmp_path):
+    code, line = watch(tmp_path, Console(file=io.StringIO()), refresh_s=0.01, no_live_wait_s=0.0)
+    assert code == 1 and line.startswith(f"no live.json in {tmp_path} after 0 s")
+
+
+def test_zoo_watch_of_a_missing_folder_is_a_one_line_error_exit_2(tmp_path):
+    missing = tmp_path / "nope"
+    proc = subprocess.run([sys.executable, "-m", "zoo", "watch", str(missing)], capture_output=True, text=True,
+                          timeout=60, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"error: run folder '{missing}' does not exist; give a run folder such as "
+                                        "runs/NAME, or a run name with --runs-dir DIR"]
