@@ -64,37 +64,21 @@ def play(policy, envs, episodes: int, random_team: str | None, seed: int) -> lis
 
     ``random_team`` (``"hider"``, ``"seeker"`` or None) acts uniformly at random; the other
     agents act with ``policy`` (a fresh recurrent state per episode, sampled actions).
+    Episode ``k`` starts with ``reset(seed=seed + k)``: ``zoo.evaluate.play``, as ``zoo eval``.
     """
-    import torch
+    from zoo.evaluate import play as play_episodes
 
     rng = np.random.default_rng(seed)
     spec = envs[0].spec
-    n_envs, a = len(envs), spec.num_agents
     nvec = np.asarray(spec.action_space.nvec)
     randomised = np.array([random_team is not None and name.startswith(random_team) for name in spec.agents])
-    out: list[dict[str, float]] = []
-    started = 0
-    while started < episodes:
-        batch = envs[:min(n_envs, episodes - started)]
-        obs = [e.reset(seed=seed + started + i)[0] for i, e in enumerate(batch)]
-        started += len(batch)
-        state = policy.zero_state(len(batch) * a)
-        done = [False] * len(batch)
-        while not all(done):
-            flat = {k: torch.as_tensor(np.concatenate([o[k] for o in obs])) for k in obs[0]}
-            res = policy.act(flat, state=state)
-            state = res.get("state")
-            actions = res["action"].numpy().reshape(len(batch), a, -1)
-            for i, env in enumerate(batch):
-                if done[i]:
-                    continue
-                act = actions[i].copy()
-                act[randomised] = rng.integers(0, nvec, size=(int(randomised.sum()), len(nvec)))
-                obs[i], _, term, trunc, info = env.step(act)
-                if term.any() or trunc.any():
-                    done[i] = True
-                    out.append({k: float(v) for k, v in info["stats"].items()})
-    return out
+
+    def random_actions(actions: np.ndarray) -> None:  # [n_envs, A, 5], changed in place
+        if randomised.any():
+            actions[:, randomised] = rng.integers(0, nvec, size=(len(actions), int(randomised.sum()), len(nvec)))
+
+    rows = play_episodes(policy, envs, episodes, seed, override=random_actions)
+    return [{k: float(row[k]) for k in STAT_KEYS} for row in rows]
 
 
 def evaluate(run_dir: str, episodes: int, envs: int, every: int, seed: int, shard: str = "0/1") -> None:
@@ -150,10 +134,9 @@ def evaluate(run_dir: str, episodes: int, envs: int, every: int, seed: int, shar
 
 
 def _rolling(x: np.ndarray, y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    if len(y) < window:
-        return x, y
-    kernel = np.ones(window) / window
-    return x[window - 1:], np.convolve(y, kernel, mode="valid")
+    from zoo.plotting import smooth_curve
+
+    return (x, y) if len(y) < window else smooth_curve(x, y, window)
 
 
 def plot(run_dir: str, out: str, window: int, title: str | None) -> None:

@@ -37,10 +37,14 @@ def register_envs(register: Callable[..., None]) -> None:
 
     Called once per process when the registry is first built.
     ``register(name, factory, *, summary, config="module:ConfigClass", aliases=(),
-    default_budget=("env_steps", N) or ("frames", N), resolves=None)``.
+    default_budget=("env_steps", N) or ("frames", N), resolves=None, renderer=None)``.
     ``factory(arg, config, seed) -> zoo.core.env.Env``; ``arg`` is the part after the colon
     of ``--env NAME:ARG`` (or None). ``resolves``, optional ``"module:function"``, takes an
     id such as ``CartPole-v1`` and returns True when this plugin serves it without a prefix.
+    ``renderer``, optional ``"module:function"``: ``renderer(env) -> uint8 [H, W, 3]``, the
+    picture of an env built by ``factory`` as it is now (called after each ``reset`` and
+    ``step``; every frame of one env must have the same size); ``zoo eval --video`` records
+    with it. Without one, ``zoo eval --video`` refuses the env.
     """
 
 

@@ -43,6 +43,7 @@ BUILTIN_PLUGINS = (
     "zoo.transports.shm.plugin",
     "zoo.transports.tcp.plugin",
     "zoo.plugins.launchers.local.plugin",
+    "zoo.commands.plugin",
 )
 HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers")
 KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport",

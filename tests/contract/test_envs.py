@@ -107,3 +107,25 @@ def test_fake_crashing_env_from_the_registry_raises_boom_at_step_5():
         assert obs["obs"].tolist() == [[float(t)]]
     with pytest.raises(RuntimeError, match="^boom$"):
         env.step(np.zeros(1, dtype=np.int64))
+
+
+@pytest.mark.parametrize(("name", "arg"), _cases())
+def test_a_registered_renderer_draws_rgb_frames_of_one_size(name, arg):
+    """``renderer(env)`` (zoo eval --video) after a reset and after a step: ``uint8 [H, W, 3]``, one size."""
+    renderer = HOST.registry.get("env", name).option("renderer") if name in HOST.registry.names("env") else None
+    if renderer is None:
+        pytest.skip(f"env {name!r} registers no renderer")
+    env = build(name, arg)
+    try:
+        env.reset(seed=0)
+        first = renderer(env)
+        space = env.spec.action_space
+        space.seed(0)
+        env.step(np.stack([np.asarray(space.sample()) for _ in range(env.spec.num_agents)]))
+        second = renderer(env)
+    finally:
+        env.close()
+    assert first.dtype == np.uint8 and first.ndim == 3 and first.shape[2] == 3, (first.dtype, first.shape)
+    assert second.shape == first.shape and first.shape[0] > 1 and first.shape[1] > 1
+    if name == "atari":
+        assert first.shape == (210, 160, 3)  # the real screen, whatever the observation size

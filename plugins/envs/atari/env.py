@@ -326,5 +326,14 @@ def make(arg: str | None, config: AtariConfig | None = None, seed: int | None = 
     return AtariEnv(base, config, ale_id, seed, resolved)
 
 
-__all__ = ["AtariConfig", "AtariEnv", "EpisodicLife", "GameScore", "game_names", "make", "resolve_game",
+def render(env: AtariEnv) -> np.ndarray:
+    """The real game screen, ``uint8 [210, 160, 3]`` RGB, as the ALE shows it now: the last
+    emulator frame of the last env step (the ``renderer`` this plugin registers; ``zoo eval
+    --video`` calls it after each reset and env step, so one video frame = one env step =
+    ``frame_skip`` emulator frames). Colour whatever the observation settings (grayscale,
+    size, frame stack)."""
+    return env.env.unwrapped.ale.getScreenRGB()
+
+
+__all__ = ["AtariConfig", "AtariEnv", "EpisodicLife", "GameScore", "game_names", "make", "render", "resolve_game",
            "sign_reward", "wrap"]

@@ -14,4 +14,5 @@ def register_envs(register):
         summary="Atari 2600 games (ale-py) with DeepMind preprocessing: --env atari:Pong",
         config="zoo.plugins.envs.atari.env:AtariConfig",
         default_budget=("frames", 10_000_000),
+        renderer="zoo.plugins.envs.atari.env:render",
     )

@@ -126,3 +126,30 @@ def make(arg: str | None, config: GymConfig, seed: int) -> GymnasiumEnv:
         env = _wrapper(name)(env)
     env.action_space.seed(seed)
     return GymnasiumEnv(env, arg)
+
+
+def render(env: GymnasiumEnv):
+    """The env's picture, ``uint8 [H, W, 3]``: Gymnasium's ``render()`` in ``rgb_array`` mode
+    (the ``renderer`` this plugin registers; ``zoo eval --video`` calls it after each reset and step).
+
+    An env made without a render mode is switched to ``rgb_array`` first: Gymnasium's own
+    envs read ``render_mode`` when ``render()`` is called, and build their renderer then.
+
+    Raises:
+        ValueError: the env's ``render()`` returns no RGB array (it has no ``rgb_array`` mode).
+    """
+    import numpy as np
+
+    import os
+
+    # pygame (classic control, Box2D) draws off-screen; without these SDL looks for a display
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    base = env.env.unwrapped
+    if getattr(base, "render_mode", None) != "rgb_array":
+        base.render_mode = "rgb_array"
+    frame = env.env.render()
+    if frame is None or np.ndim(frame) != 3:
+        raise ValueError(f"env {env.spec.env_id!r}: render() in rgb_array mode returned "
+                         f"{type(frame).__name__}, not an RGB array")
+    return np.asarray(frame, dtype=np.uint8)

@@ -11,4 +11,5 @@ def register_envs(register):
         config="zoo.plugins.envs.gym.env:GymConfig",
         default_budget="zoo.plugins.envs.gym.env:default_budget",
         resolves="zoo.plugins.envs.gym.env:resolves",
+        renderer="zoo.plugins.envs.gym.env:render",
     )

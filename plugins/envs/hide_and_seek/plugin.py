@@ -13,4 +13,5 @@ def register_envs(register):
         summary="OpenAI hide-and-seek (Baker et al. 2019) on MuJoCo: hide-and-seek (quadrant) or hide-and-seek:full",
         config="zoo.plugins.envs.hide_and_seek.config:HideAndSeekConfig",
         default_budget=("env_steps", 100_000_000),
+        renderer="zoo.plugins.envs.hide_and_seek.render:render_env",
     )

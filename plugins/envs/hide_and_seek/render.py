@@ -97,6 +97,13 @@ def render_topdown(game, size: int = 480) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8)
 
 
+def render_env(env, size: int = 320) -> np.ndarray:
+    """The top-down picture (:func:`render_topdown`, ``uint8 [size, size, 3]``) of a Zoo
+    hide-and-seek env (:class:`~.zoo_env.ZooHideAndSeek`): the ``renderer`` this plugin
+    registers, which ``zoo eval --video`` calls after each reset and env step."""
+    return render_topdown(env.env.game, size)
+
+
 def write_episode(path: str | Path, frames, fps: int = 10) -> Path:
     """Write ``frames`` (``uint8 [H, W, 3]`` each, all one size) to ``path``: ``.gif`` or ``.mp4``.
 

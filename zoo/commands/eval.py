@@ -1,0 +1,105 @@
+"""``zoo eval RUN_OR_CHECKPOINT``: play a trained policy and report its returns (and a video).
+
+Prints, for the episode return and length (and, with several agents, each team's and
+agent's return), the mean, standard deviation (``ddof=0``), min and max over the
+episodes, each number printed exactly (Python's shortest round-trip form), so the
+printed mean is the mean of the ``return`` fields of the JSON lines written to ``--out``
+(default ``<run>/eval/<checkpoint>-seed<S>[-deterministic].jsonl``, one line per
+episode). How episodes are played and what a video frame is: :mod:`zoo.evaluate`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _num(x: float) -> str:
+    return repr(float(x))
+
+
+def eval_command(
+    target: str = typer.Argument(..., metavar="RUN_OR_CHECKPOINT",
+                                 help="A run folder (its checkpoints/latest.pt), a run name under ./runs, "
+                                      "or a checkpoint file inside a run folder."),
+    episodes: int = typer.Option(10, "--episodes", "-n", min=1, help="Episodes to play."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Episode k starts with env.reset(seed=SEED + k); "
+                                                       "also seeds action sampling."),
+    deterministic: bool = typer.Option(False, "--deterministic", metavar="",
+                                       help="Take the most likely action instead of sampling."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", dir_okay=False,
+                                       help="JSON lines file, one line per episode (default "
+                                            "<run>/eval/<checkpoint>-seed<SEED>[-deterministic].jsonl)."),
+    video: Optional[Path] = typer.Option(None, "--video", dir_okay=False,
+                                         help="Record the episodes to this .mp4 or .gif: the first screen of "
+                                              "each episode, then one frame per env step."),
+    fps: float = typer.Option(30.0, "--fps", min=1.0, help="Frames per second of the video."),
+    envs: int = typer.Option(1, "--envs", min=1, help="Envs stepped in lock-step (one batched forward pass)."),
+    run: Optional[str] = typer.Option(None, "--run", help="Take the config from this run folder instead of "
+                                                          "the checkpoint's own."),
+) -> None:
+    """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
+    from zoo.cli import _console, _fail
+    from zoo.rundir import RunError
+    from zoo.video import VideoWriter, check_video_path
+
+    if video is not None:
+        try:
+            check_video_path(video)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+    try:
+        from zoo.evaluate import Recorder, load_evaluation, play, summarise
+
+        ev = load_evaluation(target, run)
+    except RunError as exc:
+        raise _fail(str(exc)) from None
+    if video is not None and ev.renderer is None:
+        raise _fail(f"--video: env {ev.env_name!r} has no renderer; its plugin can register one "
+                    "(register_envs: renderer='module:function')")
+    mode = "deterministic" if deterministic else "stochastic"
+    if out is None:
+        out = ev.run_dir / "eval" / f"{ev.checkpoint.stem}-seed{seed}{'-deterministic' if deterministic else ''}.jsonl"
+    console = _console()
+    where = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in ev.counters.items() if k in ("policy_version",
+                                                                                            "env_steps"))
+    console.print(f"zoo eval {ev.checkpoint} ({where}): {ev.algo_name} on {ev.env_name}, {episodes} episodes, "
+                  f"seeds {seed}..{seed + episodes - 1}, {mode} actions", highlight=False, soft_wrap=True)
+    pool = [ev.make_env(seed + i) for i in range(min(envs, episodes))]
+    writer = None
+    try:
+        recorder = None
+        if video is not None:
+            writer = VideoWriter(video, fps)
+            recorder = Recorder(ev.renderer, writer, len(pool))
+        rows = play(ev.policy, pool, episodes, seed, deterministic=deterministic, recorder=recorder)
+    finally:
+        if writer is not None:
+            writer.close()
+        for env in pool:
+            env.close()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w") as f:
+            for row in rows:
+                meta = {"checkpoint": str(ev.checkpoint), "policy_version": ev.counters.get("policy_version"),
+                        "trained_env_steps": ev.counters.get("env_steps"), "deterministic": deterministic}
+                f.write(json.dumps({**row, **{k: v for k, v in meta.items() if k not in row}}) + "\n")
+    except OSError as exc:
+        raise _fail(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
+    lines = [("return", [r["return"] for r in rows]), ("length (env steps)", [r["length"] for r in rows])]
+    for key, label in (("team_returns", "team"), ("agent_returns", "agent")):
+        names = list(dict.fromkeys(n for r in rows for n in r.get(key, {})))
+        for name in names:
+            lines.append((f"{label} {name} return", [r[key][name] for r in rows if name in r.get(key, {})]))
+    width = max(len(label) for label, _ in lines)
+    for label, values in lines:
+        s = summarise(values)
+        console.print(f"{label:<{width}}  mean {_num(s['mean'])}  std {_num(s['std'])}  min {_num(s['min'])}  "
+                      f"max {_num(s['max'])}", highlight=False, soft_wrap=True)
+    console.print(f"wrote {len(rows)} episodes to {out}", highlight=False, soft_wrap=True)
+    if video is not None:
+        console.print(f"wrote {video}: {writer.count} frames (the first screen of each episode, then one per "
+                      "env step)", highlight=False, soft_wrap=True)

@@ -1,0 +1,42 @@
+"""``zoo plot RUN... --out FILE.png``: learning curves of one or many runs (matplotlib, Agg).
+
+What is drawn (x axes, metrics, smoothing, seed groups): :mod:`zoo.plotting`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from zoo.plotting import X_AXES
+
+
+def plot_command(
+    runs: List[str] = typer.Argument(..., help="Run folders (or run names under ./runs) to overlay."),
+    out: Path = typer.Option(Path("learning-curves.png"), "--out", "-o", help="PNG file to write.", dir_okay=False),
+    x: str = typer.Option("env_steps", "--x", metavar="AXIS",
+                          help=f"x axis: {', '.join(X_AXES)} (wall time in seconds)."),
+    y: List[str] = typer.Option([], "--y", metavar="METRIC",
+                                help="Metric to plot (repeatable): a field of the episode or update rows of "
+                                     "metrics.jsonl. Default: the per-team returns if logged, else return."),
+    smooth: int = typer.Option(0, "--smooth", min=0, metavar="ROWS",
+                               help="Moving average over this many rows (1: none; 0: rows / 50)."),
+    title: Optional[str] = typer.Option(None, "--title", help="Figure title."),
+) -> None:
+    """Plot learning curves as a PNG; runs differing only in seed become a mean with a +-std band."""
+    from zoo.cli import _console, _fail
+    from zoo.plotting import plot_runs
+    from zoo.rundir import RunError
+
+    if out.suffix.lower() != ".png":
+        raise _fail(f"--out {str(out)!r}: zoo plot writes PNG files; give a name ending in .png")
+    try:
+        fig = plot_runs(runs, y, x=x, smooth=smooth, title=title)
+    except RunError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as exc:
+        raise _fail(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
+    _console().print(f"wrote {out}", highlight=False)

@@ -1,0 +1,18 @@
+"""Built-in plugin: the commands that look at runs (``zoo eval``, ``zoo plot``, ``zoo runs``).
+
+They go through the same ``register_commands(app)`` hook a third-party plugin uses. The
+command modules import numpy, torch and matplotlib only when a command runs, so
+importing this module (every ``zoo`` start) stays cheap.
+"""
+from zoo.core.hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(app):
+    from zoo.commands.eval import eval_command
+    from zoo.commands.plot import plot_command
+    from zoo.commands.runs import runs_command
+
+    app.command("eval")(eval_command)
+    app.command("plot")(plot_command)
+    app.command("runs")(runs_command)

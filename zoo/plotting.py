@@ -1,0 +1,249 @@
+"""Learning curves from runs' ``metrics.jsonl`` with matplotlib (Agg: no display needed).
+
+:func:`plot_runs` returns the :class:`matplotlib.figure.Figure`, so callers (and tests)
+can read the plotted points back: every curve is a ``Line2D`` whose ``gid`` is
+``"<label>|<metric>"``; a seed group's band is a ``PolyCollection`` with the same gid
+plus ``"|band"``.
+
+- **y**: any numeric field of the ``episode`` rows (``return``, ``length``, the env's
+  statistics such as ``hider_return``) or of the ``update`` rows (``episode_return_mean``,
+  losses, ``policy_lag_mean``...); an episode field wins when both have it. Default: the
+  per-team returns when the env logs them (fields named ``<team>_return``, e.g.
+  hide-and-seek's ``hider_return`` and ``seeker_return``), else ``return``.
+- **x**: ``env_steps`` (calls to ``env.step``), ``frames`` (env steps x frame-skip) or
+  ``time`` (seconds of wall time since the trainer started; rows without ``time_s`` get it
+  by linear interpolation between the update rows around them).
+- **smoothing**: a trailing moving average over ``smooth`` consecutive rows (the first
+  ``smooth - 1`` rows, which have no full window, are not drawn); ``smooth=0`` picks
+  ``max(1, rows // 50)``; ``1`` draws the rows as they are.
+- **seeds**: runs whose ``config.json`` differ only in ``seed`` (and ``name``,
+  ``runs_dir``) form one curve: the mean over the runs, with a band of +- one standard
+  deviation (numpy, ``ddof=0``), on the env steps where every run has data (each run's
+  smoothed curve is linearly interpolated onto the union of their x values).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from zoo.rundir import RunError, read_config, read_metrics
+
+X_AXES = ("env_steps", "frames", "time")
+X_LABELS = {"env_steps": "env steps (calls to env.step)", "frames": "frames (env steps x frame-skip)",
+            "time": "wall time since the trainer started (s)"}
+_NOT_METRICS = {"type", "env_steps", "frames", "time_s"}
+_IDENTITY = ("seed", "name", "runs_dir")  # what may differ between the runs of one seed group
+
+__all__ = ["plot_runs", "RunCurves", "load_run", "available_metrics", "default_metrics", "smooth_curve",
+           "y_label", "X_AXES"]
+
+
+@dataclass
+class RunCurves:
+    """One run's metrics, ready to plot: ``rows`` by type (``episode``, ``update``)."""
+
+    path: Path
+    name: str
+    config: dict[str, Any]
+    rows: dict[str, list[dict[str, Any]]]
+
+    @property
+    def frame_skip(self) -> int:
+        return max(1, int((self.config.get("env_spec") or {}).get("frame_skip", 1)))
+
+
+def load_run(run_dir: str | os.PathLike) -> RunCurves:
+    """Read a run directory's config and metrics.
+
+    Raises:
+        RunError: not a run folder, or it has no metrics yet.
+    """
+    from zoo.rundir import resolve_run
+
+    path = resolve_run(run_dir)
+    config = read_config(path)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in read_metrics(path):
+        rows.setdefault(str(row.get("type", "update")), []).append(row)
+    if not rows.get("episode") and not rows.get("update"):
+        raise RunError(f"run {str(run_dir)!r} has no metrics yet ({path / 'metrics.jsonl'} holds no episode "
+                       "or update rows)")
+    return RunCurves(path, path.name, config, rows)
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def available_metrics(run: RunCurves) -> dict[str, str]:
+    """``{metric: row type}`` of every numeric field the run logged (episode fields first)."""
+    out: dict[str, str] = OrderedDict()
+    for kind in ("episode", "update"):
+        for row in run.rows.get(kind, []):
+            for k, v in row.items():
+                if k not in _NOT_METRICS and _numeric(v) and k not in out:
+                    out[k] = kind
+    return out
+
+
+def default_metrics(runs: Sequence[RunCurves]) -> list[str]:
+    """The per-team returns (episode fields ``<team>_return``) if any run logs them, else ``["return"]``."""
+    teams = sorted({k for r in runs for k, kind in available_metrics(r).items()
+                    if kind == "episode" and k.endswith("_return")})
+    return teams or ["return"]
+
+
+def y_label(metric: str) -> str:
+    """Axis label of ``metric`` naming its unit."""
+    if metric == "return":
+        return "episode return (sum of rewards, the env's units)"
+    if metric.endswith("_return"):
+        return f"{metric.removesuffix('_return')} return per episode (mean over the team's agents)"
+    if metric == "length":
+        return "episode length (env steps)"
+    if metric == "episode_return_mean":
+        return "mean return of the trainer's recent episodes"
+    if metric.startswith("policy_lag"):
+        return f"{metric} (policy versions)"
+    return metric
+
+
+def _x_values(run: RunCurves, rows: list[dict[str, Any]], x: str) -> np.ndarray:
+    steps = np.array([float(r.get("env_steps", np.nan)) for r in rows])
+    if x == "env_steps":
+        return steps
+    if x == "frames":
+        return np.array([float(r["frames"]) if _numeric(r.get("frames")) else s * run.frame_skip
+                         for r, s in zip(rows, steps)])
+    known = [(float(r["env_steps"]), float(r["time_s"])) for kind in ("update", "end")
+             for r in run.rows.get(kind, []) if _numeric(r.get("time_s")) and _numeric(r.get("env_steps"))]
+    own = np.array([float(r["time_s"]) if _numeric(r.get("time_s")) else np.nan for r in rows])
+    missing = np.isnan(own)
+    if missing.any():
+        if len(known) < 1:
+            raise RunError(f"run {run.name!r} logged no wall times (time_s) to plot against; use --x env_steps")
+        ks, kt = np.array(sorted(known)).T
+        own[missing] = np.interp(steps[missing], np.concatenate([[0.0], ks]), np.concatenate([[0.0], kt]))
+    return own
+
+
+def series(run: RunCurves, metric: str, x: str) -> tuple[np.ndarray, np.ndarray]:
+    """The raw points ``(x, y)`` of ``metric``, one per row that has it, in file order.
+
+    Raises:
+        RunError: the run never logged ``metric`` (the message lists what it did log).
+    """
+    kinds = available_metrics(run)
+    if metric not in kinds:
+        raise RunError(f"unknown metric {metric!r} for run {run.name!r}; it logged: {', '.join(kinds) or 'nothing'}")
+    rows = [r for r in run.rows.get(kinds[metric], []) if _numeric(r.get(metric))]
+    return _x_values(run, rows, x), np.array([float(r[metric]) for r in rows])
+
+
+def smooth_curve(x: np.ndarray, y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Trailing moving average over ``window`` rows: ``y'[i] = mean(y[i - window + 1 .. i])``
+    for ``i >= window - 1`` (``window`` is capped at ``len(y)``; 1 returns the input)."""
+    window = max(1, min(int(window), len(y)))
+    if window == 1:
+        return x, y
+    total = np.concatenate([[0.0], np.cumsum(y, dtype=np.float64)])
+    return x[window - 1:], (total[window:] - total[:-window]) / window
+
+
+def _groups(runs: Sequence[RunCurves]) -> list[list[RunCurves]]:
+    """Runs whose configs are equal but for seed, name and runs_dir, in first-seen order."""
+    out: "OrderedDict[str, list[RunCurves]]" = OrderedDict()
+    for run in runs:
+        key = json.dumps({k: v for k, v in run.config.items() if k not in _IDENTITY}, sort_keys=True, default=str)
+        out.setdefault(key, []).append(run)
+    return list(out.values())
+
+
+def _group_label(group: list[RunCurves]) -> str:
+    if len(group) == 1:
+        return group[0].name
+    prefix = os.path.commonprefix([r.name for r in group]).rstrip("-_ .") or \
+        f"{group[0].config.get('algo_name')} on {group[0].config.get('env_name')}"
+    seeds = ", ".join(str(r.config.get("seed")) for r in group)
+    return f"{prefix} (seeds {seeds}: mean +- std)"
+
+
+def plot_runs(run_dirs: Sequence[str | os.PathLike], metrics: Sequence[str] | None = None, x: str = "env_steps",
+              smooth: int = 0, title: str | None = None):
+    """Draw the learning curves of ``run_dirs`` on one axes; returns the Figure (not saved).
+
+    Args:
+        run_dirs: run directories (or run names under ``./runs``).
+        metrics: fields to plot (default: :func:`default_metrics` of each run).
+        x: ``env_steps``, ``frames`` or ``time``.
+        smooth: moving-average window in rows (0: automatic; module docstring).
+
+    Raises:
+        RunError: a run folder that does not exist or has no metrics; an unknown metric
+            (listing what the run logged); an unknown ``x``; seed runs with no common env steps.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    if x not in X_AXES:
+        raise RunError(f"--x {x!r} is not one of {', '.join(X_AXES)}")
+    runs = [load_run(d) for d in run_dirs]
+    chosen = {id(run): list(metrics) if metrics else default_metrics([run]) for run in runs}
+    for run in runs:  # every error before drawing anything
+        for m in chosen[id(run)]:
+            series(run, m, x)
+    fig = Figure(figsize=(8, 4.8))
+    ax = fig.add_subplot()
+    colours = iter(matplotlib.rcParams["axes.prop_cycle"].by_key()["color"] * 10)
+    shown: list[str] = []
+    for group in _groups(runs):
+        label = _group_label(group)
+        metrics = chosen[id(group[0])]
+        shown += [m for m in metrics if m not in shown]
+        for metric in metrics:
+            name = label if len(metrics) == 1 and not (metric != "return" and len(runs) > 1) else f"{label}: {metric}"
+            colour = next(colours)
+            curves = []
+            for run in group:
+                xs, ys = series(run, metric, x)
+                n = len(ys)
+                curves.append(smooth_curve(xs, ys, smooth if smooth > 0 else max(1, n // 50)))
+            if len(curves) == 1:
+                (line,) = ax.plot(*curves[0], color=colour, lw=1.2, label=name)
+                line.set_gid(f"{label}|{metric}")
+                continue
+            lo = max(c[0][0] for c in curves if len(c[0]))
+            hi = min(c[0][-1] for c in curves if len(c[0]))
+            grid = np.unique(np.concatenate([c[0] for c in curves]))
+            grid = grid[(grid >= lo) & (grid <= hi)]
+            if not grid.size:
+                raise RunError(f"runs {', '.join(r.name for r in group)} share no range of {x} to average over")
+            stack = np.stack([np.interp(grid, cx, cy) for cx, cy in curves])
+            mean, std = stack.mean(0), stack.std(0)
+            (line,) = ax.plot(grid, mean, color=colour, lw=1.4, label=name)
+            line.set_gid(f"{label}|{metric}")
+            band = ax.fill_between(grid, mean - std, mean + std, color=colour, alpha=0.25, lw=0)
+            band.set_gid(f"{label}|{metric}|band")
+    ax.set_xlabel(X_LABELS[x])
+    metrics = shown
+    if len(metrics) == 1:
+        ax.set_ylabel(y_label(metrics[0]))
+    elif all(m.endswith("_return") for m in metrics):
+        ax.set_ylabel("return per episode (mean over the team's agents)")
+    else:
+        ax.set_ylabel(", ".join(metrics))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    windows = "automatic smoothing" if smooth <= 0 else ("no smoothing" if smooth == 1 else
+                                                          f"moving average of {smooth} rows")
+    ax.set_title(title or f"{', '.join(metrics)} ({windows})", fontsize=10)
+    fig.tight_layout()
+    return fig

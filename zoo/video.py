@@ -1,0 +1,96 @@
+"""Streaming video files (``.mp4``, ``.gif``) through imageio's ffmpeg backend (``imageio-ffmpeg``).
+
+Frames are piped to ffmpeg as they come, so a long Atari game is never held in memory.
+Every frame given becomes one frame of the file, identical frames included (Pillow's GIF
+writer would merge identical neighbours, which breaks "one frame per env step"):
+
+- ``.mp4``: H.264 (``yuv420p``); H.264 needs an even height and width, so an odd one is
+  padded with a copy of the last row or column;
+- ``.gif``: an optimal 256-colour palette for the whole clip (ffmpeg's ``palettegen``,
+  ``paletteuse`` without dithering), looping; exact size.
+
+No display is needed; ffmpeg is the binary that ``imageio-ffmpeg`` ships.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+EXTENSIONS = (".mp4", ".gif")
+
+__all__ = ["VideoWriter", "check_video_path", "EXTENSIONS"]
+
+
+def check_video_path(path: str | Path) -> Path:
+    """``path`` as a Path if its extension is one :class:`VideoWriter` writes.
+
+    Raises:
+        ValueError: another extension (the message names it and the supported ones).
+    """
+    path = Path(path)
+    if path.suffix.lower() not in EXTENSIONS:
+        raise ValueError(f"--video {str(path)!r}: unsupported video extension {path.suffix or '(none)'!r}; "
+                         f"give a file ending in {' or '.join(EXTENSIONS)}")
+    return path
+
+
+class VideoWriter:
+    """Append ``uint8 [H, W, 3]`` frames (all one size) to ``path`` at ``fps`` frames per second.
+
+    ``count`` is the number of frames written so far. Use as a context manager or call
+    :meth:`close`; a file with no frame is not created.
+
+    Raises (from :meth:`append`):
+        ValueError: a frame that is not ``uint8 [H, W, 3]`` or differs in size from the first.
+    """
+
+    def __init__(self, path: str | Path, fps: float = 30.0) -> None:
+        self.path = check_video_path(path)
+        self.fps = float(fps)
+        self.count = 0
+        self._gen = None
+        self._shape: tuple[int, ...] | None = None
+        self._pad = (0, 0)
+
+    def _open(self, frame: np.ndarray) -> None:
+        import imageio_ffmpeg
+
+        h, w = frame.shape[:2]
+        if self.path.suffix.lower() == ".gif":
+            self._gen = imageio_ffmpeg.write_frames(
+                str(self.path), (w, h), fps=self.fps, codec="gif", pix_fmt_out="pal8", macro_block_size=1,
+                output_params=["-filter_complex",
+                               "split[a][b];[a]palettegen=stats_mode=full[p];[b][p]paletteuse=dither=none",
+                               "-loop", "0"])
+        else:
+            self._pad = (h % 2, w % 2)
+            self._gen = imageio_ffmpeg.write_frames(
+                str(self.path), (w + w % 2, h + h % 2), fps=self.fps, codec="libx264", pix_fmt_out="yuv420p",
+                macro_block_size=1, quality=7)
+        self._gen.send(None)
+
+    def append(self, frame: np.ndarray) -> None:
+        frame = np.asarray(frame)
+        if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+            raise ValueError(f"a video frame must be uint8 [H, W, 3], got {frame.dtype} {list(frame.shape)}")
+        if self._shape is None:
+            self._shape = frame.shape
+            self._open(frame)
+        elif frame.shape != self._shape:
+            raise ValueError(f"video frame {self.count} is {list(frame.shape)}, the first was {list(self._shape)}")
+        if any(self._pad):
+            frame = np.pad(frame, ((0, self._pad[0]), (0, self._pad[1]), (0, 0)), mode="edge")
+        self._gen.send(np.ascontiguousarray(frame))
+        self.count += 1
+
+    def close(self) -> None:
+        if self._gen is not None:
+            self._gen.close()
+            self._gen = None
+
+    def __enter__(self) -> "VideoWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
