@@ -81,13 +81,14 @@ class Evaluation:
 
 
 def _torch_load(path: Path) -> Any:
-    import torch
+    """:func:`zoo.core.checkpoint.load_checkpoint` (it unpickles numpy states: load only
+    checkpoints you trust, such as your own runs'), its error as one :class:`RunError` line."""
+    from zoo.core.checkpoint import CheckpointError, load_checkpoint
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's input
-        raise RunError(f"checkpoint {str(path)!r} cannot be read as a Zoo checkpoint "
-                       f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+        return load_checkpoint(str(path))
+    except CheckpointError as exc:
+        raise RunError(str(exc).splitlines()[0]) from None
 
 
 def _algorithms_with_fields(registry, fields: set[str]) -> list[str]:
