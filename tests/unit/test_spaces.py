@@ -126,3 +126,31 @@ def test_gymnasium_info_masks_and_episode_statistics():
     obs, _, _, _, info = env.step(np.array([1]))
     assert obs[ACTION_MASK_KEY].tolist() == [[False, True, False]]
     assert info["episode"] == {"return": 1.0, "length": 1}  # RecordEpisodeStatistics' r / l, translated
+
+
+def test_policies_take_flattened_nested_observations_with_images_and_masks():
+    from zoo.core.env import EnvSpec
+    from zoo.plugins.algorithms.mappo.networks import MLPPolicy
+    from zoo.plugins.algorithms.ppo.networks import ActorCritic
+
+    space = spaces.Dict({"grid": spaces.Box(0, 255, (7, 7, 3), np.uint8),
+                         "inv": spaces.Tuple((spaces.Discrete(3), spaces.Box(-1, 1, (2,), np.float32))),
+                         "action_mask": spaces.Box(0, 1, (4,), np.int8)})
+    flat = ObsFlattener(space)
+    spec = EnvSpec("nested", ("a",), flat.spaces, spaces.Discrete(4))
+    raw = {"grid": np.full((7, 7, 3), 255, np.uint8), "inv": (1, np.array([0.5, -0.5], np.float32)),
+           "action_mask": np.array([0, 0, 1, 0], np.int8)}
+    obs = {k: torch.as_tensor(np.stack([v] * 5)) for k, v in flat(raw).items()}
+    policy = ActorCritic(spec)
+    assert len(policy.encoder.cnns) == 1 and policy.encoder.vector.keys == ["inv.0", "inv.1"]
+    # features: small CNN (7x7 grid) 256 + one-hot 3 + Box 2; the mask is no feature
+    assert policy.encoder.out_dim == 256 + 3 + 2
+    out = policy.act(obs)
+    assert out["action"].tolist() == [2] * 5 and out["logp"].tolist() == pytest.approx([0.0] * 5, abs=1e-6)
+    logp, entropy, _ = policy.evaluate(obs, out["action"])
+    assert entropy.tolist() == pytest.approx([0.0] * 5, abs=1e-6)  # one legal action: no entropy
+    # MAPPO's MLP policy reads vectors only: the same spec without the image
+    vec_spec = EnvSpec("nested", ("a",), {k: s for k, s in flat.spaces.items() if k != "grid"}, spaces.Discrete(4))
+    mappo = MLPPolicy(vec_spec)
+    assert mappo.actor_keys == ["inv.0", "inv.1"]
+    assert mappo.act({k: v for k, v in obs.items() if k != "grid"})["action"].tolist() == [2] * 5
