@@ -9,7 +9,9 @@ An algorithm is a class registered through ``register_algorithms`` with:
   extras the algorithm needs back in its samples (for PPO ``"logp"`` and ``"value"``,
   float32 ``[N]``);
 - ``presets(spec) -> dict[str, Any]`` (classmethod): dotted experiment-config overrides
-  suited to the environment (applied before the user's ``--set``);
+  suited to the environment (applied before the user's ``--set``); optionally
+  ``explain_presets(spec) -> str`` (classmethod): what the presets chose and why, plain
+  text without a heading (``zoo train`` prints it after ``<algo> presets: ``);
 - ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
 - ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch`. It is
   all-or-nothing: when a loss, a gradient or the resulting weights are not finite it takes

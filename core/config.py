@@ -40,6 +40,8 @@ from zoo.core.options import (  # noqa: F401  (re-exported)
     NOT_OPTION,
     ConfigError,
     OptionInfo,
+    bound_problems,
+    bounded,
     apply_mapping,
     apply_override,
     list_options,
@@ -64,7 +66,8 @@ __all__ = [
     "ExperimentConfig", "ConfigError", "UnknownEnvError", "OptionInfo",
     "resolve_env", "make_env", "build_config", "apply_override", "set_value", "apply_mapping",
     "load_config_file", "validate", "config_to_dict", "save_config", "budget", "default_budget",
-    "list_options", "algorithm_config_class", "env_config_class", "sanitize_name",
+    "list_options", "algorithm_config_class", "env_config_class", "sanitize_name", "name_problem",
+    "steps_per_update", "NAME_RULE",
 ]
 
 
@@ -76,11 +79,11 @@ _POSITIONAL = {NOT_OPTION: "is given on the command line (zoo train ALGO --env E
 class ActorsConfig:
     """Actor workers: they step environments and cut trajectories into samples."""
 
-    count: int = 2
+    count: int = field(default=2, metadata=bounded(ge=1))
     """Number of actor worker processes."""
-    envs_per_actor: int = 8
+    envs_per_actor: int = field(default=8, metadata=bounded(ge=1))
     """Environments stepped by each actor; must be divisible by ``ring_size``."""
-    ring_size: int = 2
+    ring_size: int = field(default=2, metadata=bounded(ge=1))
     """Environment groups per actor: one group steps while the others wait for actions."""
     drop_when_full: bool = False
     """True: a sample the trainer cannot take at once is dropped (and counted) instead of
@@ -91,17 +94,17 @@ class ActorsConfig:
 class PolicyConfig:
     """The policy (inference) workers."""
 
-    count: int = 1
+    count: int = field(default=1, metadata=bounded(ge=1))
     """Number of policy worker processes (M); actor i is served by policy worker i mod M,
     which batches across its own actors only (docs/graph.md). 1 <= M <= actors.count."""
-    max_batch: int = 4096
+    max_batch: int = field(default=4096, metadata=bounded(ge=1))
     """Most agent-slots in one forward pass."""
-    max_wait_ms: float = 1.0
+    max_wait_ms: float = field(default=1.0, metadata=bounded(ge=0))
     """Longest wait (milliseconds) for more requests before running a partial batch."""
     device: str = "cpu"
     """Torch device of the inference network: cpu, cuda, cuda:N or mps. With several policy
     workers, ``cuda`` puts worker m on GPU m mod (GPUs visible); ``cuda:N`` puts all on GPU N."""
-    threads: int = 1
+    threads: int = field(default=1, metadata=bounded(ge=1))
     """Torch CPU threads of each policy worker (actors use none)."""
     precision: Literal["float32", "bfloat16"] = "float32"
     """Arithmetic of the inference forward pass. ``bfloat16`` runs it under
@@ -110,7 +113,7 @@ class PolicyConfig:
     Nature CNN in batches of 16-32 on CPUs with AVX512-BF16 (``benchmarks/inference_bench.py``),
     at the cost of behaviour log-probabilities that differ slightly from the trainer's
     float32 ones (importance ratios start near, not at, 1)."""
-    stall_warning_s: float = 30.0
+    stall_warning_s: float = field(default=30.0, metadata=bounded(gt=0))
     """Warn when no new parameters arrived for this many seconds while serving requests."""
 
 
@@ -118,22 +121,23 @@ class PolicyConfig:
 class TrainerConfig:
     """The trainer worker (its network's device is the algorithm's ``algo.device``)."""
 
-    batch_samples: int = 16
+    batch_samples: int = field(default=16, metadata=bounded(ge=1))
     """Length-T agent trajectories (samples) per update."""
-    max_policy_lag: int = 4
+    max_policy_lag: int = field(default=4, metadata=bounded(ge=0, hint="0 accepts only the current version"))
     """Samples whose policy version is older than the trainer's by more than this are dropped."""
-    checkpoint_interval: int = 100
+    checkpoint_interval: int = field(default=100, metadata=bounded(ge=1))
     """Write a checkpoint every this many updates."""
-    checkpoint_interval_s: float = 600.0
+    checkpoint_interval_s: float = field(default=600.0, metadata=bounded(
+        ge=0, hint="0 = only every trainer.checkpoint_interval updates"))
     """Also write a checkpoint when this many seconds of wall time have passed since the last
     one (checked after each update), so a run with slow updates always has a recent one; 0: off."""
-    max_nonfinite_updates: int = 10
+    max_nonfinite_updates: int = field(default=10, metadata=bounded(ge=1))
     """Stop the run (with the likely source) after this many consecutive updates skipped
     because a batch, loss, gradient or the new weights held NaN or infinity."""
     keep_checkpoints: bool = False
     """Besides ``checkpoints/latest.pt``, keep every checkpoint, the final one included, as
     ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
-    threads: int = 0
+    threads: int = field(default=0, metadata=bounded(ge=0, hint="0 = automatic"))
     """Torch CPU threads of the trainer; 0 = half the machine's cores (at least 1)."""
     learn: bool = True
     """False: count and discard samples without updating (sampling-throughput benchmarks)."""
@@ -169,7 +173,7 @@ class StreamsConfig:
 class LogConfig:
     """Progress and metrics output."""
 
-    interval_s: float = 5.0
+    interval_s: float = field(default=5.0, metadata=bounded(gt=0))
     """Seconds between status lines and metric records."""
     tensorboard: bool = True
     """Also write TensorBoard event files to the run directory."""
@@ -189,17 +193,17 @@ class ExperimentConfig:
     """Registered algorithm name (e.g. ``ppo``)."""
     env_name: str = field(metadata=_POSITIONAL)
     """The environment as the user typed it (``CartPole-v1``, ``atari:Pong``)."""
-    seed: int = 1
+    seed: int = field(default=1, metadata=bounded(ge=0, lt=2**32))
     """Base random seed (0 <= seed < 2**32)."""
     name: str = ""
     """Run name; the run writes to ``<runs_dir>/<name>``. Default ``<algo>-<env>-<YYYYmmdd-HHMMSS>``."""
     runs_dir: str = "runs"
     """Folder holding one sub-folder per run."""
-    env_steps: int = 0
+    env_steps: int = field(default=0, metadata=bounded(ge=0, hint="0 = not set"))
     """Budget in env steps (0: not set). At most one of env_steps and frames is non-zero."""
-    frames: int = 0
+    frames: int = field(default=0, metadata=bounded(ge=0, hint="0 = not set"))
     """Budget in frames = env steps x frame-skip (0: not set). 0 and 0: the env's default budget."""
-    sample_length: int = 128
+    sample_length: int = field(default=128, metadata=bounded(ge=1))
     """T: env steps per sample (each sample also holds the bootstrap observation)."""
     actors: ActorsConfig = field(default_factory=ActorsConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -264,6 +268,58 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- build
 def _now() -> _dt.datetime:
     return _dt.datetime.now()
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
+NAME_RULE = ("a run name is one folder name: 1 to 200 letters, digits, '.', '_' and '-', not starting "
+             "with '.' or '-' (so no '/', '..' or spaces)")
+
+
+def name_problem(name: str) -> str:
+    """Why ``name`` is refused as a run name (see :data:`NAME_RULE`), with a name that would do.
+
+    ``"my run/1"`` -> ``"name 'my run/1' is not allowed: a run name is one folder name: ...;
+    e.g. --name my-run-1"``. User-given names are never rewritten, only refused.
+    """
+    fixed = sanitize_name(name)[:200]
+    return f"name {name!r} is not allowed: {NAME_RULE}" + (f"; e.g. --name {fixed}" if fixed else "")
+
+
+def steps_per_update(cfg: ExperimentConfig, spec: EnvSpec) -> tuple[int, str]:
+    """Env steps the trainer consumes before its first update, and the arithmetic in words.
+
+    One update takes ``trainer.batch_samples`` agent-slot trajectories of ``T =
+    sample_length`` steps. An actor pushes one sample per ring group: ``G = envs_per_actor /
+    ring_size`` envs x ``A = spec.num_agents`` agent-slots, ``G x T`` env steps; the trainer
+    takes whole samples, so ``ceil(batch_samples / (G x A))`` of them, i.e. that many x ``G x T``
+    env steps (PPO, IMPALA and MAPPO alike: they all train on the trainer's batch). Example:
+    16 samples, 8 envs in 2 groups, 1 agent, T = 128: ceil(16 / 4) = 4 samples x 4 envs x 128
+    = 2,048 env steps.
+    """
+    group = cfg.actors.envs_per_actor // cfg.actors.ring_size
+    slots = group * spec.num_agents
+    samples = -(-cfg.trainer.batch_samples // slots)
+    steps = samples * group * cfg.sample_length
+    text = (f"one update takes trainer.batch_samples={cfg.trainer.batch_samples} agent-slot samples: "
+            f"{samples} sample(s) of {group} env(s) x {spec.num_agents} agent(s) (actors.envs_per_actor="
+            f"{cfg.actors.envs_per_actor} / actors.ring_size={cfg.actors.ring_size}) x sample_length="
+            f"{cfg.sample_length} steps = {steps:,} env steps")
+    return steps, text
+
+
+def _one_update_fits(cfg: ExperimentConfig, spec: EnvSpec) -> tuple[bool, str, str]:
+    """``(ok, field, message)``: the budget covers at least one update (else the run would end
+    with 0 updates and exit 0)."""
+    need, text = steps_per_update(cfg, spec)
+    _, have = budget(cfg, spec)
+    skip = max(1, int(spec.frame_skip))
+    if cfg.frames:
+        what, fix = f"frames={cfg.frames:,} ({have:,} env steps at frame-skip {skip})", f"--frames {need * skip}"
+    else:
+        what, fix = f"env_steps={have:,}", f"--steps {need}"
+    return have >= need, ("frames" if cfg.frames else "env_steps"), (
+        f"the budget {what} is smaller than one update, so the run would end without training: {text}; "
+        f"give a budget of at least that ({fix}) or lower trainer.batch_samples or sample_length")
 
 
 def sanitize_name(name: str) -> str:
@@ -346,6 +402,8 @@ def build_config(
         if seed is not None:
             set_value(cfg, "seed", seed, source="--seed")
         if name is not None:
+            if not name:
+                raise ConfigError(name_problem(name), field="name")
             cfg.name = name
         if launcher is not None:
             cfg.launcher = launcher
@@ -353,7 +411,6 @@ def build_config(
             cfg.env_steps, cfg.frames = int(steps), 0
         if frames is not None:
             cfg.env_steps, cfg.frames = 0, int(frames)
-        cfg.name = sanitize_name(cfg.name)
 
     # Pass 1: the user's layers alone decide the env options used to probe the spec.
     scratch = _fresh(algo_name, env_name, algo_cls, env_cls)
@@ -389,15 +446,15 @@ def build_config(
 def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True) -> None:
     """Check cross-field rules; every problem is reported at once.
 
-    Rules: ``actors.count``, ``policy.count`` (at most ``actors.count``: every policy
-    worker needs an actor), ``actors.envs_per_actor``, ``actors.ring_size``,
-    ``sample_length``, ``trainer.batch_samples``, ``trainer.checkpoint_interval``,
-    ``trainer.max_nonfinite_updates``, ``policy.max_batch`` >= 1;
-    ``trainer.checkpoint_interval_s`` finite and >= 0; ``envs_per_actor`` divisible by ``ring_size``;
-    ``trainer.max_policy_lag`` >= 0; ``policy.max_wait_ms`` >= 0; ``log.interval_s`` > 0;
-    ``env_steps``, ``frames`` >= 0 and not both non-zero; ``0 <= seed < 2**32``; devices
-    are cpu, cuda, cuda:N or mps; ``name`` is a plain folder name; ``launcher`` is a
-    registered launcher; every
+    Rules: every option within its own range, declared by its ``bounded`` metadata
+    (:func:`zoo.core.options.bound_problems`: counts and lengths >= 1, ``0 <= seed < 2**32``,
+    every float finite, ...; this covers the algorithm's and the env's options too);
+    ``envs_per_actor`` divisible by ``ring_size``; ``env_steps`` and ``frames`` not both
+    non-zero; with ``check_budget`` and ``cfg.spec`` set, a budget of at least one update
+    (:func:`steps_per_update`: a smaller one would end the run with 0 updates); devices
+    are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` at most
+    ``actors.count`` (every policy worker needs an actor); ``launcher`` is a registered
+    launcher; every
     ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one)
     and ``streams.*.options`` are options of that transport with values it accepts
     (:func:`zoo.core.streams.check_options`), and the transport can be built with them as a
@@ -416,19 +473,13 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         if not ok:
             problems.append((path, msg))
 
-    def at_least(path: str, value: Any, low: int | float) -> None:
-        need(value >= low, path, f"{path} must be >= {low}, got {value!r}; set e.g. --set {path}={max(low, 1)}")
-
-    a, p, t = cfg.actors, cfg.policy, cfg.trainer
-    at_least("actors.count", a.count, 1)
-    at_least("policy.count", p.count, 1)
+    problems += bound_problems(cfg)  # every option's own range (its ``bounded`` metadata; floats finite)
+    a, p = cfg.actors, cfg.policy
     for path, count, who in (("policy.count", p.count, "policy worker"),):
         need(count <= max(a.count, 1), path,
              f"{path}={count} is more than actors.count={a.count}: actor i goes to {who} i mod {path}, so "
              f"{count - a.count} {who}(s) would get no actor and wait forever; set --set {path}={a.count} "
              f"or --set actors.count={count}")
-    at_least("actors.envs_per_actor", a.envs_per_actor, 1)
-    at_least("actors.ring_size", a.ring_size, 1)
     if a.envs_per_actor >= 1 and a.ring_size >= 1 and a.envs_per_actor % a.ring_size:
         problems.append((
             "actors.envs_per_actor",
@@ -436,23 +487,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             f"each ring group holds the same number of envs: use a multiple of {a.ring_size} "
             f"(e.g. {a.ring_size * max(1, a.envs_per_actor // a.ring_size)}) or change actors.ring_size",
         ))
-    at_least("sample_length", cfg.sample_length, 1)
-    at_least("policy.max_batch", p.max_batch, 1)
-    need(p.max_wait_ms >= 0, "policy.max_wait_ms", f"policy.max_wait_ms must be >= 0, got {p.max_wait_ms!r}")
-    at_least("trainer.batch_samples", t.batch_samples, 1)
-    need(t.max_policy_lag >= 0, "trainer.max_policy_lag",
-         f"trainer.max_policy_lag must be >= 0, got {t.max_policy_lag!r} (0 accepts only the current version)")
-    at_least("trainer.checkpoint_interval", t.checkpoint_interval, 1)
-    need(math.isfinite(t.checkpoint_interval_s) and t.checkpoint_interval_s >= 0, "trainer.checkpoint_interval_s",
-         f"trainer.checkpoint_interval_s must be a finite number of seconds >= 0 (0: only every "
-         f"trainer.checkpoint_interval updates), got {t.checkpoint_interval_s!r}; e.g. --set "
-         "trainer.checkpoint_interval_s=600")
-    at_least("trainer.max_nonfinite_updates", t.max_nonfinite_updates, 1)
-    at_least("policy.threads", p.threads, 1)
-    need(p.stall_warning_s > 0, "policy.stall_warning_s",
-         f"policy.stall_warning_s must be > 0 seconds, got {p.stall_warning_s!r}")
-    need(t.threads >= 0, "trainer.threads", f"trainer.threads must be >= 0 (0 = automatic), got {t.threads!r}")
-    need(cfg.log.interval_s > 0, "log.interval_s", f"log.interval_s must be > 0 seconds, got {cfg.log.interval_s!r}")
+    p = cfg.policy
     # The trainer's network lives where the algorithm's own `device` option says.
     devices = [("policy.device", p.device)]
     if isinstance(getattr(cfg.algo, "device", None), str):
@@ -462,18 +497,16 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             need(False, path, f"{path}={dev!r} is not a device; use cpu, cuda, cuda:N or mps")
         elif dev != "cpu":
             need(*_device_available(path, dev))
-    need(0 <= cfg.seed < 2**32, "seed", f"seed must be in [0, 2**32), got {cfg.seed}")
-    need(cfg.env_steps >= 0, "env_steps", f"env_steps must be >= 0, got {cfg.env_steps}")
-    need(cfg.frames >= 0, "frames", f"frames must be >= 0, got {cfg.frames}")
     need(not (cfg.env_steps and cfg.frames), "env_steps",
          f"both env_steps={cfg.env_steps} and frames={cfg.frames} are set; set only one budget "
          "(--steps N or --frames N)")
     if check_budget and cfg.env_steps == 0 and cfg.frames == 0:
         problems.append(("env_steps", "no budget: set env_steps or frames (--steps N or --frames N)"))
+    if check_budget and cfg.spec is not None and not problems and (cfg.env_steps or cfg.frames):
+        need(*_one_update_fits(cfg, cfg.spec))
     need(bool(cfg.runs_dir), "runs_dir", "runs_dir must not be empty")
     if cfg.name or check_budget:
-        need(bool(cfg.name) and cfg.name == sanitize_name(cfg.name) and cfg.name not in (".", ".."),
-             "name", f"name {cfg.name!r} is not a plain folder name; use letters, digits, '.', '_' and '-'")
+        need(bool(_NAME_RE.match(cfg.name)), "name", name_problem(cfg.name))
     reg = registry
     if reg is None:
         from zoo.core.plugins import get_registry
@@ -515,6 +548,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         sub = getattr(cfg, part)
         if not dataclasses.is_dataclass(sub) or isinstance(sub, type):
             continue
+        if any(path.startswith(part + ".") for path, _ in problems):
+            continue  # already reported by the bounds; __post_init__ would repeat the first one
         try:
             dataclasses.replace(sub)  # re-runs the plugin's __post_init__ checks on the final values
             check = getattr(sub, "validate", None)

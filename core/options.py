@@ -14,6 +14,11 @@ transport options: :func:`zoo.core.streams.check_options`).
 
 A field that is not an option carries ``metadata={NOT_OPTION: "why"}`` (``why`` completes
 "it ..."): it is skipped by :func:`list_options` and refused by :func:`set_value`.
+
+A numeric option declares the values that can work with ``metadata=bounded(...)``
+(``field(default=2.5e-4, metadata=bounded(gt=0))``): :func:`bound_problems` checks every
+such field of a config tree at once, and every ``float`` option, bounded or not, must be
+finite unless it says ``finite=False``. ``zoo train --help`` shows the range.
 """
 from __future__ import annotations
 
@@ -32,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
-    "ConfigError", "OptionInfo", "NOT_OPTION", "type_name", "list_options",
-    "set_value", "convert_value", "apply_override", "apply_mapping",
+    "ConfigError", "OptionInfo", "NOT_OPTION", "BOUNDS", "Bound", "bounded", "bound_of", "bound_problems",
+    "check_bounds", "type_name", "list_options", "set_value", "convert_value", "apply_override", "apply_mapping",
 ]
 
 NOT_OPTION = "not_option"
@@ -55,6 +60,143 @@ class ConfigError(ValueError):
 
 def _is_option(f: dataclasses.Field) -> bool:
     return NOT_OPTION not in f.metadata
+
+
+# ----------------------------------------------------------------------------- value bounds
+BOUNDS = "bounds"
+"""Field-metadata key holding the :class:`Bound` of a numeric option (see :func:`bounded`)."""
+
+
+def _num(x: float) -> str:
+    """``2**32`` as ``4294967296``, ``1.0`` as ``1``, ``0.5`` as ``0.5``."""
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values a numeric option accepts: ``ge``/``gt`` (lower), ``le``/``lt`` (upper).
+
+    ``finite`` (default True) refuses ``nan`` and ``inf`` in float options; ``hint`` says
+    what special values mean (``"0 = no limit"``) and follows the range in messages. For a
+    tuple or list option the bound applies to each item.
+    """
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    finite: bool = True
+    hint: str = ""
+
+    def describe(self, is_float: bool = True) -> str:
+        """The allowed range in words: ``">= 1"``, ``"in [0, 1)"``, ``"finite and > 0"``, ``"finite"``."""
+        low = (f">= {_num(self.ge)}", "[", self.ge) if self.ge is not None else (
+            (f"> {_num(self.gt)}", "(", self.gt) if self.gt is not None else None)
+        high = (f"<= {_num(self.le)}", "]", self.le) if self.le is not None else (
+            (f"< {_num(self.lt)}", ")", self.lt) if self.lt is not None else None)
+        if low and high:
+            return f"in {low[1]}{_num(low[2])}, {_num(high[2])}{high[1]}"
+        text = (low or high or ("",))[0]
+        if is_float and self.finite:
+            return f"finite and {text}" if text else "finite"
+        return text
+
+    def allows(self, value: float) -> bool:
+        """True when ``value`` (an int or float) is within the bound."""
+        x = float(value)
+        if math.isnan(x):
+            return not self.finite and self.ge is None and self.gt is None and self.le is None and self.lt is None
+        if self.finite and math.isinf(x):
+            return False
+        return ((self.ge is None or x >= self.ge) and (self.gt is None or x > self.gt)
+                and (self.le is None or x <= self.le) and (self.lt is None or x < self.lt))
+
+
+def bounded(*, ge: float | None = None, gt: float | None = None, le: float | None = None,
+            lt: float | None = None, finite: bool = True, hint: str = "") -> dict[str, Bound]:
+    """Field metadata declaring a numeric option's allowed values, e.g.
+    ``count: int = field(default=2, metadata=bounded(ge=1))``.
+
+    Raises:
+        ValueError: both ``ge`` and ``gt`` (or ``le`` and ``lt``) are given.
+    """
+    if (ge is not None and gt is not None) or (le is not None and lt is not None):
+        raise ValueError("give at most one lower bound (ge or gt) and one upper bound (le or lt)")
+    return {BOUNDS: Bound(ge, gt, le, lt, finite, hint)}
+
+
+_FINITE = Bound()
+
+
+def _numeric_kind(tp: Any) -> type | None:
+    """``int`` or ``float`` when option type ``tp`` holds numbers (also inside Optional, tuple, list)."""
+    _, inner = _is_optional(tp)
+    if typing.get_origin(inner) in (tuple, list):
+        args = [a for a in typing.get_args(inner) if a is not Ellipsis]
+        kinds = {_numeric_kind(a) for a in args} - {None}
+        return float if float in kinds else (int if int in kinds else None)
+    return inner if inner in (int, float) else None
+
+
+def bound_of(cls: Any, name: str) -> Bound | None:
+    """The :class:`Bound` of field ``name`` of dataclass ``cls``: its ``bounded`` metadata, else
+    "finite" for a float option, else None."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    bound = f.metadata.get(BOUNDS)
+    if bound is None and _numeric_kind(_hints(cls).get(name, f.type)) is float:
+        return _FINITE
+    return bound
+
+
+def bound_problems(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Every option of the config tree ``obj`` whose value is outside its :class:`Bound`.
+
+    Walks nested dataclass instances depth first (``Any`` fields holding one included);
+    ``prefix`` starts each path (``"algo."``). A ``Literal`` option holding none of its
+    choices is reported too. Returns ``(path, message)`` pairs, e.g.
+    ``("algo.lr", "algo.lr must be finite and > 0, got inf")``.
+    """
+    out: list[tuple[str, str]] = []
+    if obj is None or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return out
+    hints = _hints(obj)
+    for f in dataclasses.fields(obj):
+        if not _is_option(f):
+            continue
+        value, path = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out += bound_problems(value, path + ".")
+            continue
+        tp = hints.get(f.name, f.type)
+        if typing.get_origin(_is_optional(tp)[1]) is Literal and value is not None:
+            choices = typing.get_args(_is_optional(tp)[1])
+            if value not in choices:
+                out.append((path, f"{path} must be one of {', '.join(map(repr, choices))}, got {value!r}"))
+            continue
+        bound = bound_of(type(obj), f.name)
+        if bound is None:
+            continue
+        is_float = _numeric_kind(hints.get(f.name, f.type)) is float
+        items = value if isinstance(value, (tuple, list)) else [value]
+        bad = [v for v in items if isinstance(v, (int, float)) and not isinstance(v, bool) and not bound.allows(v)]
+        if bad:
+            what = "each item " if isinstance(value, (tuple, list)) else ""
+            out.append((path, f"{path} must be {what}{bound.describe(is_float)}"
+                              + (f" ({bound.hint})" if bound.hint else "") + f", got {value!r}"))
+    return out
+
+
+def check_bounds(obj: Any, prefix: str = "") -> None:
+    """Raise :class:`ConfigError` listing every :func:`bound_problems` of ``obj`` (for a plugin
+    config's ``__post_init__``: ``check_bounds(self, "algo.")``).
+
+    Raises:
+        ConfigError: ``field`` is the first bad path, ``problems`` every message.
+    """
+    problems = bound_problems(obj, prefix)
+    if problems:
+        raise ConfigError("\n".join(m for _, m in problems), field=problems[0][0],
+                          problems=[m for _, m in problems])
 
 
 # ----------------------------------------------------------------------------- type handling
@@ -218,12 +360,14 @@ def _convert(value: Any, tp: Any) -> Any:
 # ----------------------------------------------------------------------------- option listing
 @dataclass
 class OptionInfo:
-    """One settable leaf option: dotted ``path``, ``type`` name, ``default`` value, ``doc``."""
+    """One settable leaf option: dotted ``path``, ``type`` name, ``default`` value, ``doc``,
+    and ``allowed``: its :class:`Bound` in words (``">= 1"``; ``""`` when unbounded)."""
 
     path: str
     type: str
     default: Any
     doc: str
+    allowed: str = ""
 
 
 def _field_docs(cls: type) -> dict[str, str]:
@@ -310,7 +454,11 @@ def list_options(obj: Any, prefix: str = "") -> list[OptionInfo]:
         elif tp is Any and value is None:
             continue  # e.g. algo/env without a Config dataclass
         else:
-            out.append(OptionInfo(prefix + f.name, type_name(tp), value, docs.get(f.name, "")))
+            bound = bound_of(cls, f.name)
+            allowed = bound.describe(_numeric_kind(tp) is float) if bound is not None else ""
+            if bound is not None and bound.hint:
+                allowed += f" ({bound.hint})"
+            out.append(OptionInfo(prefix + f.name, type_name(tp), value, docs.get(f.name, ""), allowed))
     return out
 
 

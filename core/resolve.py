@@ -172,7 +172,20 @@ def make_env(registry: Registry, env_name: str, env_config: Any, seed: int) -> A
 
 
 def _probe_spec(component: Component, arg: str | None, env_config: Any, seed: int, env_name: str) -> EnvSpec:
-    """Build one env in-process, read its spec, close it."""
+    """Build one env in-process, read its spec, check it, close it.
+
+    The check is :func:`zoo.core.testing.check_env` cut down to one ``reset(seed)`` and one
+    ``step`` with random actions (no determinism replay, no observation-bounds check): an
+    env whose arrays lack the agent axis, or whose dtypes or keys differ from its spec, is
+    refused here, naming the call and the array, instead of failing later in a worker
+    (e.g. inside the policy network).
+
+    Raises:
+        ConfigError: the env failed to build, its spec is not an ``EnvSpec``, it breaks the
+            env contract, or ``reset``/``step`` raised.
+    """
+    from zoo.core.testing.env_check import EnvCheckError, check_env
+
     try:
         env = component.load()(arg, env_config, seed)
     except ConfigError:
@@ -182,12 +195,21 @@ def _probe_spec(component: Component, arg: str | None, env_config: Any, seed: in
                           field="env") from exc
     try:
         spec = env.spec
+        if not isinstance(spec, EnvSpec):
+            raise ConfigError(f"--env {env_name}: env plugin {component.plugin!r} returned an env whose "
+                              f"spec is {type(spec).__name__}, not zoo.core.env.EnvSpec", field="env")
+        try:
+            check_env(env, seed=seed, episodes=1, max_steps=1, check_determinism=False, check_bounds=False,
+                      close=False)
+        except EnvCheckError as exc:
+            raise ConfigError(f"--env {env_name}: env plugin {component.plugin!r} breaks Zoo's env contract "
+                              f"(zoo.core.testing.check_env): {exc}", field="env") from None
+        except Exception as exc:  # noqa: BLE001 - the env's own failure, before any worker starts
+            raise ConfigError(f"--env {env_name}: the env failed in its first reset/step: "
+                              f"{type(exc).__name__}: {exc}", field="env") from exc
     finally:
         try:
             env.close()
         except Exception:  # noqa: BLE001
             pass
-    if not isinstance(spec, EnvSpec):
-        raise ConfigError(f"--env {env_name}: env plugin {component.plugin!r} returned an env whose "
-                          f"spec is {type(spec).__name__}, not zoo.core.env.EnvSpec", field="env")
     return spec

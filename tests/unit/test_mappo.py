@@ -72,7 +72,7 @@ def test_registered_through_the_plugin_host():
 @pytest.mark.parametrize("field,value", [("chunk_length", 0), ("max_reuse", 0), ("epochs", 0), ("gamma", 1.5),
                                          ("value_norm_beta", 1.0), ("huber_delta", -1.0)])
 def test_config_rejects_bad_values_naming_the_field(field, value):
-    with pytest.raises(ValueError, match=f"algo.{field}="):
+    with pytest.raises(ValueError, match=rf"^algo\.{field} must be .*, got {value!r}$"):
         MAPPOConfig(**{field: value})
 
 

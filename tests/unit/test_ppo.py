@@ -83,7 +83,7 @@ def test_normalize_advantages_exact():
 
 
 def test_config_rejects_bad_values_naming_the_field():
-    with pytest.raises(ValueError, match="algo.minibatches=0"):
+    with pytest.raises(ValueError, match=r"^algo.minibatches must be >= 1, got 0$"):
         PPOConfig(minibatches=0)
     with pytest.raises(ValueError, match="algo.anneal_lr_steps"):
         PPOConfig(anneal_lr=True, anneal_lr_steps=-1)
@@ -266,7 +266,11 @@ def test_lr_anneals_over_the_budget_fraction_set_by_the_trainer():
 def test_out_of_range_hyperparameters_name_the_field_and_the_range():
     with pytest.raises(ValueError) as info:
         PPOConfig(gamma=1.5)
-    assert str(info.value) == "algo.gamma=1.5 is invalid: must be in [0, 1]"
+    assert str(info.value) == "algo.gamma must be in [0, 1], got 1.5"
     with pytest.raises(ValueError) as info:
         PPOConfig(lr=-1.0)
-    assert str(info.value) == "algo.lr=-1.0 is invalid: must be > 0"
+    assert str(info.value) == "algo.lr must be finite and > 0, got -1.0"
+    for lr in (float("inf"), float("nan")):  # > 0 alone would let inf through (and nan compares False)
+        with pytest.raises(ValueError) as info:
+            PPOConfig(lr=lr)
+        assert str(info.value) == f"algo.lr must be finite and > 0, got {lr!r}"

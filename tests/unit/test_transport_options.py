@@ -149,9 +149,9 @@ def test_build_config_refuses_before_anything_starts_and_stores_typed_values(reg
     from zoo.core.config import build_config, config_to_dict
 
     with pytest.raises(ConfigError, match="streams.sample.options.slotz: transport 'shm' has no option"):
-        build_config(reg, "ppo", "CartPole-v1", steps=100, name="r",
+        build_config(reg, "ppo", "CartPole-v1", steps=256, name="r",
                      overrides=["streams.sample.transport=shm", "streams.sample.options.slotz=3"])
-    cfg = build_config(reg, "ppo", "CartPole-v1", steps=100, name="r",
+    cfg = build_config(reg, "ppo", "CartPole-v1", steps=256, name="r",
                        overrides=["streams.sample.transport=shm", "streams.sample.options.slots=3"])
     assert config_to_dict(cfg)["streams"]["sample"] == {"transport": "shm", "options": {"slots": 3}}
 

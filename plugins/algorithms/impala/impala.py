@@ -25,7 +25,7 @@ for vector observations, the Nature CNN shared by both heads for frames.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -34,6 +34,7 @@ from torch import nn
 
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
+from zoo.core.options import bounded, check_bounds
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.vtrace import vtrace
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
@@ -55,65 +56,47 @@ class IMPALAConfig:
 
     optimizer: Literal["rmsprop", "adam"] = "rmsprop"
     """rmsprop (the paper's) or adam."""
-    lr: float = 6e-4
+    lr: float = field(default=6e-4, metadata=bounded(gt=0))
     """Learning rate."""
-    rmsprop_alpha: float = 0.99
+    rmsprop_alpha: float = field(default=0.99, metadata=bounded(ge=0, lt=1))
     """RMSProp decay of the running mean of squared gradients."""
-    rmsprop_eps: float = 0.01
+    rmsprop_eps: float = field(default=0.01, metadata=bounded(gt=0))
     """RMSProp epsilon (torch convention: added to the root of the mean square)."""
-    rmsprop_momentum: float = 0.0
+    rmsprop_momentum: float = field(default=0.0, metadata=bounded(ge=0))
     """RMSProp momentum."""
-    adam_eps: float = 1e-5
+    adam_eps: float = field(default=1e-5, metadata=bounded(gt=0))
     """Adam epsilon."""
     anneal_lr: bool = False
     """Decay ``lr`` linearly to 0 (over ``anneal_lr_steps`` or the run's budget), as the paper does."""
-    anneal_lr_steps: int = 0
+    anneal_lr_steps: int = field(default=0, metadata=bounded(ge=0, hint="0 = the run's budget"))
     """Agent steps (active steps trained on) over which ``lr`` decays to 0; 0 = the run's env-step budget."""
-    gamma: float = 0.99
+    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
     """Discount factor."""
-    rho_bar: float = 1.0
+    rho_bar: float = field(default=1.0, metadata=bounded(gt=0))
     """Truncation level of the importance weights rho (eq. 1); also used in the policy gradient."""
-    c_bar: float = 1.0
+    c_bar: float = field(default=1.0, metadata=bounded(gt=0))
     """Truncation level of the trace coefficients c (eq. 1); the paper assumes rho_bar >= c_bar."""
-    vtrace_lambda: float = 1.0
+    vtrace_lambda: float = field(default=1.0, metadata=bounded(ge=0, le=1))
     """Trace discount lambda: c_i = lambda * min(c_bar, pi/mu) (section 4.1)."""
-    vf_coef: float = 0.5
+    vf_coef: float = field(default=0.5, metadata=bounded(ge=0))
     """Baseline-loss coefficient."""
-    ent_coef: float = 0.01
+    ent_coef: float = field(default=0.01, metadata=bounded(ge=0))
     """Entropy-bonus coefficient."""
-    max_grad_norm: float = 40.0
+    max_grad_norm: float = field(default=40.0, metadata=bounded(ge=0, hint="0 = no clipping"))
     """Global L2 gradient-norm clipping threshold on the summed loss (0 disables clipping)."""
-    hidden: int = 64
+    hidden: int = field(default=64, metadata=bounded(ge=1))
     """Hidden units per layer of the MLP (vector observations)."""
     norm_obs: bool = False
     """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
     norm_reward: bool = False
     """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
-    norm_clip: float = 10.0
+    norm_clip: float = field(default=10.0, metadata=bounded(gt=0))
     """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
 
     def __post_init__(self) -> None:
-        checks = {
-            "optimizer": (self.optimizer in ("rmsprop", "adam"), "must be 'rmsprop' or 'adam'"),
-            "lr": (self.lr > 0, "must be > 0"), "rmsprop_alpha": (0 <= self.rmsprop_alpha < 1, "must be in [0, 1)"),
-            "rmsprop_eps": (self.rmsprop_eps > 0, "must be > 0"),
-            "rmsprop_momentum": (self.rmsprop_momentum >= 0, "must be >= 0"),
-            "adam_eps": (self.adam_eps > 0, "must be > 0"),
-            "anneal_lr_steps": (self.anneal_lr_steps >= 0, "must be >= 0: the agent steps to decay over "
-                                "(0 = the run's budget)"),
-            "gamma": (0 <= self.gamma <= 1, "must be in [0, 1]"), "rho_bar": (self.rho_bar > 0, "must be > 0"),
-            "c_bar": (self.c_bar > 0, "must be > 0"),
-            "vtrace_lambda": (0 <= self.vtrace_lambda <= 1, "must be in [0, 1]"),
-            "vf_coef": (self.vf_coef >= 0, "must be >= 0"), "ent_coef": (self.ent_coef >= 0, "must be >= 0"),
-            "max_grad_norm": (self.max_grad_norm >= 0, "must be >= 0 (0: no clipping)"),
-            "hidden": (self.hidden >= 1, "must be >= 1"),
-            "norm_clip": (self.norm_clip > 0, "must be > 0"),
-        }
-        for name, (ok, hint) in checks.items():
-            if not ok:
-                raise ValueError(f"algo.{name}={getattr(self, name)!r} is invalid: {hint}")
+        check_bounds(self, "algo.")
 
 
 class IMPALA:

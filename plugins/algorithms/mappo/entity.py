@@ -1,8 +1,8 @@
 """The reference hide-and-seek policy: entity embeddings, masked residual self-attention, LSTM.
 
 Baker et al., "Emergent Tool Use From Multi-Agent Autocurricula", ICLR 2020, arXiv
-1909.07528, figure 3 / appendix B.6 ("Policy architecture"), as summarised in Zoo's spec
-(``shared/specs/hide-and-seek.md``, "The reference policy"). Actor and critic are separate
+1909.07528, figure 3 / appendix B.6 ("Policy architecture"), as summarised in
+``docs/hide-and-seek.md`` ("The reference policy and hyperparameters"). Actor and critic are separate
 copies of one :class:`EntityEncoder`; the actor masks entities by *visibility*
 (``mask_aa_obs``, ``mask_ab_obs``, ``mask_ar_obs``), the critic by *existence* only (the
 ``*_spoof`` masks). Per agent, with ``d = 128``:

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -72,6 +72,7 @@ from torch import nn
 
 from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
+from zoo.core.options import bounded, check_bounds
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
 from zoo.plugins.algorithms.returns import gae
@@ -95,67 +96,51 @@ class MAPPOConfig:
     (``entity`` when the env has hide-and-seek's observation keys, else ``mlp``)."""
     recurrent: bool = False
     """MLP policy only: add a GRU after the MLP (rMAPPO). The entity policy is always recurrent (LSTM)."""
-    hidden: int = 0
+    hidden: int = field(default=0, metadata=bounded(ge=0, hint="0 = automatic"))
     """Hidden width: MLP layers and GRU (0: 64), entity dense layer and LSTM (0: 256)."""
-    layers: int = 2
+    layers: int = field(default=2, metadata=bounded(ge=1))
     """MLP policy: hidden layers."""
     value_norm: Literal["none", "running", "popart"] = "running"
     """Value normalisation: MAPPO's running mean/std ``running``, ``popart`` (van Hasselt et al. 2016) or ``none``."""
-    value_norm_beta: float = 0.99999
+    value_norm_beta: float = field(default=0.99999, metadata=bounded(ge=0, lt=1))
     """Weight of the past in the value statistics' EMA (MAPPO's 0.99999)."""
     obs_norm: bool = True
     """Running mean/std normalisation of observations (statistics updated by each batch)."""
-    lr: float = 5e-4
+    lr: float = field(default=5e-4, metadata=bounded(gt=0))
     """Adam learning rate."""
-    adam_eps: float = 1e-5
+    adam_eps: float = field(default=1e-5, metadata=bounded(gt=0))
     """Adam epsilon."""
-    gamma: float = 0.99
+    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
     """Discount factor."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = field(default=0.95, metadata=bounded(ge=0, le=1))
     """GAE lambda (arXiv 1506.02438 eq. 16)."""
-    clip_coef: float = 0.2
+    clip_coef: float = field(default=0.2, metadata=bounded(gt=0))
     """Surrogate clipping epsilon (arXiv 1707.06347 eq. 7); also the value-clipping range (normalised units)."""
     clip_vloss: bool = True
     """Clip the value prediction around the behaviour value (MAPPO's default)."""
-    vf_coef: float = 1.0
+    vf_coef: float = field(default=1.0, metadata=bounded(ge=0))
     """Value-loss weight (MAPPO's code: 1)."""
-    ent_coef: float = 0.01
+    ent_coef: float = field(default=0.01, metadata=bounded(ge=0))
     """Entropy-bonus weight."""
-    huber_delta: float = 10.0
+    huber_delta: float = field(default=10.0, metadata=bounded(ge=0, hint="0 = squared error"))
     """Huber-loss delta of the value loss (MAPPO: 10); 0: squared error / 2."""
-    max_grad_norm: float = 10.0
+    max_grad_norm: float = field(default=10.0, metadata=bounded(ge=0, hint="0 = no clipping"))
     """Gradient-norm clipping, per network (actor, critic); 0 disables."""
-    epochs: int = 5
+    epochs: int = field(default=5, metadata=bounded(ge=1))
     """Passes over the kept batches per update."""
-    minibatches: int = 1
+    minibatches: int = field(default=1, metadata=bounded(ge=1))
     """Minibatches per pass (split over chunks; feed-forward: over steps)."""
     norm_adv: bool = True
     """Standardise advantages over each batch's active steps (:func:`masked_normalize`)."""
-    chunk_length: int = 10
+    chunk_length: int = field(default=10, metadata=bounded(ge=1))
     """Recurrent policies: BPTT chunk length L (should divide sample_length; a short last chunk is padded)."""
-    max_reuse: int = 1
+    max_reuse: int = field(default=1, metadata=bounded(ge=1, hint="1 = each batch is used in one update"))
     """Each batch is trained on in up to this many consecutive updates (see the module docstring)."""
     device: str = "cpu"
     """Torch device of the trainer's network."""
 
     def __post_init__(self) -> None:
-        checks = {
-            "hidden": (self.hidden >= 0, "must be >= 0 (0: automatic)"),
-            "layers": (self.layers >= 1, "must be >= 1"),
-            "value_norm_beta": (0 <= self.value_norm_beta < 1, "must be in [0, 1)"),
-            "lr": (self.lr > 0, "must be > 0"), "adam_eps": (self.adam_eps > 0, "must be > 0"),
-            "gamma": (0 <= self.gamma <= 1, "must be in [0, 1]"),
-            "gae_lambda": (0 <= self.gae_lambda <= 1, "must be in [0, 1]"),
-            "clip_coef": (self.clip_coef > 0, "must be > 0"), "vf_coef": (self.vf_coef >= 0, "must be >= 0"),
-            "ent_coef": (self.ent_coef >= 0, "must be >= 0"), "huber_delta": (self.huber_delta >= 0, "must be >= 0"),
-            "max_grad_norm": (self.max_grad_norm >= 0, "must be >= 0 (0: no clipping)"),
-            "epochs": (self.epochs >= 1, "must be >= 1"), "minibatches": (self.minibatches >= 1, "must be >= 1"),
-            "chunk_length": (self.chunk_length >= 1, "must be >= 1"),
-            "max_reuse": (self.max_reuse >= 1, "must be >= 1 (1: each batch is used in one update)"),
-        }
-        for name, (ok, hint) in checks.items():
-            if not ok:
-                raise ValueError(f"algo.{name}={getattr(self, name)!r} is invalid: {hint}")
+        check_bounds(self, "algo.")
 
 
 # ----------------------------------------------------------------------------- masked statistics and losses
@@ -244,7 +229,8 @@ HNS_REFERENCE = {
     "vf_coef": 0.5, "max_grad_norm": 5.0, "chunk_length": 10, "max_reuse": 4, "epochs": 1,
     "huber_delta": 0.0, "value_norm": "popart", "policy": "entity",
 }
-"""The reference hyperparameters of Baker et al. 2019 (Zoo's hide-and-seek spec, last section)."""
+"""The reference hyperparameters of Baker et al. 2019 (docs/hide-and-seek.md, "The reference policy and
+hyperparameters")."""
 HNS_SAMPLE_LENGTH = 160
 MPE_REFERENCE = {
     "lr": 7e-4, "adam_eps": 1e-5, "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.01,
@@ -370,10 +356,13 @@ class MAPPO:
 
     @classmethod
     def explain_presets(cls, spec: EnvSpec) -> str:
-        """Human-readable account of :meth:`presets` for ``spec``: what was chosen and why."""
+        """Human-readable account of :meth:`presets` for ``spec``: what was chosen and why.
+
+        Plain text without a heading (``zoo train`` prints it after ``mappo presets: ``).
+        """
         values, why = cls._preset_choice(spec)
         chosen = ", ".join(f"{k}={v}" for k, v in values.items())
-        return "\n".join(["mappo presets: " + why[0], *("  " + w for w in why[1:]), "  chosen: " + chosen])
+        return "\n".join([why[0], *("  " + w for w in why[1:]), "  chosen: " + chosen])
 
     def __init__(self, config: MAPPOConfig, spec: EnvSpec, seed: int) -> None:
         self.config, self.spec = config, spec

@@ -17,7 +17,7 @@ its clipping account for that.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from torch import nn
 
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
+from zoo.core.options import bounded, check_bounds
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
@@ -43,65 +44,49 @@ class PPOConfig:
     Defaults are CleanRL's Atari settings; :meth:`PPO.presets` tunes them per environment.
     """
 
-    lr: float = 2.5e-4
+    lr: float = field(default=2.5e-4, metadata=bounded(gt=0))
     """Adam learning rate."""
-    adam_eps: float = 1e-5
+    adam_eps: float = field(default=1e-5, metadata=bounded(gt=0))
     """Adam epsilon."""
     anneal_lr: bool = False
     """Decay the learning rate linearly from ``lr`` to 0 (over ``anneal_lr_steps`` or the run's budget)."""
-    anneal_lr_steps: int = 0
+    anneal_lr_steps: int = field(default=0, metadata=bounded(ge=0, hint="0 = the run's budget"))
     """Agent steps (active steps trained on) over which ``lr`` decays to 0; 0 = over the run's env-step budget."""
-    gamma: float = 0.99
+    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
     """Discount factor."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = field(default=0.95, metadata=bounded(ge=0, le=1))
     """GAE lambda (arXiv 1506.02438, eq. 16)."""
-    clip_coef: float = 0.1
+    clip_coef: float = field(default=0.1, metadata=bounded(gt=0))
     """Surrogate clipping epsilon (arXiv 1707.06347, eq. 7); also the value-clipping range."""
     clip_vloss: bool = True
     """Clip the value prediction around the behaviour policy's value (CleanRL)."""
-    vf_coef: float = 0.5
+    vf_coef: float = field(default=0.5, metadata=bounded(ge=0))
     """Value-loss coefficient c1 (arXiv 1707.06347, eq. 9)."""
-    ent_coef: float = 0.01
+    ent_coef: float = field(default=0.01, metadata=bounded(ge=0))
     """Entropy-bonus coefficient c2 (arXiv 1707.06347, eq. 9)."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = field(default=0.5, metadata=bounded(ge=0, hint="0 = no clipping"))
     """Global L2 gradient-norm clipping threshold (0 disables clipping)."""
-    epochs: int = 4
+    epochs: int = field(default=4, metadata=bounded(ge=1))
     """Passes over each batch."""
-    minibatches: int = 4
+    minibatches: int = field(default=4, metadata=bounded(ge=1))
     """Minibatches per epoch; the active steps are split into this many near-equal parts."""
     norm_adv: bool = True
     """Normalise advantages per minibatch (see :func:`normalize_advantages`)."""
-    target_kl: float = 0.0
+    target_kl: float = field(default=0.0, metadata=bounded(ge=0, hint="0 = no early stop"))
     """Stop the epochs of an update early once the approximate KL exceeds this (0: never)."""
-    hidden: int = 64
+    hidden: int = field(default=64, metadata=bounded(ge=1))
     """Hidden units per layer of the MLP (vector observations)."""
     norm_obs: bool = False
     """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
     norm_reward: bool = False
     """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
-    norm_clip: float = 10.0
+    norm_clip: float = field(default=10.0, metadata=bounded(gt=0))
     """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
 
     def __post_init__(self) -> None:
-        checks = {
-            "lr": (self.lr > 0, "must be > 0"), "adam_eps": (self.adam_eps > 0, "must be > 0"),
-            "anneal_lr_steps": (self.anneal_lr_steps >= 0, "must be >= 0: the agent steps to decay over "
-                                "(0 = the run's budget)"),
-            "gamma": (0 <= self.gamma <= 1, "must be in [0, 1]"),
-            "gae_lambda": (0 <= self.gae_lambda <= 1, "must be in [0, 1]"),
-            "clip_coef": (self.clip_coef > 0, "must be > 0"), "vf_coef": (self.vf_coef >= 0, "must be >= 0"),
-            "ent_coef": (self.ent_coef >= 0, "must be >= 0"),
-            "max_grad_norm": (self.max_grad_norm >= 0, "must be >= 0 (0: no clipping)"),
-            "epochs": (self.epochs >= 1, "must be >= 1"), "minibatches": (self.minibatches >= 1, "must be >= 1"),
-            "target_kl": (self.target_kl >= 0, "must be >= 0 (0: no early stop)"),
-            "hidden": (self.hidden >= 1, "must be >= 1"),
-            "norm_clip": (self.norm_clip > 0, "must be > 0"),
-        }
-        for name, (ok, hint) in checks.items():
-            if not ok:
-                raise ValueError(f"algo.{name}={getattr(self, name)!r} is invalid: {hint}")
+        check_bounds(self, "algo.")
 
 
 def normalize_advantages(adv: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from zoo.core.env import GymnasiumEnv
+from zoo.core.options import bounded, check_bounds
 
 NOOP = 0  # ALE's action 0 is NOOP in both the minimal and the full action set
 
@@ -62,26 +63,19 @@ class AtariConfig:
         ValueError: a field is out of range (the message names it and the valid range).
     """
 
-    noop_max: int = 30
-    frame_skip: int = 4
-    screen_size: int = 84
+    noop_max: int = field(default=30, metadata=bounded(ge=0, hint="0 = none"))
+    frame_skip: int = field(default=4, metadata=bounded(ge=1))
+    screen_size: int = field(default=84, metadata=bounded(ge=1))
     grayscale: bool = True
-    frame_stack: int = 4
-    sticky_action_prob: float = 0.25
+    frame_stack: int = field(default=4, metadata=bounded(ge=1))
+    sticky_action_prob: float = field(default=0.25, metadata=bounded(ge=0, le=1))
     episodic_life: bool = True
     clip_rewards: bool = True
     full_action_space: bool = False
-    max_episode_frames: int = 108_000
+    max_episode_frames: int = field(default=108_000, metadata=bounded(ge=0, hint="0 = no limit"))
 
     def __post_init__(self) -> None:
-        minimums = {"noop_max": 0, "frame_skip": 1, "screen_size": 1, "frame_stack": 1, "max_episode_frames": 0}
-        for name, low in minimums.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"AtariConfig.{name} must be an integer >= {low}, got {value!r}")
-        p = self.sticky_action_prob
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-            raise ValueError(f"AtariConfig.sticky_action_prob must be a probability in [0, 1], got {p!r}")
+        check_bounds(self, "env.")
 
 
 # -- game names -----------------------------------------------------------------------

@@ -18,9 +18,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zoo.core.env import GymnasiumEnv
+from zoo.core.options import bounded
 from zoo.plugins.envs.kwargs import parse_kwargs
 
 # Default budgets (env steps) for ids whose usual training length is known.
@@ -33,7 +34,7 @@ _MODULE_ID = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):(.+)$")
 class GymConfig:
     """Options of the ``gym`` environment plugin."""
 
-    max_episode_steps: int = 0
+    max_episode_steps: int = field(default=0, metadata=bounded(ge=0, hint="0 = the id's own limit"))
     """Overrides the id's registered time limit (0 keeps it)."""
     kwargs: str = ""
     """Keyword arguments of ``gymnasium.make``, comma-separated ``key=value`` (Python literals; a bare word

@@ -4,14 +4,16 @@
 plugin. Fields shared by both scenarios have plain names; fields that differ between the
 presets are prefixed ``quadrant_`` or ``full_`` and hold that preset's default.
 :func:`resolve` turns a config and a scenario name into :class:`Params`, the concrete
-values the game uses. Sources: ``shared/specs/hide-and-seek.md`` (sections named on each
-field), which follows the released configuration of Baker et al. 2019 (arXiv 1909.07528).
+values the game uses. Sources: the rules in ``docs/hide-and-seek.md`` (sections named on
+each field), which follow the released configuration of Baker et al. 2019 (arXiv 1909.07528).
 
 Units: metres, seconds, kilograms, newtons, radians unless a field says degrees.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
+
+from zoo.core.options import bounded, check_bounds
 
 SCENARIOS = ("quadrant", "full")
 INTEGRATORS = ("discrete", "implicitfast", "implicit", "Euler", "RK4")
@@ -21,9 +23,9 @@ INTEGRATORS = ("discrete", "implicitfast", "implicit", "Euler", "RK4")
 class HideAndSeekConfig:
     """Options of the ``hide-and-seek`` environment (``--env hide-and-seek[:full]``).
 
-    Spec section "World and timing": ``timestep`` (s), ``substeps`` physics steps per env
-    step, ``integrator`` (MuJoCo's: ``discrete``, ``implicitfast``, ``implicit``,
-    ``Euler``, ``RK4``; see docs/hide-and-seek.md), ``gravity`` (m/s^2, along z),
+    Sections of "Rules" in docs/hide-and-seek.md. "World and timing": ``timestep`` (s),
+    ``substeps`` physics steps per env step, ``integrator`` (MuJoCo's: ``discrete``,
+    ``implicitfast``, ``implicit``, ``Euler``, ``RK4``; see docs/hide-and-seek.md), ``gravity`` (m/s^2, along z),
     ``floor_size`` (m, square), ``grid_cells`` per side of the placement grid,
     ``wall_thickness``, ``inner_wall_height``, ``outer_wall_height`` (m),
     ``object_friction`` (boxes, floor, ramps) and ``agent_friction`` (agents, walls).
@@ -52,137 +54,137 @@ class HideAndSeekConfig:
     """
 
     # World and timing
-    timestep: float = 0.005
+    timestep: float = field(default=0.005, metadata=bounded(gt=0))
     """MuJoCo physics timestep (s)."""
-    substeps: int = 15
+    substeps: int = field(default=15, metadata=bounded(ge=1))
     """Physics steps per env step; one env step simulates substeps x timestep (15 x 0.005 = 0.075 s)."""
     integrator: str = "discrete"
     """MuJoCo integrator: discrete (needs mujoco >= 3.13), implicitfast, implicit, Euler (the original's), RK4."""
-    gravity: float = -50.0
+    gravity: float = field(default=-50.0, metadata=bounded(finite=True))
     """Gravitational acceleration along world z (m/s^2; negative = down; -50: objects fall fast, bounce little)."""
-    floor_size: float = 6.0
+    floor_size: float = field(default=6.0, metadata=bounded(gt=0))
     """Side of the square floor (m); the floor spans [0, floor_size]^2 in world coordinates."""
-    grid_cells: int = 30
+    grid_cells: int = field(default=30, metadata=bounded(ge=1))
     """Placement-grid cells per floor side (cell = floor_size / grid_cells = 0.2 m); walls lie on grid lines."""
-    wall_thickness: float = 0.1
+    wall_thickness: float = field(default=0.1, metadata=bounded(ge=0))
     """Thickness of every wall, inner and outer (m)."""
-    inner_wall_height: float = 0.5
+    inner_wall_height: float = field(default=0.5, metadata=bounded(ge=0))
     """Height of inner (room) walls (m); 0.5 = box and ramp height, so a box or ramp lets agents climb over."""
-    outer_wall_height: float = 4.0
+    outer_wall_height: float = field(default=4.0, metadata=bounded(ge=0))
     """Height of the four outer walls (m); 4 m cannot be climbed."""
-    object_friction: float = 0.2
+    object_friction: float = field(default=0.2, metadata=bounded(ge=0))
     """Friction coefficient of boxes, ramps and floor (MuJoCo uses the larger of two touching surfaces')."""
-    agent_friction: float = 0.01
+    agent_friction: float = field(default=0.01, metadata=bounded(ge=0))
     """Friction coefficient of agents and walls (MuJoCo uses the larger of two touching surfaces')."""
     # Bodies
-    agent_radius: float = 0.15
+    agent_radius: float = field(default=0.15, metadata=bounded(gt=0))
     """Radius of an agent's sphere (m); agents spawn resting on the floor."""
-    agent_mass: float = 1.0
+    agent_mass: float = field(default=1.0, metadata=bounded(ge=0))
     """Mass of an agent (kg)."""
-    agent_damping: float = 10.0
+    agent_damping: float = field(default=10.0, metadata=bounded(ge=0))
     """Joint damping of an agent's x and y slide joints (N s/m) and of its yaw hinge (N m s/rad)."""
-    agent_damping_z: float = 1.0
+    agent_damping_z: float = field(default=1.0, metadata=bounded(ge=0))
     """Joint damping of an agent's vertical (z) slide joint (N s/m)."""
-    motor_gear: float = 100.0
+    motor_gear: float = field(default=100.0, metadata=bounded(ge=0))
     """Gear of an agent's x, y and yaw motors: force (N) or torque (N m) per unit of motor control in [-1, 1]."""
-    box_size: float = 0.5
+    box_size: float = field(default=0.5, metadata=bounded(ge=0))
     """Side of a cube box (m); also the height of elongated boxes."""
-    box_mass: float = 1.0
+    box_mass: float = field(default=1.0, metadata=bounded(ge=0))
     """Mass of every box, cube or elongated (kg)."""
-    elongated_length: float = 1.65
+    elongated_length: float = field(default=1.65, metadata=bounded(ge=0))
     """Long side of an elongated box (m); aligned with world x or y at random (full game only)."""
-    elongated_width: float = 0.15
+    elongated_width: float = field(default=0.15, metadata=bounded(ge=0))
     """Short horizontal side of an elongated box (m); its height is box_size."""
-    ramp_size: float = 0.5
+    ramp_size: float = field(default=0.5, metadata=bounded(ge=0))
     """Side of the cube bounding a ramp (m): a 45-degree wedge as long, wide and tall as this."""
-    ramp_mass: float = 1.0
+    ramp_mass: float = field(default=1.0, metadata=bounded(ge=0))
     """Mass of a ramp (kg)."""
     # Actions
-    action_bins: int = 11
+    action_bins: int = field(default=11, metadata=bounded(ge=1))
     """Bins per movement action (force x, force y, torque z); odd: the middle bin (5 of 0-10) is no action."""
-    action_scale: float = 0.9
+    action_scale: float = field(default=0.9, metadata=bounded(ge=0))
     """Bins map linearly onto motor controls [-action_scale, action_scale] (x motor_gear: 0.9 x 100 = 90 N, N m)."""
     # Grab and lock
-    grab_radius: float = 0.25
+    grab_radius: float = field(default=0.25, metadata=bounded(ge=0))
     """Grab reach (m), object surface to agent centre; the object must also have been seen on the previous step."""
-    lock_radius: float = 0.25
+    lock_radius: float = field(default=0.25, metadata=bounded(ge=0))
     """Lock reach (m), object surface to agent centre; the object must also have been seen on the previous step."""
-    lock_inertia: float = 1e9
+    lock_inertia: float = field(default=1e9, metadata=bounded(ge=0))
     """Inertia added to each joint of a locked object (kg on slides, kg m^2 on the hinge) so nothing can move it."""
     # Phases and reward
-    prep_fraction: float = 0.4
+    prep_fraction: float = field(default=0.4, metadata=bounded(ge=0, le=1))
     """Preparation phase as a fraction of the horizon in [0, 1] (steps = round(fraction x horizon)); 0 = none."""
-    out_of_area_reward: float = -10.0
+    out_of_area_reward: float = field(default=-10.0, metadata=bounded(finite=True))
     """Reward replacing the game reward of an agent outside the allowed area (0 during preparation)."""
     # Vision and lidar
-    vision_cone_deg: float = 135.0
+    vision_cone_deg: float = field(default=135.0, metadata=bounded(gt=0, le=360))
     """Full angle of the vision cone centred on the agent's heading (degrees, in (0, 360])."""
-    lidar_rays: int = 30
+    lidar_rays: int = field(default=30, metadata=bounded(ge=1))
     """Number of lidar rays, evenly spaced around the agent in the world frame (30 = every 12 degrees)."""
-    lidar_range: float = 6.0
+    lidar_range: float = field(default=6.0, metadata=bounded(gt=0))
     """Lidar range (m); a ray that hits nothing within it reads exactly lidar_range."""
     # Door width, both scenarios (cells)
-    door_cells: int = 2
+    door_cells: int = field(default=2, metadata=bounded(ge=0))
     """Width of every door in grid cells (2 = 0.4 m), both scenarios."""
     # Scenario "quadrant"
-    quadrant_horizon: int = 80
+    quadrant_horizon: int = field(default=80, metadata=bounded(ge=1))
     """Quadrant episode length (env steps); episodes are truncated there, never terminated early."""
-    quadrant_hiders: int = 2
+    quadrant_hiders: int = field(default=2, metadata=bounded(ge=1))
     """Hiders in the quadrant game (>= 1); they spawn anywhere, inside the room included."""
-    quadrant_seekers: int = 2
+    quadrant_seekers: int = field(default=2, metadata=bounded(ge=1))
     """Seekers in the quadrant game (>= 1); they spawn outside the room."""
-    quadrant_boxes: int = 2
+    quadrant_boxes: int = field(default=2, metadata=bounded(ge=0))
     """Cube boxes in the quadrant game, spawned inside the room."""
-    quadrant_ramps: int = 1
+    quadrant_ramps: int = field(default=1, metadata=bounded(ge=0))
     """Ramps in the quadrant game, spawned outside the room."""
     quadrant_lock_ramps: bool = False
     """Whether quadrant ramps can be locked (the quadrant ramp observation has no lock flags either way)."""
-    quadrant_room_size: float = 3.0
+    quadrant_room_size: float = field(default=3.0, metadata=bounded(ge=0))
     """Side of the square room in the (floor_size, floor_size) corner (m, rounded to whole grid cells)."""
-    quadrant_one_door_prob: float = 0.5
+    quadrant_one_door_prob: float = field(default=0.5, metadata=bounded(ge=0, le=1))
     """Probability that only one of the room's two walls (picked at random) has a door; else both do."""
-    quadrant_area_min: float = 0.1
+    quadrant_area_min: float = field(default=0.1, metadata=bounded(ge=0))
     """Lower bound of the quadrant game's allowed square [min, max]^2 (m, world coordinates)."""
-    quadrant_area_max: float = 5.9
+    quadrant_area_max: float = field(default=5.9, metadata=bounded(ge=0))
     """Upper bound of the quadrant game's allowed square [min, max]^2 (m, world coordinates)."""
     quadrant_penalize_objects_out: bool = True
     """Quadrant: a box or ramp outside the allowed square gives every agent out_of_area_reward."""
     # Scenario "full"
-    full_horizon: int = 240
+    full_horizon: int = field(default=240, metadata=bounded(ge=1))
     """Full-game episode length (env steps); episodes are truncated there, never terminated early."""
-    full_hiders_min: int = 1
+    full_hiders_min: int = field(default=1, metadata=bounded(ge=1))
     """Fewest hiders in the full game (>= 1); each episode draws the count uniformly from [min, max]."""
-    full_hiders_max: int = 3
+    full_hiders_max: int = field(default=3, metadata=bounded(ge=0))
     """Most hiders in the full game; also the number of hider observation slots."""
-    full_seekers_min: int = 1
+    full_seekers_min: int = field(default=1, metadata=bounded(ge=1))
     """Fewest seekers in the full game (>= 1); drawn uniformly from [min, max], independently of hiders."""
-    full_seekers_max: int = 3
+    full_seekers_max: int = field(default=3, metadata=bounded(ge=0))
     """Most seekers in the full game; also the number of seeker observation slots."""
-    full_boxes_min: int = 3
+    full_boxes_min: int = field(default=3, metadata=bounded(ge=0))
     """Fewest boxes (cube and elongated together) in the full game; drawn uniformly from [min, max]."""
-    full_boxes_max: int = 9
+    full_boxes_max: int = field(default=9, metadata=bounded(ge=0))
     """Most boxes (cube and elongated together) in the full game; also the number of box slots."""
-    full_elongated_min: int = 3
+    full_elongated_min: int = field(default=3, metadata=bounded(ge=0))
     """Fewest elongated boxes among the drawn boxes; drawn from [min, max], both capped at the box count."""
-    full_elongated_max: int = 9
+    full_elongated_max: int = field(default=9, metadata=bounded(ge=0))
     """Most elongated boxes among the drawn boxes (capped at the episode's box count)."""
-    full_ramps: int = 2
+    full_ramps: int = field(default=2, metadata=bounded(ge=0))
     """Ramps in the full game."""
     full_lock_ramps: bool = True
     """Whether ramps can be locked in the full game."""
-    full_rooms_min: int = 1
+    full_rooms_min: int = field(default=1, metadata=bounded(ge=1))
     """Fewest rooms in the full game (>= 1; 1 = no inner walls); drawn from [min, max], fewer if no split fits."""
-    full_rooms_max: int = 4
+    full_rooms_max: int = field(default=4, metadata=bounded(ge=0))
     """Most rooms in the full game (recursive axis-aligned splits, one door per inner wall)."""
-    full_min_room_cells: int = 6
+    full_min_room_cells: int = field(default=6, metadata=bounded(ge=0))
     """Smallest room side a split may leave in the full game (grid cells; 6 = 1.2 m)."""
-    full_outer_walls_prob: float = 0.5
+    full_outer_walls_prob: float = field(default=0.5, metadata=bounded(ge=0, le=1))
     """Probability that a full-game episode has the four outer walls (0 = never, 1 = always)."""
-    full_teammate_radius: float = 0.5
+    full_teammate_radius: float = field(default=0.5, metadata=bounded(ge=0))
     """Teammates spawn with their centres within this distance (m) of their team's first member."""
-    full_area_min: float = -6.0
+    full_area_min: float = field(default=-6.0, metadata=bounded(finite=True))
     """Lower bound of the full game's allowed square [min, max]^2 (m, world coordinates; may be negative)."""
-    full_area_max: float = 12.0
+    full_area_max: float = field(default=12.0, metadata=bounded(ge=0))
     """Upper bound of the full game's allowed square [min, max]^2 (m, world coordinates)."""
     full_penalize_objects_out: bool = False
     """Full game: a box or ramp outside the allowed square gives every agent out_of_area_reward."""
@@ -242,20 +244,11 @@ def resolve(config: HideAndSeekConfig | None, scenario: str | None) -> Params:
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown hide-and-seek scenario {scenario!r}; choose one of {', '.join(SCENARIOS)} "
                          "(--env hide-and-seek or --env hide-and-seek:full)")
-    for f in fields(cfg):
-        v = getattr(cfg, f.name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and f.name not in (
-                "gravity", "out_of_area_reward", "full_area_min"):
-            _check(v >= 0, f.name, f"must be >= 0, got {v}")
-    for name in ("timestep", "substeps", "floor_size", "grid_cells", "agent_radius", "action_bins",
-                 "lidar_rays", "lidar_range", "quadrant_horizon", "full_horizon"):
-        _check(getattr(cfg, name) > 0, name, "must be > 0")
+    check_bounds(cfg, "env.")  # every field's own range (its ``bounded`` metadata; floats finite)
     _check(cfg.integrator in INTEGRATORS, "integrator",
            f"must be one of {', '.join(INTEGRATORS)}, got {cfg.integrator!r}")
     _check(cfg.action_bins % 2 == 1, "action_bins",
            f"must be odd so the middle bin is no action, got {cfg.action_bins}")
-    _check(0.0 <= cfg.prep_fraction <= 1.0, "prep_fraction", "must lie in [0, 1]")
-    _check(0.0 < cfg.vision_cone_deg <= 360.0, "vision_cone_deg", "must lie in (0, 360]")
     if scenario == "quadrant":
         horizon = cfg.quadrant_horizon
         hiders, seekers = (cfg.quadrant_hiders,) * 2, (cfg.quadrant_seekers,) * 2
@@ -266,7 +259,6 @@ def resolve(config: HideAndSeekConfig | None, scenario: str | None) -> Params:
         cells = round(cfg.quadrant_room_size / (cfg.floor_size / cfg.grid_cells))
         _check(2 * cfg.door_cells + 4 <= cells < cfg.grid_cells - 4, "quadrant_room_size",
                f"must leave room for doors and spawns, got {cfg.quadrant_room_size}")
-        _check(cfg.quadrant_one_door_prob <= 1.0, "quadrant_one_door_prob", "must lie in [0, 1]")
     else:
         horizon = cfg.full_horizon
         hiders, seekers = (cfg.full_hiders_min, cfg.full_hiders_max), (cfg.full_seekers_min, cfg.full_seekers_max)
@@ -277,8 +269,6 @@ def resolve(config: HideAndSeekConfig | None, scenario: str | None) -> Params:
         for rng, name in ((hiders, "full_hiders"), (seekers, "full_seekers"), (boxes, "full_boxes"),
                           (elongated, "full_elongated"), ((cfg.full_rooms_min, cfg.full_rooms_max), "full_rooms")):
             _check(rng[0] <= rng[1], f"{name}_min", f"must be <= {name}_max, got {rng[0]} > {rng[1]}")
-        _check(cfg.full_rooms_min >= 1, "full_rooms_min", "must be >= 1")
-        _check(cfg.full_outer_walls_prob <= 1.0, "full_outer_walls_prob", "must lie in [0, 1]")
     _check(hiders[0] >= 1 and seekers[0] >= 1, f"{scenario}_hiders/seekers", "each team needs at least one agent")
     _check(area[0] < area[1], f"{scenario}_area_min", "must be < the area maximum")
     prep_steps = int(round(cfg.prep_fraction * horizon))

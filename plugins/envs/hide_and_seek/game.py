@@ -3,7 +3,7 @@
 Every array has a leading slot axis ``A = max_hiders + max_seekers`` (see
 :mod:`.observations`); ``active bool [A]`` marks the slots used this episode.
 
-One env step (spec "Actions", "Phases, reward, horizon"):
+One env step (docs/hide-and-seek.md, "Actions", "Phases, reward, horizon"):
 
 1. actions ``int64 [A, 5]``: bins of force x, force y, torque z (``action_bins`` = 11,
    bin 5 is no action), grab, lock; during preparation every seeker's action becomes the

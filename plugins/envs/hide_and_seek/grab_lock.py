@@ -1,4 +1,4 @@
-"""Grab and lock (spec "Grab and lock").
+"""Grab and lock (docs/hide-and-seek.md, "Grab and lock").
 
 Eligibility: agent ``i`` may act on object ``o`` (a box or a ramp) when ``o``'s surface is
 within ``grab_radius`` / ``lock_radius`` (0.25 m) of ``i``'s centre and ``o`` was in ``i``'s

@@ -1,4 +1,4 @@
-"""Lidar: horizontal range finder around each agent (spec "Vision and lidar").
+"""Lidar: horizontal range finder around each agent (docs/hide-and-seek.md, "Vision and lidar").
 
 ``lidar_rays`` rays (30) at angles ``2 pi k / lidar_rays`` (every 12 degrees) in the
 *world* frame, cast from the agent's centre; each returns the distance (m) to the first

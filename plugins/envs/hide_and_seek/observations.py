@@ -1,4 +1,4 @@
-"""Per-agent observations with padded slots (spec "Observations").
+"""Per-agent observations with padded slots (docs/hide-and-seek.md, "Observations").
 
 Slots: hiders occupy slots ``0 .. max_hiders-1`` and seekers ``max_hiders ..``; an
 episode with fewer agents leaves the trailing slots of each team inactive (all-zero rows,

@@ -1,6 +1,6 @@
 """The placement grid: where walls stand and where spawned objects may go.
 
-Spec section "World and timing": placement on a ``grid_cells x grid_cells`` grid over the
+docs/hide-and-seek.md, section "World and timing": placement on a ``grid_cells x grid_cells`` grid over the
 floor (30 x 30 cells of 0.2 m). Cell ``(i, j)`` covers ``[i c, (i+1) c] x [j c, (j+1) c]``
 with ``c`` the cell side. Walls lie on grid *lines*; a wall on line ``k`` blocks the
 cells on both sides of it (``k - 1`` and ``k``) so nothing spawns inside a wall. An object

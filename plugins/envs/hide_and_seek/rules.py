@@ -1,4 +1,4 @@
-"""Rewards of one env step (spec "Phases, reward, horizon").
+"""Rewards of one env step (docs/hide-and-seek.md, "Phases, reward, horizon").
 
 - Preparation phase (the first ``prep_steps`` env steps): every reward is exactly 0,
   the out-of-area penalty included.

@@ -1,7 +1,7 @@
 """Scenario layouts: walls, doors and spawn positions of one episode.
 
 A :class:`Layout` is plain data (metres, radians); :mod:`.world` turns it into a MuJoCo
-model. :func:`sample_layout` draws one for the ``quadrant`` or ``full`` scenario (spec
+model. :func:`sample_layout` draws one for the ``quadrant`` or ``full`` scenario (docs/hide-and-seek.md,
 section "Scenarios"); tests build layouts by hand for scripted placements.
 
 Conventions: the floor is ``[0, floor_size]^2``; walls are axis-aligned segments given by
@@ -137,7 +137,7 @@ def _quadrant(p: Params, rng: np.random.Generator) -> Layout:
 
 
 def _split_rooms(p: Params, rng: np.random.Generator, walls: list, doors: list, grid: Grid) -> None:
-    """Recursive axis-aligned splits into 1-4 rooms, one door per inner wall (spec "full")."""
+    """Recursive axis-aligned splits into 1-4 rooms, one door per inner wall (docs/hide-and-seek.md, "full")."""
     cfg, n, m, dc = p.cfg, p.cfg.grid_cells, p.cfg.full_min_room_cells, p.cfg.door_cells
     target = int(rng.integers(cfg.full_rooms_min, cfg.full_rooms_max + 1))
     rooms = [(0, 0, n, n)]

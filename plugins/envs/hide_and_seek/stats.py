@@ -1,4 +1,4 @@
-"""Per-episode statistics: the emergent-stage signals (spec "Statistics per episode").
+"""Per-episode statistics: the emergent-stage signals (docs/hide-and-seek.md, "Statistics per episode").
 
 Reported at the end of an episode as ``dict[str, float]``:
 

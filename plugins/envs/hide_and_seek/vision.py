@@ -1,4 +1,4 @@
-"""Who sees what: a 2-D vision cone plus a 3-D line of sight (spec "Vision and lidar").
+"""Who sees what: a 2-D vision cone plus a 3-D line of sight (docs/hide-and-seek.md, "Vision and lidar").
 
 An agent sees a body (another agent, a box or a ramp) when
 

@@ -1,6 +1,6 @@
 """Builds the MuJoCo model of one episode from a :class:`~.scenarios.Layout` (MJCF string).
 
-Spec sections "World and timing" and "Bodies". Every movable body (agents, then boxes,
+docs/hide-and-seek.md, sections "World and timing" and "Bodies". Every movable body (agents, then boxes,
 then ramps) is a child of the world with four joints in this order: slide x, slide y,
 slide z (world axes) and a hinge about z. Its body origin sits at the world origin, so
 the joint values *are* the world coordinates and yaw: ``data.qpos.reshape(-1, 4)[k]`` is

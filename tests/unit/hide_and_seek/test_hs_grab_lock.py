@@ -1,4 +1,4 @@
-"""Grab and lock (spec "Grab and lock") with scripted placements.
+"""Grab and lock (docs/hide-and-seek.md, "Grab and lock") with scripted placements.
 
 Hider 0 stands at (2.55, 3) looking along +x at a cube centred at (3, 3): the cube's face
 is at x = 2.75, 0.20 m from the hider's centre. Seeker 0 stands at (3, 3.45) looking down

@@ -1,4 +1,5 @@
-"""Preparation phase, rewards, out-of-area penalty, preparation fraction, horizon (spec "Phases, reward, horizon")."""
+"""Preparation phase, rewards, out-of-area penalty, preparation fraction, horizon (docs/hide-and-seek.md,
+"Phases, reward, horizon")."""
 import numpy as np
 import pytest
 

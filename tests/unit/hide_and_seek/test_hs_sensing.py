@@ -1,4 +1,4 @@
-"""Lidar and sight (spec "Vision and lidar"): values worked out from the placements by hand."""
+"""Lidar and sight (docs/hide-and-seek.md, "Vision and lidar"): values worked out from the placements by hand."""
 import math
 
 import numpy as np

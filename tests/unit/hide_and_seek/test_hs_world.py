@@ -1,4 +1,4 @@
-"""Physics of the arena (spec "World and timing", "Bodies"), spawns, masks and statistics."""
+"""Physics of the arena (docs/hide-and-seek.md, "World and timing", "Bodies"), spawns, masks and statistics."""
 import numpy as np
 import pytest
 

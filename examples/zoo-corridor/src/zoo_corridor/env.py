@@ -15,13 +15,14 @@ reaches the end in ``length - 1`` steps, the optimal return
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
 from zoo.core.env import GymnasiumEnv
+from zoo.core.options import bounded
 
 STEP_COST = 0.01
 GOAL_REWARD = 1.0
@@ -36,8 +37,8 @@ class CorridorConfig:
     ``max_steps``: steps before the episode is truncated, >= 1.
     """
 
-    length: int = 10
-    max_steps: int = 100
+    length: int = field(default=10, metadata=bounded(ge=2))
+    max_steps: int = field(default=100, metadata=bounded(ge=1))
 
 
 def optimal_return(length: int) -> float:
