@@ -204,7 +204,7 @@ class CountingConfig:
     episode_length: int = field(default=10, metadata=bounded(ge=1))
     num_agents: int = field(default=1, metadata=bounded(ge=1))
     truncate: bool = False
-    nan_reward_at: int = 0
+    nan_reward_at: int = field(default=0, metadata=bounded(ge=0, hint="0 = never"))
 
 
 @dataclass

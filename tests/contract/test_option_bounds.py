@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from zoo.core.config import ExperimentConfig, algorithm_config_class, env_config_class
-from zoo.core.options import BOUNDS, _hints, _numeric_kind, bound_problems
+from zoo.core.options import BOUNDS, NOT_OPTION, _hints, _numeric_kind, bound_problems
 from zoo.core.plugins import PluginHost
 from zoo.core.testing import plugin as testing_plugin
 
@@ -46,6 +46,8 @@ def _numeric_leaves(cls: type, prefix: str) -> list[tuple[str, dataclasses.Field
     out = []
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
+        if NOT_OPTION in f.metadata:
+            continue
         tp = hints.get(f.name, f.type)
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             out += _numeric_leaves(tp, f"{prefix}{f.name}.")
