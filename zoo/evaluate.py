@@ -250,7 +250,10 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
     import torch
 
     torch.manual_seed(seed)
+    from zoo.core.spaces import ActionClipper
+
     spec = envs[0].spec
+    to_env = ActionClipper(spec.action_space)  # Box actions: clipped to the bounds, as the actors do
     n, A = len(envs), spec.num_agents
     agents = list(spec.agents)
     teams: dict[str, list[int]] = {}
@@ -323,7 +326,7 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
             override(actions)
         for i in live:
             env, ep = envs[i], current[i]
-            obs[i], reward, terminated, truncated, info = env.step(actions[i])
+            obs[i], reward, terminated, truncated, info = env.step(to_env(actions[i]))
             ep.returns += reward
             ep.length += 1
             active[i] = _active(info, A)

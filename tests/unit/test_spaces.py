@@ -154,3 +154,28 @@ def test_policies_take_flattened_nested_observations_with_images_and_masks():
     mappo = MLPPolicy(vec_spec)
     assert mappo.actor_keys == ["inv.0", "inv.1"]
     assert mappo.act({k: v for k, v in obs.items() if k != "grid"})["action"].tolist() == [2] * 5
+
+
+def test_zoo_eval_play_clips_box_actions_like_the_actors():
+    import gymnasium
+
+    from zoo.evaluate import play
+
+    class Recording(gymnasium.Env):
+        observation_space = spaces.Box(-1, 1, (1,), np.float32)
+        action_space = spaces.Box(-2.0, 2.0, (1,), np.float32)
+        received = []
+
+        def reset(self, seed=None, options=None):
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            Recording.received.append(np.asarray(action).tolist())
+            return np.zeros(1, np.float32), 0.0, True, False, {}
+
+    class Pushy(torch.nn.Module):  # always asks for 5.0: outside the bounds
+        def act(self, obs, deterministic=False):
+            return {"action": torch.full((next(iter(obs.values())).shape[0], 1), 5.0)}
+
+    play(Pushy(), [GymnasiumEnv(Recording(), "recording")], episodes=2, seed=0)
+    assert Recording.received == [[2.0], [2.0]]
