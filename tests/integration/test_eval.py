@@ -39,7 +39,8 @@ def make_run(root: Path, algo: str, env: str, name: str, overrides=(), counters=
     from zoo.core.workers.trainer import save_checkpoint
 
     registry = get_host().registry
-    cfg = build_config(registry, algo, env, overrides=[f"runs_dir={root}", *overrides], name=name, steps=1000)
+    # A budget of at least one update (hide-and-seek: 1,280 env steps on 2 cores), as zoo train requires.
+    cfg = build_config(registry, algo, env, overrides=[f"runs_dir={root}", *overrides], name=name, steps=100_000)
     run_dir = root / name
     save_config(cfg, run_dir)
     algorithm = registry.get("algorithm", algo).load()(cfg.algo, cfg.spec, cfg.seed)
