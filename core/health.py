@@ -52,6 +52,9 @@ TRAINER_BUSY_NOTE = 0.9
 POLICY_BUSY_BOUND = 0.5
 """Actors waiting for actions while the policy worker is busy less than this: latency-bound."""
 
+STATE_KEYS = ("waiting_for", "busy", "busy_s")
+"""Heartbeat keys that say what a worker is doing now (``busy``: a long operation such as an
+update, ``busy_s`` seconds into it); kept until a heartbeat without them."""
 BOOKKEEPING = ("type", "role", "index")
 """Control-message keys left out of the status kept for ``live.json``."""
 ACTOR_PHASES = ("env", "inference", "push")
@@ -224,6 +227,7 @@ class Health:
         self.latest_status: dict[str, Any] | None = None
         self.shown_status: dict[str, Any] | None = None
         self.last_write = float("-inf")
+        self.retired: dict[str, int] = {}  # sample counts of processes that were replaced
         self.ended = False
 
     # -- inputs ------------------------------------------------------------------------------
@@ -247,10 +251,12 @@ class Health:
             return
         pid, clock_s = meta.get("pid"), meta.get("clock_s")
         if pid is not None and pid != w.pid:
-            w.beats.clear()  # a new process: its totals start again from 0
+            self._retire(w)  # a new process: its totals start again from 0
         w.pid = pid if pid is not None else w.pid
         w.host = meta.get("host", w.host)
-        for key in ("policy_version", "waiting_for"):
+        if "policy_version" in meta:
+            w.extra["policy_version"] = meta["policy_version"]
+        for key in STATE_KEYS:  # what the worker is doing now: gone when a heartbeat no longer says it
             if key in meta:
                 w.extra[key] = meta[key]
             else:
@@ -258,7 +264,7 @@ class Health:
         if not isinstance(clock_s, (int, float)) or "time_s" not in meta:
             return
         if w.beats and clock_s <= w.beats[-1].clock_s:
-            w.beats.clear()  # the clock went back: not the same process's series
+            self._retire(w)  # the clock went back: not the same process's series
         w.beats.append(_Beat(float(clock_s), dict(meta["time_s"]), dict(meta.get("counts", {}))))
         while len(w.beats) > 2 and clock_s - w.beats[0].clock_s > self.window_s:
             w.beats.popleft()
@@ -268,6 +274,13 @@ class Health:
         w = self._worker(role, index)
         w.restarts += 1
         w.last_restart = reason
+        self._retire(w)
+
+    def _retire(self, w: _Worker) -> None:
+        """Forget a process's heartbeats, keeping the samples it pushed or pulled for the queue."""
+        if w.beats:
+            for name in ("samples_pushed", "samples_pulled"):
+                self.retired[name] = self.retired.get(name, 0) + w.beats[-1].counts.get(name, 0)
         w.beats.clear()
 
     def show(self, status: dict[str, Any]) -> None:
@@ -337,9 +350,10 @@ class Health:
 
     def _queue(self) -> int | None:
         """Sample messages pushed by the actors minus those pulled by the trainers, at their
-        latest heartbeats (clamped at 0; heartbeats up to a second apart skew it by up to a
-        second of sampling); None until every actor and trainer has reported."""
-        pushed = pulled = 0
+        latest heartbeats, replaced processes included (clamped at 0; heartbeats up to a second
+        apart skew it by up to a second of sampling); None until every actor and trainer has
+        reported."""
+        pushed, pulled = self.retired.get("samples_pushed", 0), self.retired.get("samples_pulled", 0)
         for w in self.workers.values():
             if w.role not in ("actor", "trainer"):
                 continue

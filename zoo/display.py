@@ -155,7 +155,7 @@ def worker_activity(row: dict[str, Any]) -> str:
     - trainer: ``busy 45% · 8.0 samples/update · 2 samples waiting · 0.50 updates/s``
 
     (fractions are of the worker's wall-clock time; parts not measured yet are left out;
-    ``measuring...`` when none is).
+    ``measuring...`` when none is); a worker inside a long operation adds ``in update for 12 s``.
     """
     parts: list[str] = []
     role = row.get("role")
@@ -186,6 +186,8 @@ def worker_activity(row: dict[str, Any]) -> str:
             parts.append(f"{float(row['updates_per_s']):.2f} updates/s")
     if role == "policy" and _is_number(row.get("policy_version")):
         parts.append(f"version {_count(row['policy_version'])}")
+    if row.get("busy"):
+        parts.append(f"in {row['busy']}" + (f" for {float(row['busy_s']):.0f} s" if _is_number(row.get("busy_s")) else ""))
     return " · ".join(parts) if parts else "measuring..."
 
 
@@ -197,9 +199,9 @@ def _age(row: dict[str, Any]) -> Text:
 
 
 def health_view(snapshot: dict[str, Any], note: str | None = None) -> Group:
-    """A rich view of a ``live.json`` snapshot: the workers table (worker = role and index,
-    pid, host when there are several, last heartbeat, restarts, activity) and the bottleneck
-    line; ``note`` (e.g. where ``zoo watch`` reads from) goes on top."""
+    """A rich view of a ``live.json`` snapshot: the bottleneck line, then the workers table
+    (worker = role and index, pid, host when there are several, last heartbeat, restarts,
+    activity); ``note`` (e.g. where ``zoo watch`` reads from) goes on top."""
     rows = snapshot.get("workers") or []
     hosts = {r.get("host") for r in rows if r.get("host")}
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
@@ -220,11 +222,11 @@ def health_view(snapshot: dict[str, Any], note: str | None = None) -> Group:
         cells += [_age(r), Text(restarts, style="red" if r.get("restarts") else ""), Text(worker_activity(r))]
         table.add_row(*cells)
     parts: list[Any] = [Text(note, style="dim")] if note else []
+    neck = (snapshot.get("bottleneck") or {}).get("text")
+    if neck:  # above the table: on screen however many workers there are
+        parts.append(Text.assemble(("bottleneck: ", "bold"), neck))
     if rows:
         parts.append(table)
-    neck = (snapshot.get("bottleneck") or {}).get("text")
-    if neck:
-        parts.append(Text.assemble(("bottleneck: ", "bold"), neck))
     return Group(*parts)
 
 

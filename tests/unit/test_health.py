@@ -225,3 +225,52 @@ def test_health_view_names_hosts_only_when_there_are_several():
     console = Console(file=io.StringIO(), width=200, color_system=None)
     console.print(health_view(snap))
     assert "host" in console.file.getvalue() and "other" in console.file.getvalue()
+
+
+def test_the_queue_keeps_the_samples_of_replaced_processes():
+    h = fed_health()
+    h.record_restart("actor", 0, "exit code -9")  # its last heartbeat said 14 samples pushed
+    h.on_control(beat("actor", 0, 5.0, {"env": 0.0, "inference": 0.0, "push": 0.0}, {"samples_pushed": 3}, pid=42),
+                 now=9.0)
+    # pushed: 14 (the replaced actor 0) + 3 (its new process) + 2 (actor 1) = 19; pulled 12 -> 7 waiting
+    assert h.snapshot(now=10.0)["totals"]["samples_waiting"] == 7
+    # the trainer replaced too, by a new pid without a restart record: its 12 pulled still count
+    h.on_control(beat("trainer", 0, 1.0, {"wait": 0.0}, {"samples_pulled": 5, "updates": 0}, pid=77), now=9.5)
+    assert h.snapshot(now=10.0)["totals"]["samples_waiting"] == 19 - (12 + 5)
+
+
+def test_a_busy_heartbeat_shows_the_long_operation_until_the_loop_reports_again():
+    h = fed_health()
+    h.on_control({"type": "heartbeat", "role": "trainer", "index": 0, "busy": "update", "busy_s": 12.4}, now=9.0)
+    h.on_control({"type": "heartbeat", "role": "policy", "index": 0, "busy": "checkpoint"}, now=9.0)
+    rows = {(r["role"], r["index"]): r for r in h.snapshot(now=10.0)["workers"]}
+    assert (rows["trainer", 0]["busy"], rows["trainer", 0]["busy_s"], rows["trainer", 0]["heartbeat_age_s"]) == (
+        "update", 12.4, 1.0)
+    assert worker_activity(rows["trainer", 0]).endswith(" · 0.25 updates/s · in update for 12 s")
+    assert worker_activity(rows["policy", 0]).endswith(" · version 8 · in checkpoint")  # the version stays
+    h.on_control(beat("trainer", 0, 60.0, {"wait": 10.2}, {"samples_pulled": 16, "updates": 4}), now=9.8)
+    row = h.snapshot(now=10.0)["workers"][0]
+    assert "busy" not in row and "busy_s" not in row
+    # the update took the 6 s since the last beat: busy 1 - 0 / 6 over beats 54..60 s (the window drops 50 s)
+    assert (row["busy_frac"], row["samples_per_update"]) == (1.0, 4.0)
+
+
+def test_a_worker_heartbeat_carries_pid_host_clock_and_the_meter_totals():
+    import os
+    import socket
+
+    from zoo.core.workers.base import WorkerContext
+
+    sent = []
+    ctx = WorkerContext("actor", 3, None, None, "run-id", "run-dir")
+    ctx.control = types.SimpleNamespace(send=lambda bundle, meta, timeout: sent.append(meta) or True)
+    ctx.meter = Meter("actor")
+    ctx.meter.counts["env_steps"] = 64
+    ctx.heartbeat(policy_version=5)
+    assert len(sent) == 1
+    meta = sent[0]
+    assert (meta["type"], meta["role"], meta["index"], meta["pid"], meta["host"]) == (
+        "heartbeat", "actor", 3, os.getpid(), socket.gethostname())
+    assert isinstance(meta["clock_s"], float) and meta["policy_version"] == 5
+    assert meta["time_s"] == {"env": 0.0, "inference": 0.0, "push": 0.0}
+    assert meta["counts"] == {"env_steps": 64, "samples_pushed": 0, "requests": 0}
