@@ -119,6 +119,29 @@ def run_over(run_dir: Path, live: dict[str, Any] | None, status: dict[str, Any] 
     return None
 
 
+def _duration(seconds: float) -> str:
+    """``75`` -> ``1m15s``, ``3725`` -> ``1h02m05s``, ``9`` -> ``9s``."""
+    total = int(max(0.0, seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def watch_note(run_dir: Path, live: dict[str, Any], now: float) -> str:
+    """The line ``zoo watch`` shows above the workers, e.g. ``zoo watch runs/r1: live.json
+    written 2s ago by controller pid 4242 on host1; run time 1m15s`` (``now``: unix seconds;
+    run time up to that write)."""
+    written = float(live.get("time") or now)
+    controller = live.get("controller") or {}
+    note = (f"zoo watch {run_dir}: live.json written {_duration(now - written)} ago by controller pid "
+            f"{controller.get('pid')} on {controller.get('host')}")
+    if isinstance(live.get("started"), (int, float)):
+        note += f"; run time {_duration(written - live['started'])}"
+    return note
+
+
 def watch(run_dir: Path, console: Console | None = None, refresh_s: float = 1.0,
           no_live_wait_s: float = NO_LIVE_WAIT_S) -> tuple[int, str]:
     """Show the run in ``run_dir`` until it is over.
@@ -138,9 +161,7 @@ def watch(run_dir: Path, console: Console | None = None, refresh_s: float = 1.0,
             live, status = read_json(live_path), read_json(status_path)
             now = time.time()
             if live is not None:  # the note first: the frames drawn below carry it
-                written = float(live.get("time") or now)
-                display.note = (f"zoo watch {run_dir}: live.json written {max(0.0, now - written):.0f} s ago by "
-                                f"controller pid {(live.get('controller') or {}).get('pid')}")
+                display.note = watch_note(run_dir, live, now)
             if live is not None and live.get("time") != shown_time:
                 shown_time = live.get("time")
                 if live.get("status") and live["status"] != shown_status:

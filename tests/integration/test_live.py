@@ -93,7 +93,7 @@ def test_live_display_and_zoo_watch_show_every_worker_in_a_terminal(tmp_path):
         watch_screen = wait_for("the watch screen's worker table", lambda: measured_screen(screen("watch")), 60)
         for text in (train_screen, watch_screen):
             assert re.search(r"^bottleneck: (trainer|inference|inference-latency|env)-bound: ", text, re.M), text
-        assert f"zoo watch {run_dir}: live.json written" in watch_screen, watch_screen
+        assert f"zoo watch {run_dir}: live.json written" in watch_screen and "; run time " in watch_screen
         tmux("send-keys", "-t", "live:train", "C-c")
         wait_for("zoo train to stop", lambda: "TRAIN-EXIT=130" in screen("train"), timeout=60)
         end = wait_for("zoo watch to exit 0", lambda: (lambda s: s if "WATCH-EXIT=" in s else None)(screen("watch")),

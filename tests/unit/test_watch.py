@@ -5,11 +5,12 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from zoo.watch import RunNotFound, find_run_dir, run_over, watch
+from zoo.watch import RunNotFound, find_run_dir, run_over, watch, watch_note
 
 NOW = 1_700_000_100.0
 ALIVE = lambda pid: pid == 111  # noqa: E731 - only pid 111 "runs" on this host in these tests
@@ -89,3 +90,12 @@ def test_zoo_watch_of_a_missing_folder_is_a_one_line_error_exit_2(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"error: run folder '{missing}' does not exist; give a run folder such as "
                                         "runs/NAME, or a run name with --runs-dir DIR"]
+
+
+def test_watch_note_says_how_old_the_snapshot_is_and_the_run_time():
+    snap = live(time=NOW - 2.0, started=NOW - 2.0 - 3725)
+    assert watch_note(Path("runs/r1"), snap, NOW) == (
+        "zoo watch runs/r1: live.json written 2s ago by controller pid 111 on here; run time 1h02m05s")
+    del snap["started"]
+    assert watch_note(Path("runs/r1"), snap, NOW + 73) == (
+        "zoo watch runs/r1: live.json written 1m15s ago by controller pid 111 on here")
