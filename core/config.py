@@ -63,6 +63,7 @@ from zoo.core.transport import TransportError
 
 __all__ = [
     "ActorsConfig", "PolicyConfig", "TrainerConfig", "StreamConfig", "StreamsConfig", "LogConfig",
+    "SupervisionConfig",
     "ExperimentConfig", "ConfigError", "UnknownEnvError", "OptionInfo",
     "resolve_env", "make_env", "build_config", "apply_override", "set_value", "apply_mapping",
     "load_config_file", "validate", "config_to_dict", "save_config", "budget", "default_budget",
@@ -180,6 +181,37 @@ class LogConfig:
 
 
 @dataclass
+class SupervisionConfig:
+    """How the controller watches workers and restarts failed ones (docs/supervision.md)."""
+
+    heartbeat_timeout_s: float = 60.0
+    """A worker silent this many seconds is failed even if its process lives (hung in
+    ``env.step``, deadlocked). Workers report from their main loop at least every second;
+    inside a declared long operation (start-up, a trainer update, a checkpoint) a background
+    thread reports for them (see ``start_timeout_s``, ``busy_timeout_s``)."""
+    start_timeout_s: float = 180.0
+    """Longest a started worker may take to start (spawn, imports, building its envs and
+    networks) before it is failed."""
+    busy_timeout_s: float = 0.0
+    """Longest one declared long operation (a trainer update, a checkpoint) may take before
+    the worker is failed; 0: no limit (an update ends, however long it takes)."""
+    max_restarts: int = 3
+    """Restarts allowed per actor or policy worker (each counted separately); one more failure
+    stops the run (exit 1). 0: any failure stops the run."""
+    restart_backoff_s: float = 1.0
+    """Wait before a worker's first restart; doubled for each further restart of that worker."""
+    restart_backoff_max_s: float = 30.0
+    """Longest wait before a restart."""
+    trainer_restarts: int = 0
+    """Restarts allowed for the trainer, each from the last checkpoint
+    (``checkpoints/latest.pt``); 0: a failed trainer stops the run (exit 1)."""
+    stop_timeout_s: float = 600.0
+    """On a stop (Ctrl-C, SIGTERM, SIGHUP, the controller gone) the trainer finishes its
+    update and writes its checkpoint and ``end`` row; it is killed only after this many
+    seconds (or sooner when it stops reporting for ``heartbeat_timeout_s``)."""
+
+
+@dataclass
 class ExperimentConfig:
     """Everything one run needs; built by :func:`build_config`.
 
@@ -210,6 +242,7 @@ class ExperimentConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     streams: StreamsConfig = field(default_factory=StreamsConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    supervision: SupervisionConfig = field(default_factory=SupervisionConfig)
     launcher: str = "local"
     """Registered launcher that starts the worker processes (``zoo train --launcher NAME``,
     see `zoo list launchers`); ``local``: spawned processes on this host."""
@@ -443,6 +476,32 @@ def build_config(
 
 
 # ----------------------------------------------------------------------------- validation
+def supervision_problems(sv: SupervisionConfig) -> list[tuple[str, str]]:
+    """``(field, message)`` for every bad ``supervision.*`` value: the timeouts and
+    ``restart_backoff_s`` must be finite and > 0 (``busy_timeout_s`` >= 0, 0 = no limit;
+    ``restart_backoff_s`` >= 0), ``restart_backoff_max_s`` >= ``restart_backoff_s``, the
+    restart counts >= 0."""
+    out: list[tuple[str, str]] = []
+    for name, low, strict in (("heartbeat_timeout_s", 0, True), ("start_timeout_s", 0, True),
+                              ("stop_timeout_s", 0, True), ("busy_timeout_s", 0, False),
+                              ("restart_backoff_s", 0, False), ("restart_backoff_max_s", 0, False)):
+        value = getattr(sv, name)
+        ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > low if strict else value >= low)
+        if not ok:
+            out.append((f"supervision.{name}", f"supervision.{name} must be a finite number of seconds "
+                        f"{'>' if strict else '>='} {low}, got {value!r}"
+                        + ("; 0 means no limit" if name == "busy_timeout_s" else "")))
+    if sv.restart_backoff_max_s < sv.restart_backoff_s:
+        out.append(("supervision.restart_backoff_max_s",
+                    f"supervision.restart_backoff_max_s={sv.restart_backoff_max_s!r} is below "
+                    f"supervision.restart_backoff_s={sv.restart_backoff_s!r}; raise it or lower the backoff"))
+    for name in ("max_restarts", "trainer_restarts"):
+        value = getattr(sv, name)
+        if value < 0:
+            out.append((f"supervision.{name}", f"supervision.{name} must be >= 0 (0: no restart), got {value!r}"))
+    return out
+
+
 def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True) -> None:
     """Check cross-field rules; every problem is reported at once.
 
@@ -488,6 +547,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             f"(e.g. {a.ring_size * max(1, a.envs_per_actor // a.ring_size)}) or change actors.ring_size",
         ))
     p = cfg.policy
+    problems += supervision_problems(cfg.supervision)
     # The trainer's network lives where the algorithm's own `device` option says.
     devices = [("policy.device", p.device)]
     if isinstance(getattr(cfg.algo, "device", None), str):

@@ -8,10 +8,16 @@ parameter streams (:mod:`zoo.core.streams`); every worker
 reports to the controller over the control stream (heartbeats, status, errors,
 warnings: printed to stderr, rate-limited by :func:`show_warning`).
 
-Exit codes of :func:`run`: 0 when the trainer reached the budget, 1 when a worker
-crashed (its role, index and traceback are printed), 130 on Ctrl-C. In every case all
-workers are stopped (asked to stop, then killed after :data:`STOP_GRACE_S`) and the run's
-transport files are removed before :func:`run` returns.
+Failed actor and policy workers are restarted (``supervision.*``, :mod:`zoo.core.supervision`);
+each restart is printed, written to ``metrics.jsonl`` as a ``restart`` row and handed to the
+display's ``record_restart(role, index, reason)`` when it has one.
+
+Exit codes of :func:`run`: 0 when the trainer reached the budget, 1 when a worker failed
+beyond its restarts (its role, index and traceback are printed), 130 on Ctrl-C (SIGINT),
+143 on SIGTERM, 129 on SIGHUP: each of these signals stops the run the same way. In every
+case the workers are stopped (:meth:`Supervisor.stop_all`: the trainer finishes its update
+and writes its checkpoint and ``end`` row), the run's transport files are removed, and
+``status.json`` records the outcome (:mod:`zoo.core.rundir`) before :func:`run` returns.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -27,7 +34,8 @@ from typing import Any, Callable
 
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
-from zoo.core.supervision import STOP_GRACE_S, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
+from zoo.core.rundir import RunStatus, append_row, claim_run_dir, what_was_saved
+from zoo.core.supervision import STOP_GRACE_S, Restart, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
 from zoo.core.workers.base import WorkerContext
 
 POLL_S = 0.1
@@ -59,15 +67,13 @@ def _graph(cfg) -> list[tuple[str, int]]:
 
 
 def prepare_run_dir(cfg) -> str:
-    """Create ``runs/<name>/``, write the resolved config and the worker graph (``graph.json``);
-    refuses to reuse a run's metrics."""
+    """Claim ``<runs_dir>/<name>/`` atomically (:func:`~zoo.core.rundir.claim_run_dir`: a taken
+    default name gets a suffix, ``cfg.name`` is updated; a taken explicit name raises
+    FileExistsError), write the resolved config and the worker graph (``graph.json``)."""
     from zoo.core.config import config_to_dict
     from zoo.core.graph import write_graph
 
-    run_dir = os.path.join(cfg.runs_dir, cfg.name)
-    if os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
-        raise FileExistsError(f"run directory {run_dir!r} already holds a run; pass --name NEW or remove it")
-    os.makedirs(run_dir, exist_ok=True)
+    run_dir = claim_run_dir(cfg)
     with open(os.path.join(run_dir, "config.json"), "w") as f:
         json.dump(config_to_dict(cfg), f, indent=2, default=str)
     write_graph(cfg, run_dir)
@@ -91,7 +97,7 @@ class Controller:
             for stream in (*STREAMS, "control"):
                 self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True))
             self.control = self.transports[-1].puller("control")
-            self.supervisor = Supervisor(launcher_for(registry, cfg), self.context)
+            self.supervisor = Supervisor(launcher_for(registry, cfg), self.context, cfg.supervision)
         except BaseException:
             for t in self.transports:
                 t.cleanup()
@@ -99,8 +105,11 @@ class Controller:
         self.stopped = False
 
     def context(self, role: str, index: int, attempt: int) -> WorkerContext:
-        """What worker ``(role, index)`` is started from (its ``attempt``-th process)."""
-        return WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir, attempt=attempt)
+        """What worker ``(role, index)`` is started from (its ``attempt``-th process; a restarted
+        trainer resumes from the last checkpoint)."""
+        return WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir, attempt=attempt,
+                             controller_pid=os.getpid(), controller_host=socket.gethostname(),
+                             resume=role == "trainer" and attempt > 0)
 
     def start(self) -> None:
         self.supervisor.start_all(_graph(self.cfg))
@@ -118,15 +127,34 @@ class Controller:
     def trainer_finished(self) -> bool:
         return self.supervisor.trainer_finished()
 
-    def crashed(self) -> WorkerCrashed | None:
-        return self.supervisor.crashed(self.poll)
+    def supervise(self) -> list[Restart]:
+        """Restarts decided now (see :meth:`Supervisor.check`); raises :class:`WorkerCrashed`."""
+        return self.supervisor.check(self.poll)
+
+    def report_restart(self, r: Restart, display: Any, env_steps: int | None) -> None:
+        """Print restart ``r``, add its ``restart`` row to ``metrics.jsonl``, tell the display."""
+        limit = self.supervisor.allowed(self.supervisor.workers[(r.role, r.index)])
+        print(f"zoo: {r.role} worker {r.index} failed ({r.reason}); restarting it in {r.delay_s:g} s "
+              f"(restart {r.restarts} of {limit})" + (f"\n{r.detail}" if r.detail else ""), file=sys.stderr, flush=True)
+        append_row(os.path.join(self.run_dir, "metrics.jsonl"),
+                   {"type": "restart", "role": r.role, "index": r.index, "reason": r.reason, "time": time.time(),
+                    "restarts": r.restarts, "attempt": r.attempt, "env_steps": env_steps})
+        record = getattr(display, "record_restart", None)
+        if callable(record):
+            record(r.role, r.index, r.reason)
 
     def stop(self) -> None:
         """Stop every worker (:meth:`Supervisor.stop_all`), then remove the run's transport resources (idempotent)."""
         if self.stopped:
             return
         self.stopped = True
-        self.supervisor.stop_all()
+
+        def waiting(limit_s: float) -> None:
+            print(f"zoo: waiting for the trainer to finish its update and write its checkpoint (at most {limit_s:g} s, "
+                  f"supervision.stop_timeout_s; further Ctrl-C is ignored, kill -9 {os.getpid()} abandons it)",
+                  file=sys.stderr, flush=True)
+
+        self.supervisor.stop_all(self.poll, waiting)
         self.control.close()
         for t in self.transports:
             t.cleanup()
@@ -172,57 +200,107 @@ class StatusPacer:
         return status
 
 
+STOPS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143), signal.SIGHUP: ("SIGHUP", 129)}
+"""Signals that stop a run, with their name in messages and the exit code of :func:`run`."""
+
+
+class StopRequested(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: stop the run exactly like Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
     """Run one experiment to its budget; returns the process exit code (see module doc)."""
     run_dir = run_dir or prepare_run_dir(cfg)
     controller = Controller(cfg, spec, run_dir)
+    status = RunStatus(run_dir)
+    status.start()
     pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
     # live.json, the workers table and the bottleneck; supervision reports restarts to it
     health = controller.health = Health(_graph(cfg), run_dir, cfg.log.interval_s, on_status)
     warnings_shown: dict[tuple, float] = {}
-    try:
-        controller.start()
-        while True:
-            done = False
-            for meta in controller.poll(POLL_S):
-                health.on_control(meta)
-                if meta["type"] == "status":
-                    pacer.offer(meta)
-                elif meta["type"] == "done":
-                    done = True
-                elif meta["type"] == "warning":
-                    show_warning(meta, warnings_shown, time.monotonic())
-            shown = pacer.due(time.monotonic(), done)
-            if shown is not None:
-                health.show(shown)  # on to on_status
-            health.tick()
-            if done or controller.trainer_finished():
-                return 0
-            crash = controller.crashed()
-            if crash is not None:
-                print(f"zoo: {crash.role} worker {crash.index} failed; stopping the run.\n{crash.detail}",
-                      file=sys.stderr, flush=True)
-                return 1
-    except KeyboardInterrupt:
-        with _ignoring_sigint():  # a second Ctrl-C must not cut the clean-up short
-            controller.stop()
-        print(f"zoo: interrupted (Ctrl-C); all workers stopped; metrics and checkpoints so far are in {run_dir}",
-              file=sys.stderr, flush=True)
-        return 130
-    finally:
-        with _ignoring_sigint():  # nor may a Ctrl-C during the normal end's clean-up
-            controller.stop()
-            health.close()
+    outcome: tuple = ("crashed", 1, "the controller failed", None)
+    with _signals_stop_the_run():
+        try:
+            controller.start()
+            while True:
+                done = False
+                for meta in controller.poll(POLL_S):
+                    health.on_control(meta)
+                    if meta["type"] == "status":
+                        pacer.offer(meta)
+                    elif meta["type"] == "done":
+                        done = True
+                    elif meta["type"] == "warning":
+                        show_warning(meta, warnings_shown, time.monotonic())
+                shown = pacer.due(time.monotonic(), done)
+                if shown is not None:
+                    health.show(shown)  # on to on_status
+                health.tick()
+                if done or controller.trainer_finished():
+                    outcome = ("finished", 0, "budget reached", None)
+                    return 0
+                for restart in controller.supervise():
+                    controller.report_restart(restart, health, (pacer.latest or {}).get("env_steps"))
+        except WorkerCrashed as crash:
+            print(f"zoo: {crash.role} worker {crash.index} failed ({crash.reason}); stopping the run.\n"
+                  f"{crash.detail}", file=sys.stderr, flush=True)
+            outcome = ("crashed", 1, f"{crash.role} worker {crash.index} {crash.reason}",
+                       {"role": crash.role, "index": crash.index, "detail": crash.detail})
+            return 1
+        except KeyboardInterrupt as stop:
+            label, code = STOPS[getattr(stop, "signum", signal.SIGINT)]
+            with _ignoring_stop_signals():  # a second Ctrl-C must not cut the clean-up short
+                controller.stop()
+            print(f"zoo: interrupted ({label}); all workers stopped; {what_was_saved(run_dir)}",
+                  file=sys.stderr, flush=True)
+            outcome = ("stopped", code, label, None)
+            return code
+        except BaseException as exc:
+            outcome = ("crashed", 1, f"the controller failed: {type(exc).__name__}: {exc}", None)
+            raise
+        finally:
+            with _ignoring_stop_signals():  # nor may one during the normal end's clean-up
+                controller.stop()
+                health.close()
+                status.end(*outcome)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 @contextlib.contextmanager
-def _ignoring_sigint():
-    """SIGINT ignored inside the block (main thread only: elsewhere signals cannot be set)."""
-    if threading.current_thread() is not threading.main_thread():
+def _signals_stop_the_run():
+    """SIGTERM and SIGHUP raise :class:`StopRequested` in the block, as SIGINT raises
+    KeyboardInterrupt (main thread only: elsewhere signals cannot be set)."""
+    if not _main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def stop(signum, frame):
+        raise StopRequested(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _ignoring_stop_signals():
+    """SIGINT, SIGTERM and SIGHUP ignored inside the block (main thread only)."""
+    if not _main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,93 +1,264 @@
-"""Supervision: the worker table of one run, started, watched and stopped through a launcher.
+"""Supervision: the workers of one run, started, watched, restarted and stopped through a launcher.
 
-:class:`Supervisor` holds one :class:`~zoo.core.launcher.WorkerHandle` per ``(role, index)``
-of the graph, records the ``error`` control messages (tracebacks) of each worker, and
-decides when the run has failed: a worker exited with a non-zero code or reported an
-error, or a worker other than the trainer exited before the run ended.
+:class:`Supervisor` keeps one :class:`Worker` record per ``(role, index)`` of the graph: its
+:class:`~zoo.core.launcher.WorkerHandle`, its attempt (0, then 1, 2... after restarts), when
+it last reported on the control stream, whether it is inside a declared long operation
+(``busy``), and the traceback of its ``error`` message. Control messages of an older
+attempt are ignored.
+
+A worker has **failed** (:meth:`Supervisor.failure`) when
+
+- its process ended with a non-zero code, or reported an ``error`` (its traceback is kept);
+- it ended with code 0 before the run ended (any role but the trainer, whose 0 is the end);
+- it sent nothing within ``supervision.start_timeout_s`` of its start, or is still in its
+  ``start-up`` after that long;
+- it has been busy in one operation longer than ``supervision.busy_timeout_s`` (if > 0);
+- it has sent nothing for ``supervision.heartbeat_timeout_s`` (hung: the main loop reports
+  at least every second, a busy worker's background thread too; see
+  :mod:`zoo.core.workers.base`).
+
+A failed actor or policy worker is killed (if still running) and started again after a
+backoff (``restart_backoff_s``, doubled for each further restart of that worker, at most
+``restart_backoff_max_s``), up to ``supervision.max_restarts`` times per worker; the trainer
+up to ``supervision.trainer_restarts`` times, resuming from its last checkpoint. Each
+restart is returned to the caller as a :class:`Restart` (the controller prints it, writes a
+``restart`` row to ``metrics.jsonl`` and tells the live display). One failure more stops the
+run: :meth:`Supervisor.check` raises :class:`WorkerCrashed`.
 
 Stopping (:meth:`Supervisor.stop_all`): every worker is asked to stop (SIGTERM for local
-processes), waited for up to ``grace_s`` seconds, and the ones still running are killed.
+processes). Actors and the policy worker get :data:`STOP_GRACE_S` seconds, then are killed.
+The trainer finishes its update and writes its checkpoint and ``end`` row however long that
+takes, up to ``supervision.stop_timeout_s``; it is killed sooner only when it stops
+reporting for ``heartbeat_timeout_s`` (hung) — its busy heartbeats show it is still working.
 """
 from __future__ import annotations
 
+import signal
+import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from zoo.core.launcher import Launcher, WorkerHandle
 
 STOP_GRACE_S = 5.0
-"""Seconds :meth:`Supervisor.stop_all` waits for workers asked to stop before killing them."""
+"""Seconds actors and policy workers asked to stop get before they are killed."""
+RESTARTABLE = ("actor", "policy")
 
 
 class WorkerCrashed(RuntimeError):
-    """A worker failed; ``detail`` holds its traceback or what is known of its end."""
+    """A worker failed and may not be restarted; ``detail`` holds its traceback or what is
+    known of its end, ``reason`` one line."""
 
-    def __init__(self, role: str, index: int, detail: str) -> None:
-        self.role, self.index, self.detail = role, index, detail
+    def __init__(self, role: str, index: int, detail: str, reason: str = "") -> None:
+        self.role, self.index, self.detail, self.reason = role, index, detail, reason or "failed"
         super().__init__(f"{role} worker {index} crashed:\n{detail}")
+
+
+@dataclass
+class Restart:
+    """One restart decided by :meth:`Supervisor.check`: ``restarts`` is that worker's count so
+    far (this one included), ``attempt`` the number of the process to come, ``delay_s`` the
+    backoff before it starts, ``detail`` the traceback (or "")."""
+
+    role: str
+    index: int
+    reason: str
+    detail: str
+    restarts: int
+    attempt: int
+    delay_s: float
+
+
+@dataclass
+class Worker:
+    """What the supervisor knows of one ``(role, index)`` (times: the supervisor's clock, s)."""
+
+    role: str
+    index: int
+    handle: WorkerHandle | None = None
+    attempt: int = 0
+    restarts: int = 0
+    started: float = 0.0
+    last_seen: float | None = None
+    busy: str | None = None
+    busy_s: float = 0.0
+    error: str | None = None
+    restart_at: float | None = None
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 class Supervisor:
     """The workers of one run (see the module doc).
 
     ``make_context(role, index, attempt)`` builds the
-    :class:`~zoo.core.workers.base.WorkerContext` a worker is started from.
+    :class:`~zoo.core.workers.base.WorkerContext` a worker is started from; ``sv`` is the
+    run's :class:`~zoo.core.config.SupervisionConfig`; ``clock`` gives seconds (monotonic).
     """
 
-    def __init__(self, launcher: Launcher, make_context: Callable[[str, int, int], Any]) -> None:
-        self.launcher, self.make_context = launcher, make_context
-        self.handles: dict[tuple[str, int], WorkerHandle] = {}
-        self.errors: dict[tuple[str, int], str] = {}
+    def __init__(self, launcher: Launcher, make_context: Callable[[str, int, int], Any], sv: Any = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        from zoo.core.config import SupervisionConfig
+
+        self.launcher, self.make_context, self.clock = launcher, make_context, clock
+        self.sv = sv if sv is not None else SupervisionConfig()
+        self.workers: dict[tuple[str, int], Worker] = {}
         self.stopped = False
+
+    @property
+    def handles(self) -> dict[tuple[str, int], WorkerHandle]:
+        return {key: w.handle for key, w in self.workers.items() if w.handle is not None}
+
+    def _launch(self, w: Worker) -> None:
+        w.handle = self.launcher.start(self.make_context(w.role, w.index, w.attempt))
+        w.started, w.last_seen, w.busy, w.busy_s, w.error, w.restart_at = self.clock(), None, None, 0.0, None, None
 
     def start_all(self, graph: list[tuple[str, int]]) -> None:
         """Start one worker per ``(role, index)`` of ``graph``, in that order."""
         for role, index in graph:
-            self.handles[(role, index)] = self.launcher.start(self.make_context(role, index, 0))
+            w = self.workers[(role, index)] = Worker(role, index)
+            self._launch(w)
 
     def on_message(self, meta: dict[str, Any]) -> None:
-        """Take note of one control message (an ``error`` keeps its traceback)."""
-        if meta.get("type") == "error":
-            self.errors[(meta["role"], meta["index"])] = meta.get("traceback", "")
+        """Take note of one control message of the worker's current attempt."""
+        w = self.workers.get((meta.get("role"), meta.get("index")))
+        if w is None or meta.get("attempt", 0) != w.attempt or w.restart_at is not None:
+            return
+        w.last_seen = self.clock()
+        kind = meta.get("type")
+        if kind == "heartbeat":
+            w.busy, w.busy_s = meta.get("busy"), float(meta.get("busy_s") or 0.0)
+        elif kind == "error":
+            w.error = meta.get("traceback", "")
+        else:  # any other message comes from the main loop: not busy
+            w.busy = None
+
+    def failure(self, w: Worker, now: float) -> tuple[str, str] | None:
+        """``(reason, detail)`` when worker ``w`` has failed (see the module doc), else None."""
+        sv = self.sv
+        code = w.handle.exitcode() if w.handle is not None else None
+        if code is not None:
+            if code == 0 and w.error is None:
+                return None if w.role == "trainer" else ("exited before the run ended", "")
+            return _exit_reason(code), w.error or "(no traceback: killed by a signal?)"
+        if w.error is not None:
+            return "raised an exception", w.error
+        if w.last_seen is None or w.busy == "start-up":
+            if now - w.started > sv.start_timeout_s:
+                return (f"did not finish starting within supervision.start_timeout_s={sv.start_timeout_s:g} s"
+                        + ("" if w.last_seen is not None else " (no message at all)"), "")
+            return None
+        if w.busy is not None and sv.busy_timeout_s > 0 and w.busy_s > sv.busy_timeout_s:
+            return (f"busy in {w.busy!r} for {w.busy_s:.0f} s, over supervision.busy_timeout_s="
+                    f"{sv.busy_timeout_s:g} s", "")
+        if now - w.last_seen > sv.heartbeat_timeout_s:
+            return (f"no heartbeat for {now - w.last_seen:.0f} s (supervision.heartbeat_timeout_s="
+                    f"{sv.heartbeat_timeout_s:g} s): hung", "")
+        return None
+
+    def allowed(self, w: Worker) -> int:
+        """How many restarts worker ``w`` may have in all."""
+        if w.role == "trainer":
+            return self.sv.trainer_restarts
+        return self.sv.max_restarts if w.role in RESTARTABLE else 0
+
+    def check(self, poll: Callable[[float], Any] = lambda timeout: None) -> list[Restart]:
+        """Find failed workers, restart those allowed to, start restarts whose backoff is over.
+
+        ``poll(timeout)`` receives control messages (through :meth:`on_message`): called once
+        when a worker died without its ``error`` message yet (it may still be in flight).
+
+        Returns:
+            the restarts decided now (each to be reported), in graph order.
+
+        Raises:
+            WorkerCrashed: a worker failed and has no restart left.
+        """
+        out: list[Restart] = []
+        now = self.clock()
+        for w in self.workers.values():
+            if w.restart_at is not None:
+                if now >= w.restart_at:
+                    w.attempt += 1
+                    self._launch(w)
+                continue
+            failed = self.failure(w, now)
+            if failed is None:
+                continue
+            code = w.handle.exitcode() if w.handle is not None else None
+            if code not in (None, 0) and w.error is None:
+                poll(0.5)
+                failed = self.failure(w, self.clock()) or failed
+            reason, detail = failed
+            if w.restarts >= self.allowed(w):
+                limit = (f" (restarted {w.restarts} times already: the limit)" if self.allowed(w) else "")
+                raise WorkerCrashed(w.role, w.index, detail or reason, reason + limit)
+            if w.handle is not None and w.handle.alive():
+                w.handle.kill()
+                w.handle.wait(5.0)
+            w.restarts += 1
+            delay = min(self.sv.restart_backoff_s * 2 ** (w.restarts - 1), self.sv.restart_backoff_max_s)
+            w.restart_at = now + delay
+            out.append(Restart(w.role, w.index, reason, detail, w.restarts, w.attempt + 1, delay))
+        return out
 
     def trainer_finished(self) -> bool:
         """The trainer exited with code 0: it reached the budget (its ``done`` control message
         can be lost: nng drops what is still queued when the sender closes at once)."""
-        handle = self.handles.get(("trainer", 0))
-        return handle is not None and handle.exitcode() == 0 and ("trainer", 0) not in self.errors
+        w = self.workers.get(("trainer", 0))
+        return (w is not None and w.handle is not None and w.restart_at is None and w.handle.exitcode() == 0
+                and w.error is None)
 
     def crashed(self, poll: Callable[[float], Any] = lambda timeout: None) -> WorkerCrashed | None:
-        """The first failed worker, or None. ``poll(timeout)`` receives control messages: called
-        once when a worker died without its ``error`` message yet (it may be in flight)."""
-        for (role, index), handle in self.handles.items():
-            code = handle.exitcode()
-            if code not in (None, 0) or (role, index) in self.errors:
-                if (role, index) not in self.errors:
-                    poll(0.5)
-                detail = self.errors.get((role, index)) or f"exit code {code} (no traceback: killed by a signal?)"
-                return WorkerCrashed(role, index, detail)
-            if code == 0 and role != "trainer":
-                return WorkerCrashed(role, index, "exited before the run ended")
+        """:meth:`check`, returning the crash instead of raising it (restarts are not reported)."""
+        try:
+            self.check(poll)
+        except WorkerCrashed as crash:
+            return crash
         return None
 
-    def stop_all(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Ask every worker to stop, wait up to ``grace_s`` s, kill the rest (idempotent)."""
+    def stop_all(self, poll: Callable[[float], Any] = lambda timeout: None,
+                 waiting: Callable[[float], None] = lambda limit_s: None) -> None:
+        """Stop every worker as the module doc says (idempotent). ``poll(timeout)`` keeps control
+        messages flowing while the trainer finishes; ``waiting(limit_s)`` is called once when the
+        trainer is still running after :data:`STOP_GRACE_S` (to tell the user why)."""
         if self.stopped:
             return
         self.stopped = True
-        handles = list(self.handles.values())
-        for handle in handles:
-            handle.stop()
-        _wait_all(handles, grace_s)
-        for handle in handles:
-            if handle.alive():
-                handle.kill()
-        _wait_all(handles, 1.0)
+        live = [w for w in self.workers.values() if w.handle is not None]
+        for w in live:
+            w.handle.stop()
+        others = [w.handle for w in live if w.role != "trainer"]
+        trainer = next((w for w in live if w.role == "trainer"), None)
+        start = self.clock()
+        _wait_all(others, STOP_GRACE_S)
+        for h in others:
+            h.kill()
+        told = False
+        while trainer is not None and trainer.handle.alive():
+            now = self.clock()
+            silent = now - (trainer.last_seen if trainer.last_seen is not None else trainer.started)
+            if now - start > self.sv.stop_timeout_s or silent > self.sv.heartbeat_timeout_s:
+                trainer.handle.kill()
+                break
+            if not told and now - start > STOP_GRACE_S:
+                told = True
+                waiting(self.sv.stop_timeout_s)
+            poll(0.2)
+            trainer.handle.wait(0.05)
+        _wait_all([w.handle for w in live], 2.0)
         self.launcher.close()
 
 
 def _wait_all(handles: list[WorkerHandle], timeout: float) -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     for handle in handles:
         handle.wait(max(0.0, deadline - time.monotonic()))
+

@@ -16,7 +16,8 @@ Commands:
 - plugin commands, added through the ``register_commands(app)`` hook.
 
 Exit codes: 0 success; 1 plugin start-up failure (``ZOO_STRICT_PLUGINS=1``, duplicate
-component names) or a failed run; 2 usage errors: unknown algorithm or environment (the
+component names) or a failed run; 130 / 143 / 129: the run was stopped by Ctrl-C / SIGTERM /
+SIGHUP (each stops it the same way: see :mod:`zoo.core.controller`); 2 usage errors: unknown algorithm or environment (the
 closest names are suggested), bad option values (the field, the bad value and what is
 allowed). No worker process is started before the config is fully resolved.
 """
@@ -339,6 +340,15 @@ def train_command(
         raise _fail(str(exc) + _failed_plugins_note(host)) from None
     except zconfig.ConfigError as exc:
         raise _fail(str(exc)) from None
+    from zoo.core.controller import prepare_run_dir
+
+    try:  # claimed atomically: a taken default name gets a suffix, a taken --name is refused
+        run_dir = prepare_run_dir(cfg)
+    except FileExistsError as exc:  # nothing was overwritten
+        raise _fail(str(exc)) from None
+    except OSError as exc:  # e.g. runs_dir is a file, or not writable
+        raise _fail(f"runs_dir={cfg.runs_dir!r}: cannot create the run directory {exc.filename!r} "
+                    f"({exc.strerror}); choose a writable folder with --set runs_dir=PATH") from None
     spec = cfg.spec
     console = _console()
     _, total = zconfig.budget(cfg, spec)
@@ -355,15 +365,6 @@ def train_command(
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text(f"{algo} presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
-    from zoo.core.controller import prepare_run_dir
-
-    try:
-        run_dir = prepare_run_dir(cfg)
-    except FileExistsError as exc:  # the run directory already holds a run: nothing was overwritten
-        raise _fail(str(exc)) from None
-    except OSError as exc:  # e.g. runs_dir is a file, or not writable
-        raise _fail(f"runs_dir={cfg.runs_dir!r}: cannot create the run directory {exc.filename!r} "
-                    f"({exc.strerror}); choose a writable folder with --set runs_dir=PATH") from None
     _launch(cfg, console, run_dir)
 
 
@@ -404,8 +405,9 @@ def _launch(cfg: Any, console: Console, run_dir: str) -> None:
     try:
         with Display(console=console, title=cfg.name) as display:
             code = run(cfg, spec, display, run_dir)
-    except KeyboardInterrupt:
-        raise _fail("interrupted (Ctrl-C)", 130) from None
+    except KeyboardInterrupt as stop:  # before the controller took over: nothing was started
+        signum = getattr(stop, "signum", 2)
+        raise _fail(f"interrupted ({'Ctrl-C' if signum == 2 else f'signal {signum}'})", 128 + signum) from None
     except TransportError as exc:  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
         raise _fail(f"transport: {exc}") from None
     if not code:

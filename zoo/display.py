@@ -88,7 +88,7 @@ def _real(value: Any) -> str:
 
 
 # Message bookkeeping the controller may leave in a status dict; never shown.
-IGNORED_KEYS = ("type", "role", "index", "time", "timestamp")
+IGNORED_KEYS = ("type", "role", "index", "attempt", "time", "timestamp")
 
 
 def status_extras(status: dict[str, Any]) -> dict[str, Any]:

@@ -69,6 +69,9 @@ from zoo.core.spaces import ActionClipper
 from zoo.core.workers.base import WorkerContext, make_env
 
 REQUEST_TIMEOUT_S = 0.2
+REQUEST_RETRY_S = 10.0
+"""A group whose request has had no reply for this long sends it again under a new id (the
+policy worker was restarted and lost it); a late reply to the old id is ignored."""
 DROP_WAIT_S = 0.005  # with actors.drop_when_full: how long a sample may wait for the trainer
 
 
@@ -308,6 +311,7 @@ def run(ctx: WorkerContext) -> None:
     if ctx.meter is None:
         ctx.meter = Meter("actor")
     meter, counts = ctx.meter, ctx.meter.counts  # where the time goes: sent with the heartbeats
+    sent_at = [0.0] * n_groups  # when each group's request in flight was sent (monotonic s)
 
     def request(g: int) -> None:
         nonlocal next_request
@@ -324,8 +328,17 @@ def run(ctx: WorkerContext) -> None:
         while not client.send(request, meta, REQUEST_TIMEOUT_S):
             if ctx.stop:
                 return
+            ctx.heartbeat()  # waiting for a (restarting) policy worker is not hanging
         meter.lap("inference", t)
         counts["requests"] += 1
+        sent_at[g] = time.monotonic()
+
+    def retry_stale() -> None:
+        now = time.monotonic()
+        for g, group in enumerate(groups):
+            if group.request_id in pending and now - sent_at[g] > REQUEST_RETRY_S:
+                del pending[group.request_id]
+                request(g)
 
     try:
         for g in range(n_groups):
@@ -335,6 +348,7 @@ def run(ctx: WorkerContext) -> None:
             t = time.perf_counter()
             msg = client.recv(REQUEST_TIMEOUT_S)
             t = meter.lap("inference", t)
+            retry_stale()
             if msg is None:
                 continue
             reply, meta = msg

@@ -1,17 +1,44 @@
-"""What every worker process shares: start-up, stop handling, the control stream.
+"""What every worker process shares: start-up, stop handling, heartbeats, the control stream.
 
-Workers are started with the ``spawn`` method (nng aborts after ``fork``), rebuild the
-plugin registry themselves, ignore SIGINT (the controller owns Ctrl-C) and stop when
-they receive SIGTERM. An exception in a worker is sent to the controller as an
-``error`` message with the traceback, and the process exits with status 1.
+Workers are started by the run's launcher (:mod:`zoo.core.launcher`) in a fresh interpreter
+(spawn: nng aborts after ``fork``), rebuild the plugin registry themselves, ignore SIGINT and
+SIGHUP (the controller owns Ctrl-C and the terminal) and stop when they receive SIGTERM:
+``ctx.stop`` becomes True and the role's loop ends at its next check. An exception in a
+worker is sent to the controller as an ``error`` message with the traceback, and the
+process exits with status 1.
+
+Heartbeats (what the supervisor watches, :mod:`zoo.core.supervision`):
+
+- the role's main loop calls :meth:`WorkerContext.heartbeat` on every pass; it sends a
+  ``heartbeat`` control message at most once a second. A loop stuck somewhere (a hung
+  ``env.step``, a deadlock) stops sending, and the supervisor fails the worker after
+  ``supervision.heartbeat_timeout_s``;
+- around a long operation that is not stuck (a trainer update, a checkpoint) the role says
+  so with ``with ctx.busy("update"):``; a background thread then sends a heartbeat every
+  second carrying ``busy`` (the operation's name) and ``busy_s`` (seconds in it). These prove
+  only that the process lives; the supervisor bounds them by ``supervision.busy_timeout_s``
+  (0 = no limit). Start-up (imports, building envs and networks) counts as the operation
+  ``start-up`` until the first :meth:`heartbeat`, bounded by ``supervision.start_timeout_s``.
+
+The controller gone: every worker exits by itself, however the controller died (SIGKILL
+included). On Linux the kernel sends SIGTERM when the parent dies (``PR_SET_PDEATHSIG``);
+the background thread also checks every 0.25 s that the controller's pid is still its parent
+(or, for workers not started as its children, still alive on this host). An orphaned worker
+stops like on SIGTERM; one that is not gone :data:`ORPHAN_GRACE_S` seconds later (hung), or
+``supervision.stop_timeout_s`` later when busy (a trainer finishing its update), exits at once.
+Either way it first removes the run's transport resources (shared-memory segments, socket
+files), which the dead controller can no longer do.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -21,6 +48,15 @@ from zoo.core.env import EnvSpec
 
 log = logging.getLogger("zoo.worker")
 _HOST = socket.gethostname()
+
+HEARTBEAT_S = 1.0
+"""A worker reports at least this often while healthy (main loop, or the busy thread)."""
+PULSE_S = 0.25
+"""How often the background thread checks the controller and the busy state."""
+ORPHAN_GRACE_S = 5.0
+"""Seconds an orphaned worker that is not busy gets to stop by itself before it exits at once."""
+START_UP = "start-up"
+_PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1
 
 
 @dataclass
@@ -37,31 +73,76 @@ class WorkerContext:
     """0 for the first process of this (role, index), n for its n-th restart."""
     entry: str = ""
     """``"module:function"`` to run instead of the role's default (:data:`ROLE_ENTRIES`)."""
+    controller_pid: int = 0
+    """The controller's pid (0: not watched), with ``controller_host`` its host name."""
+    controller_host: str = ""
+    resume: bool = False
+    """True when the trainer is restarted by the supervisor: it continues from the run's last
+    checkpoint (``checkpoints/latest.pt``) instead of starting afresh."""
     stop: bool = False
+    orphaned: bool = False
+    """True once the controller is gone (see the module doc)."""
     registry: Any = field(default=None, repr=False)
     control: Any = field(default=None, repr=False)
     meter: Any = field(default=None, repr=False)  # zoo.core.health.Meter: its totals ride on heartbeats
     _last_heartbeat: float = 0.0
+    _busy: str | None = None
+    _busy_since: float = 0.0
+    _lock: Any = field(default=None, repr=False)
+    _transports: list = field(default_factory=list, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(registry=None, control=None, meter=None, _lock=None, _transports=[])
+        return state
 
     def transport(self, stream: str):
         from zoo.core.streams import transport_for
 
-        return transport_for(self.registry, self.cfg, stream, self.run_id)
+        t = transport_for(self.registry, self.cfg, stream, self.run_id)
+        self._transports.append(t)
+        return t
 
     def send_control(self, kind: str, timeout: float = 1.0, **meta: Any) -> bool:
-        """Send a meta-only message to the controller; False if it could not be delivered."""
-        return self.control.send({}, {"type": kind, "role": self.role, "index": self.index, "attempt": self.attempt,
-                                     **meta}, timeout)
+        """Send a meta-only message to the controller; False if it could not be delivered.
+        Safe from the worker's threads (one lock)."""
+        msg = {"type": kind, "role": self.role, "index": self.index, "attempt": self.attempt, **meta}
+        with self._lock or contextlib.nullcontext():
+            return self.control.send({}, msg, timeout)
 
-    def heartbeat(self, every_s: float = 1.0, **meta: Any) -> None:
-        """At most every ``every_s`` seconds: a ``heartbeat`` with ``meta``, the pid, host,
+    def heartbeat(self, every_s: float = HEARTBEAT_S, **meta: Any) -> None:
+        """Call on every pass of the role's main loop: proves progress (see the module doc).
+        At most every ``every_s`` seconds it sends a ``heartbeat`` with ``meta``, the pid, host,
         monotonic clock (``clock_s``) and the :attr:`meter`'s totals (:mod:`zoo.core.health`)."""
+        if self._busy == START_UP:
+            self._busy = None
         now = time.monotonic()
         if now - self._last_heartbeat >= every_s:
             self._last_heartbeat = now
             if self.meter is not None:
                 meta.update(self.meter.report())
             self.send_control("heartbeat", timeout=0.05, pid=os.getpid(), host=_HOST, clock_s=now, **meta)
+
+    @contextlib.contextmanager
+    def busy(self, name: str):
+        """Inside the block the worker is known to be in a long operation ``name`` (e.g.
+        ``"update"``): a background thread heartbeats for it (see the module doc)."""
+        previous, since = self._busy, self._busy_since
+        self._busy, self._busy_since = name, time.monotonic()
+        try:
+            yield
+        finally:
+            self._busy, self._busy_since = previous, since
+            self._last_heartbeat = 0.0  # report progress at once when the loop resumes
+
+    def cleanup_transports(self) -> None:
+        """Remove the run's transport resources (segments, socket files) through every transport
+        this worker built, the control stream's included (idempotent; used when orphaned)."""
+        for t in self._transports:
+            try:
+                t.cleanup()
+            except Exception:  # noqa: BLE001 - best effort, the process is leaving
+                log.exception("transport clean-up failed")
 
 
 def make_env(ctx: WorkerContext, seed: int):
@@ -80,9 +161,75 @@ ROLE_ENTRIES = {
 """What each role runs: ``function(ctx)``, returning when the worker is done or ``ctx.stop``."""
 
 
+def _prctl(option: int, arg: Any) -> None:
+    """``prctl(2)`` on Linux; nothing elsewhere (the pulse thread still watches the parent)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Pulse(threading.Thread):
+    """The background thread: busy heartbeats and the controller watch (see the module doc)."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        super().__init__(name="zoo-pulse", daemon=True)
+        self.ctx = ctx
+        self.done = threading.Event()
+        self.is_child = ctx.controller_pid != 0 and os.getppid() == ctx.controller_pid
+        self.watch = ctx.controller_pid != 0 and (self.is_child or ctx.controller_host == socket.gethostname())
+        self.orphan_since: float | None = None
+        self.last_sent = 0.0
+
+    def controller_gone(self) -> bool:
+        if not self.watch:
+            return False
+        if self.is_child:
+            return os.getppid() != self.ctx.controller_pid
+        return not _pid_alive(self.ctx.controller_pid)
+
+    def run(self) -> None:
+        ctx = self.ctx
+        while not self.done.wait(PULSE_S):
+            now = time.monotonic()
+            if self.orphan_since is None and self.controller_gone():
+                self.orphan_since, ctx.orphaned, ctx.stop = now, True, True
+                print(f"zoo: {ctx.role} worker {ctx.index}: the controller (pid {ctx.controller_pid}) is gone; "
+                      "stopping", file=sys.stderr, flush=True)
+            if self.orphan_since is not None:
+                grace = ctx.cfg.supervision.stop_timeout_s if ctx._busy not in (None, START_UP) else ORPHAN_GRACE_S
+                if now - self.orphan_since > grace:
+                    print(f"zoo: {ctx.role} worker {ctx.index}: still running {grace:.0f} s after its controller "
+                          "died; exiting now", file=sys.stderr, flush=True)
+                    ctx.cleanup_transports()
+                    os._exit(3)
+                continue  # nobody listens to heartbeats any more
+            if ctx._busy is not None and now - self.last_sent >= HEARTBEAT_S:
+                self.last_sent = now
+                try:
+                    ctx.send_control("heartbeat", timeout=0.05, busy=ctx._busy,
+                                     busy_s=round(now - ctx._busy_since, 1))
+                except Exception:  # noqa: BLE001 - a closed control endpoint at exit
+                    pass
+
+
 def worker_main(ctx: WorkerContext) -> None:
-    """Entry point of every worker process (target of ``multiprocessing.Process``)."""
+    """Entry point of every worker process (what a launcher runs; see the module doc)."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    _prctl(_PR_SET_NAME, f"zoo-{ctx.role}-{ctx.index}"[:15].encode())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     def _stop(signum, frame):
         ctx.stop = True
@@ -92,11 +239,15 @@ def worker_main(ctx: WorkerContext) -> None:
                         format=f"[{ctx.role} {ctx.index}] %(levelname)s %(message)s")
     from zoo.core.plugins import get_registry
 
+    ctx._lock = threading.Lock()
+    ctx._busy, ctx._busy_since = START_UP, time.monotonic()
     ctx.registry = get_registry()
     ctx.control = ctx.transport("control").pusher("control")
     from zoo.core.health import Meter
 
     ctx.meter = Meter(ctx.role)
+    pulse = _Pulse(ctx)
+    pulse.start()
     code = 0
     try:
         from zoo.core.registry import load_object
@@ -104,9 +255,19 @@ def worker_main(ctx: WorkerContext) -> None:
         load_object(ctx.entry or ROLE_ENTRIES[ctx.role])(ctx)
     except Exception:  # noqa: BLE001 - reported to the controller, then exit non-zero
         tb = traceback.format_exc()
-        if not ctx.send_control("error", timeout=2.0, traceback=tb):
+        if ctx.orphaned or not ctx.send_control("error", timeout=2.0, traceback=tb):
             print(tb, file=sys.stderr, flush=True)  # the controller is gone: keep the traceback
         code = 1
     finally:
+        pulse.done.set()
+        pulse.join(1.0)
         ctx.control.close()
-    sys.exit(code)
+        if ctx.orphaned:
+            ctx.cleanup_transports()
+    # Everything was closed above; the interpreter's own finalisation (torch, nng) takes seconds
+    # on a loaded machine and holds nothing of ours, so the process ends here.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+

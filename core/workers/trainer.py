@@ -129,6 +129,9 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 class MetricsWriter:
     """``metrics.jsonl`` (one JSON object per line, written at once) and TensorBoard events.
 
+    Each row is one ``write(2)`` on an unbuffered ``O_APPEND`` file, so rows the controller
+    appends (``restart``, :func:`zoo.core.rundir.append_row`) never land inside one of ours.
+
     ``truncate_to``: cut ``metrics.jsonl`` to that many bytes first (a resume drops the rows
     written after its checkpoint; a file already shorter is left as it is).
     ``purge_step``: TensorBoard hides events of this env step and later from earlier writers
@@ -393,6 +396,10 @@ def run(ctx: WorkerContext) -> None:
                          **{k: float(np.mean(v)) for k, v in st.recent_stats.items() if v}, **extra)
 
     def checkpoint() -> None:
+        with ctx.busy("checkpoint"):  # a large checkpoint may take long: heartbeats go on
+            _checkpoint()
+
+    def _checkpoint() -> None:
         nonlocal last_checkpoint
         metrics.sync()
         latest = latest_path(ctx.run_dir)
@@ -468,7 +475,8 @@ def run(ctx: WorkerContext) -> None:
                 status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
                 continue
             if test_delay_s > 0:
-                _test_delay(ctx, test_delay_s)
+                with ctx.busy("update"):
+                    _test_delay(ctx, test_delay_s)
                 if ctx.stop:
                     break
             if hasattr(algo, "progress"):
@@ -480,7 +488,8 @@ def run(ctx: WorkerContext) -> None:
                      "check that environment (its rewards and observations) or the policy's outputs")
                 continue
             try:
-                stats = algo.update(batch)
+                with ctx.busy("update"):  # however long it takes: heartbeats come from a background thread
+                    stats = algo.update(batch)
             except NonFiniteUpdate as exc:
                 sources = [{"actor": o[0], "env_offset": o[1], "columns": o[3]} for o in origins]
                 skip(exc.what, sources, f"{exc}; the batch itself was finite, so the update diverged: "

@@ -2,23 +2,14 @@
 import os
 import signal
 
-from zoo.core.controller import Controller, _ignoring_sigint
-
-
-class FakeHandle:
-    def __init__(self, code):
-        self.code = code
-
-    def exitcode(self):
-        return self.code
+from zoo.core.controller import Controller, _ignoring_stop_signals
 
 
 def supervisor(trainer_exit, errors=()):
-    from zoo.core.supervision import Supervisor
+    from tests.unit.test_supervision import FakeLauncher, make_supervisor
 
-    s = Supervisor(launcher=None, make_context=None)  # no processes
-    s.handles = {("trainer", 0): FakeHandle(trainer_exit), ("policy", 0): FakeHandle(None),
-                 ("actor", 0): FakeHandle(None)}
+    s, launcher, _ = make_supervisor()
+    s.workers[("trainer", 0)].handle.code = trainer_exit
     for role, index in errors:
         s.on_message({"type": "error", "role": role, "index": index, "traceback": "Traceback ..."})
     return s
@@ -37,11 +28,13 @@ def test_a_trainer_that_exited_0_ends_the_run_even_without_its_done_message():
 
 def test_ctrl_c_cannot_interrupt_the_clean_up_block_and_the_handler_comes_back():
     before = signal.getsignal(signal.SIGINT)
-    with _ignoring_sigint():
+    before_term = signal.getsignal(signal.SIGTERM)
+    with _ignoring_stop_signals():
         os.kill(os.getpid(), signal.SIGINT)  # ignored: no KeyboardInterrupt here
-        inside = signal.getsignal(signal.SIGINT)
-    assert inside is signal.SIG_IGN
-    assert signal.getsignal(signal.SIGINT) is before
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored too (it would end this process)
+        inside = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
+    assert inside == (signal.SIG_IGN, signal.SIG_IGN, signal.SIG_IGN)
+    assert signal.getsignal(signal.SIGINT) is before and signal.getsignal(signal.SIGTERM) is before_term
 
 
 def test_a_transport_that_refuses_its_settings_leaves_no_run_directory(tmp_path, monkeypatch):

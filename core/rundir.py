@@ -1,0 +1,132 @@
+"""The run folder: claimed atomically, its ``status.json``, rows the controller adds to ``metrics.jsonl``.
+
+- :func:`claim_run_dir` creates ``<runs_dir>/<name>`` with ``os.mkdir`` (never reusing a
+  folder): two runs can never share one. A default name (``<algo>-<env>-<YYYYmmdd-HHMMSS>``)
+  that is taken — runs started in the same second — gets a short random suffix
+  (``-3fa2``); an explicit ``--name`` that exists is refused.
+- :func:`write_status` writes ``status.json`` atomically (a temporary file in the same
+  folder, fsync, ``os.replace``): ``{"status": "running" | "finished" | "stopped" | "crashed",
+  "pid", "host", "started", "ended", "exit_code", "reason", "failed_worker"}`` (times: unix
+  seconds). ``"running"`` with a pid that is no longer alive on that host means the
+  controller died.
+- :func:`append_row` adds one JSON row to ``metrics.jsonl`` with a single ``write(2)`` on an
+  ``O_APPEND`` descriptor, as the trainer's writer does: Linux appends each such write whole
+  at the end of a regular file, so rows of the controller (``restart``) and of the trainer
+  never interleave inside a line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import time
+from typing import Any
+
+SUFFIX_TRIES = 100
+
+
+def is_default_name(cfg) -> bool:
+    """True when ``cfg.name`` has the default form ``<algo>-<env>-<YYYYmmdd-HHMMSS>``."""
+    from zoo.core.config import sanitize_name
+
+    stem = re.escape(sanitize_name(f"{cfg.algo_name}-{cfg.env_name}"))
+    return re.fullmatch(stem + r"-\d{8}-\d{6}", cfg.name) is not None
+
+
+def claim_run_dir(cfg, unique: bool | None = None) -> str:
+    """Create the run folder ``<cfg.runs_dir>/<cfg.name>`` atomically and return its path.
+
+    ``unique`` (default: :func:`is_default_name`): when the folder exists, try
+    ``<name>-<4 hex digits>`` instead (``cfg.name`` is updated); else refuse.
+
+    Raises:
+        FileExistsError: the folder exists and ``unique`` is False (the message says what to do).
+        OSError: ``runs_dir`` cannot be created or written.
+    """
+    if unique is None:
+        unique = is_default_name(cfg)
+    os.makedirs(cfg.runs_dir, exist_ok=True)
+    base = cfg.name
+    for attempt in range(SUFFIX_TRIES if unique else 1):
+        name = base if attempt == 0 else f"{base}-{secrets.token_hex(2)}"
+        path = os.path.join(cfg.runs_dir, name)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        cfg.name = name
+        return path
+    raise FileExistsError(f"run directory {os.path.join(cfg.runs_dir, base)!r} already exists; "
+                          "pass --name NEW or remove it")
+
+
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically: temporary file in the same folder, fsync, rename."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RunStatus:
+    """``<run_dir>/status.json`` of one run (see the module doc)."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.path = os.path.join(run_dir, "status.json")
+        self.data: dict[str, Any] = {"status": "running", "pid": os.getpid(), "host": socket.gethostname(),
+                                     "started": time.time(), "ended": None, "exit_code": None, "reason": None,
+                                     "failed_worker": None}
+
+    def start(self) -> None:
+        write_json_atomic(self.path, self.data)
+
+    def end(self, status: str, exit_code: int, reason: str, failed_worker: dict[str, Any] | None = None) -> None:
+        self.data.update(status=status, ended=time.time(), exit_code=exit_code, reason=reason,
+                         failed_worker=failed_worker)
+        write_json_atomic(self.path, self.data)
+
+
+def append_row(path: str, row: dict[str, Any]) -> None:
+    """Append ``row`` as one JSON line to ``path`` with a single ``O_APPEND`` write (see the module doc)."""
+    data = (json.dumps(row) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def last_row(path: str) -> dict[str, Any] | None:
+    """The last complete JSON row of ``path`` (None if there is none)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+def what_was_saved(run_dir: str) -> str:
+    """One true sentence on what a stopped run left: the final checkpoint and ``end`` row, an
+    earlier checkpoint, or none (checked on disk)."""
+    ckpt = os.path.join(run_dir, "checkpoints", "latest.pt")
+    end = last_row(os.path.join(run_dir, "metrics.jsonl"))
+    if end is not None and end.get("type") == "end" and os.path.exists(ckpt):
+        return (f"the trainer wrote its final checkpoint ({ckpt}, policy version {end.get('policy_version')}, "
+                f"{end.get('env_steps')} env steps) and the end row of metrics.jsonl")
+    if os.path.exists(ckpt):
+        return (f"the trainer did not finish (no end row); the last checkpoint is {ckpt}, written "
+                f"{time.strftime('%H:%M:%S', time.localtime(os.path.getmtime(ckpt)))}")
+    return f"no checkpoint was written; metrics so far are in {run_dir}"

@@ -1,0 +1,255 @@
+"""The supervisor's decisions, with a fake launcher and a fake clock (no processes)."""
+from __future__ import annotations
+
+import pytest
+
+from zoo.core.config import SupervisionConfig
+from zoo.core.launcher import Launcher, WorkerHandle
+from zoo.core.supervision import Supervisor, WorkerCrashed
+
+
+class FakeHandle(WorkerHandle):
+    def __init__(self, ctx):
+        self.role, self.index, self.ctx = ctx[0], ctx[1], ctx
+        self.code = None
+        self.calls: list[str] = []
+
+    def exitcode(self):
+        return self.code
+
+    def stop(self):
+        self.calls.append("stop")
+
+    def kill(self):
+        self.calls.append("kill")
+        if self.code is None:
+            self.code = -9
+
+    def wait(self, timeout):
+        return self.code
+
+
+class FakeLauncher(Launcher):
+    def __init__(self):
+        self.started: list[tuple] = []
+        self.handles: list[FakeHandle] = []
+        self.closed = False
+
+    def start(self, ctx):
+        self.started.append(ctx)
+        self.handles.append(FakeHandle(ctx))
+        return self.handles[-1]
+
+    def close(self):
+        self.closed = True
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+GRAPH = [("trainer", 0), ("policy", 0), ("actor", 0), ("actor", 1)]
+
+
+def make_supervisor(**sv):
+    launcher, clock = FakeLauncher(), Clock()
+    s = Supervisor(launcher, lambda role, index, attempt: (role, index, attempt),
+                   SupervisionConfig(**{"heartbeat_timeout_s": 10.0, "start_timeout_s": 30.0,
+                                        "restart_backoff_s": 1.0, "restart_backoff_max_s": 3.0, **sv}), clock)
+    s.start_all(GRAPH)
+    return s, launcher, clock
+
+
+def beat(s, role, index, attempt=0, **extra):
+    s.on_message({"type": "heartbeat", "role": role, "index": index, "attempt": attempt, **extra})
+
+
+def all_beat(s, attempt=0):
+    for role, index in GRAPH:
+        beat(s, role, index, attempt)
+
+
+def test_a_killed_actor_is_restarted_after_a_doubling_backoff_up_to_max_restarts():
+    s, launcher, clock = make_supervisor(max_restarts=3)
+    all_beat(s)
+    actor = s.workers[("actor", 1)]
+    delays = []
+    for n in range(1, 4):
+        actor.handle.code = -9  # SIGKILLed
+        (r,) = s.check()
+        assert (r.role, r.index, r.reason, r.restarts, r.attempt) == ("actor", 1, "killed by SIGKILL", n, n)
+        delays.append(r.delay_s)
+        assert s.check() == [] and launcher.started[-1] != ("actor", 1, n)  # not before the backoff
+        clock.t += r.delay_s
+        assert s.check() == []
+        assert launcher.started[-1] == ("actor", 1, n)  # the n-th restart, as attempt n
+        beat(s, "actor", 1, attempt=n)
+    # backoff 1 s, doubled per restart, capped at restart_backoff_max_s = 3: 1, 2, 3 (not 4)
+    assert delays == [1.0, 2.0, 3.0]
+    actor.handle.code = -9
+    with pytest.raises(WorkerCrashed) as info:
+        s.check()
+    assert (info.value.role, info.value.index) == ("actor", 1)
+    assert info.value.reason == "killed by SIGKILL (restarted 3 times already: the limit)"
+    # 4 starts of the graph + 3 restarts
+    assert len(launcher.started) == 4 + 3
+
+
+def test_each_worker_has_its_own_restart_count_and_the_policy_worker_restarts_too():
+    s, launcher, clock = make_supervisor(max_restarts=1)
+    all_beat(s)
+    s.workers[("actor", 0)].handle.code = 1
+    s.on_message({"type": "error", "role": "actor", "index": 0, "attempt": 0, "traceback": "Traceback: boom"})
+    s.workers[("policy", 0)].handle.code = -9
+    restarts = s.check()
+    assert [(r.role, r.index, r.reason, r.detail) for r in restarts] == [
+        ("policy", 0, "killed by SIGKILL", "(no traceback: killed by a signal?)"),
+        ("actor", 0, "exited with code 1", "Traceback: boom")]
+    clock.t += 1.0
+    s.check()
+    assert launcher.started[-2:] == [("policy", 0, 1), ("actor", 0, 1)]
+
+
+def test_messages_of_an_old_attempt_are_ignored():
+    s, launcher, clock = make_supervisor()
+    all_beat(s)
+    s.workers[("actor", 0)].handle.code = -9
+    s.check()
+    clock.t += 1.0
+    s.check()  # attempt 1 started
+    # the dead attempt's error message arrives late: it must not fail the new process
+    s.on_message({"type": "error", "role": "actor", "index": 0, "attempt": 0, "traceback": "old"})
+    assert s.workers[("actor", 0)].error is None
+    assert s.check() == []
+
+
+def test_a_silent_worker_is_failed_after_heartbeat_timeout_even_if_alive():
+    s, launcher, clock = make_supervisor()
+    all_beat(s)
+    clock.t += 10.0  # exactly the timeout: not yet
+    for role, index in GRAPH:
+        if (role, index) != ("actor", 0):
+            beat(s, role, index)
+    assert s.check() == []
+    clock.t += 0.5  # 10.5 s of silence > 10 s
+    for role, index in GRAPH:
+        if (role, index) != ("actor", 0):
+            beat(s, role, index)
+    (r,) = s.check()
+    assert (r.role, r.index) == ("actor", 0)
+    assert r.reason == "no heartbeat for 10 s (supervision.heartbeat_timeout_s=10 s): hung"
+    assert launcher.handles[2].calls == ["kill"]  # the hung process is killed before the restart
+
+
+def test_a_busy_trainer_is_not_hung_while_its_background_heartbeats_come():
+    s, launcher, clock = make_supervisor(busy_timeout_s=0.0)
+    all_beat(s)
+    for _ in range(100):  # a 1000-s update, heartbeats every 10 s from the busy thread
+        clock.t += 10.0
+        for role, index in GRAPH:
+            beat(s, role, index, **({"busy": "update", "busy_s": clock.t - 1000.0} if role == "trainer" else {}))
+        assert s.check() == []
+    clock.t += 10.5  # but a process whose busy heartbeats stop is failed like any other
+    for role, index in GRAPH[1:]:
+        beat(s, role, index)
+    with pytest.raises(WorkerCrashed) as info:
+        s.check()
+    assert info.value.role == "trainer" and "no heartbeat for 10 s" in info.value.reason
+
+
+def test_busy_timeout_bounds_one_long_operation():
+    s, launcher, clock = make_supervisor(busy_timeout_s=100.0)
+    all_beat(s)
+    beat(s, "trainer", 0, busy="update", busy_s=100.0)
+    assert s.check() == []
+    beat(s, "trainer", 0, busy="update", busy_s=101.0)
+    with pytest.raises(WorkerCrashed) as info:
+        s.check()
+    assert info.value.reason == "busy in 'update' for 101 s, over supervision.busy_timeout_s=100 s"
+
+
+def test_start_up_is_bounded_by_start_timeout():
+    s, launcher, clock = make_supervisor()
+    beat(s, "trainer", 0, busy="start-up", busy_s=5.0)
+    clock.t += 30.0  # start_timeout_s: not yet
+    assert s.check() == []
+    for role, index in GRAPH[:3]:  # all but actor 1 have started (their main loops report)
+        beat(s, role, index)
+    clock.t += 0.5
+    (r,) = s.check()  # actor 1 never said anything in 30.5 s
+    assert (r.role, r.index, r.reason) == (
+        "actor", 1, "did not finish starting within supervision.start_timeout_s=30 s (no message at all)")
+    s, launcher, clock = make_supervisor()
+    all_beat(s)
+    beat(s, "trainer", 0, busy="start-up", busy_s=30.5)  # still building its networks
+    clock.t += 30.5
+    for role, index in GRAPH[1:]:
+        beat(s, role, index)
+    with pytest.raises(WorkerCrashed) as info:
+        s.check()
+    assert info.value.reason == "did not finish starting within supervision.start_timeout_s=30 s"
+
+
+def test_trainer_failures_end_the_run_unless_trainer_restarts_allow_one():
+    s, launcher, clock = make_supervisor()
+    all_beat(s)
+    s.workers[("trainer", 0)].handle.code = 1
+    s.on_message({"type": "error", "role": "trainer", "index": 0, "attempt": 0, "traceback": "Traceback: nan"})
+    with pytest.raises(WorkerCrashed) as info:
+        s.check()
+    assert (info.value.detail, info.value.reason) == ("Traceback: nan", "exited with code 1")
+    s, launcher, clock = make_supervisor(trainer_restarts=1)
+    all_beat(s)
+    s.workers[("trainer", 0)].handle.code = 1
+    (r,) = s.check()
+    assert (r.role, r.attempt) == ("trainer", 1)
+    clock.t += 1.0
+    s.check()
+    assert launcher.started[-1] == ("trainer", 0, 1)
+
+
+def test_actor_exiting_0_early_is_a_failure_and_a_trainer_exiting_0_is_the_end():
+    s, launcher, clock = make_supervisor(max_restarts=0)
+    all_beat(s)
+    s.workers[("trainer", 0)].handle.code = 0
+    assert s.check() == [] and s.trainer_finished() is True
+    s.workers[("actor", 0)].handle.code = 0
+    with pytest.raises(WorkerCrashed) as info:
+        s.check()
+    assert info.value.reason == "exited before the run ended"
+
+
+def test_stop_all_stops_everyone_kills_the_deaf_and_waits_for_a_busy_trainer():
+    s, launcher, clock = make_supervisor(stop_timeout_s=50.0)
+    all_beat(s)
+    trainer = s.workers[("trainer", 0)].handle
+    told = []
+    ticks = iter(range(100))
+
+    def poll(timeout):  # the trainer keeps heartbeating while it finishes, and ends at the 30th poll
+        clock.t += 1.0
+        beat(s, "trainer", 0, busy="update", busy_s=clock.t - 1000.0)
+        if next(ticks) == 29:
+            trainer.code = 0
+
+    s.stop_all(poll, told.append)
+    assert [h.calls for h in launcher.handles] == [["stop"], ["stop", "kill"], ["stop", "kill"], ["stop", "kill"]]
+    assert trainer.code == 0  # finished by itself, never killed
+    assert told == [50.0] and launcher.closed
+
+
+def test_stop_all_kills_a_trainer_past_stop_timeout():
+    s, launcher, clock = make_supervisor(stop_timeout_s=20.0)
+    all_beat(s)
+
+    def poll(timeout):
+        clock.t += 1.0
+        beat(s, "trainer", 0, busy="update", busy_s=1.0)
+
+    s.stop_all(poll)
+    assert launcher.handles[0].calls == ["stop", "kill"] and launcher.handles[0].code == -9
+    assert clock.t == 1000.0 + 21.0  # polled once a second until 21 s > 20 s
