@@ -202,9 +202,6 @@ class SupervisionConfig:
     """Wait before a worker's first restart; doubled for each further restart of that worker."""
     restart_backoff_max_s: float = 30.0
     """Longest wait before a restart."""
-    trainer_restarts: int = 0
-    """Restarts allowed for the trainer, each from the last checkpoint
-    (``checkpoints/latest.pt``); 0: a failed trainer stops the run (exit 1)."""
     stop_timeout_s: float = 600.0
     """On a stop (Ctrl-C, SIGTERM, SIGHUP, the controller gone) the trainer finishes its
     update and writes its checkpoint and ``end`` row; it is killed only after this many
@@ -495,7 +492,7 @@ def supervision_problems(sv: SupervisionConfig) -> list[tuple[str, str]]:
         out.append(("supervision.restart_backoff_max_s",
                     f"supervision.restart_backoff_max_s={sv.restart_backoff_max_s!r} is below "
                     f"supervision.restart_backoff_s={sv.restart_backoff_s!r}; raise it or lower the backoff"))
-    for name in ("max_restarts", "trainer_restarts"):
+    for name in ("max_restarts",):
         value = getattr(sv, name)
         if value < 0:
             out.append((f"supervision.{name}", f"supervision.{name} must be >= 0 (0: no restart), got {value!r}"))

@@ -105,11 +105,9 @@ class Controller:
         self.stopped = False
 
     def context(self, role: str, index: int, attempt: int) -> WorkerContext:
-        """What worker ``(role, index)`` is started from (its ``attempt``-th process; a restarted
-        trainer resumes from the last checkpoint)."""
+        """What worker ``(role, index)`` is started from (its ``attempt``-th process)."""
         return WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir, attempt=attempt,
-                             controller_pid=os.getpid(), controller_host=socket.gethostname(),
-                             resume=role == "trainer" and attempt > 0)
+                             controller_pid=os.getpid(), controller_host=socket.gethostname())
 
     def start(self) -> None:
         self.supervisor.start_all(_graph(self.cfg))

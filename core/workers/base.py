@@ -76,9 +76,6 @@ class WorkerContext:
     controller_pid: int = 0
     """The controller's pid (0: not watched), with ``controller_host`` its host name."""
     controller_host: str = ""
-    resume: bool = False
-    """True when the trainer is restarted by the supervisor: it continues from the run's last
-    checkpoint (``checkpoints/latest.pt``) instead of starting afresh."""
     stop: bool = False
     orphaned: bool = False
     """True once the controller is gone (see the module doc)."""

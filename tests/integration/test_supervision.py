@@ -1,0 +1,187 @@
+"""Supervision and stopping, end to end through `zoo train` (issue 14 items 1 and 4).
+
+Each test starts one real run (CartPole, small budgets), bounded in time; workers are
+found by the test mark in their environment and their process name (``zoo-<role>-<index>``,
+set by the worker). Every test checks that no process, shared-memory segment or transport
+folder of the run is left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_train import leftovers, marked_processes, read_metrics
+from zoo.core.testing import subprocess_env
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+CHAOS_PLUGIN = ROOT / "tests" / "plugins" / "zoo-chaos"
+
+
+def start(tmp_path: Path, *args: str, env_vars: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    mark = uuid.uuid4().hex
+    env = subprocess_env(CHAOS_PLUGIN, ZOO_TEST_MARK=mark, **(env_vars or {}))
+    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", *args, "--set", f"runs_dir={tmp_path}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return proc, mark
+
+
+def workers(mark: str) -> dict[str, int]:
+    """``{"zoo-actor-0": pid, ...}`` of the run's live workers."""
+    out = {}
+    for pid in marked_processes(mark):
+        try:
+            out[Path(f"/proc/{pid}/comm").read_text().strip()] = pid
+        except OSError:
+            continue
+    return out
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def rows(run_dir: Path, kind: str) -> list[dict]:
+    if not (run_dir / "metrics.jsonl").exists():
+        return []
+    return [r for r in read_metrics(run_dir) if r["type"] == kind]
+
+
+def nothing_left(proc: subprocess.Popen, mark: str, timeout: float = 10.0) -> None:
+    wait_for(lambda: not marked_processes(mark), timeout, "every worker to exit")
+    assert leftovers(proc.pid) == []
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_chaos_actors_killed_three_times_and_the_policy_worker_once_the_run_still_finishes(tmp_path):
+    # 2 actors; SIGKILL a random actor three times, then the policy worker, each after the
+    # previous victim came back. Each worker may restart 3 times (an actor hit thrice uses all).
+    proc, mark = start(tmp_path, "ppo", "--env", "CartPole-v1", "--steps", "40000", "--name", "chaos",
+                       "--set", "supervision.restart_backoff_s=0.2", "--set", "supervision.max_restarts=3")
+    run = tmp_path / "chaos"
+    try:
+        wait_for(lambda: rows(run, "update"), 120, "the first update")
+        rng = random.Random(7)
+        victims = [f"zoo-actor-{rng.randrange(2)}" for _ in range(3)] + ["zoo-policy-0"]
+        for n, name in enumerate(victims, 1):
+            pid = wait_for(lambda: workers(mark).get(name), 60, name)
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: len(rows(run, "restart")) == n, 30, f"restart {n}")
+            wait_for(lambda: workers(mark).get(name) not in (None, pid), 60, f"{name} to come back")
+        out, err = finish(proc, 300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    restarts = rows(run, "restart")
+    assert [(r["role"], r["index"], r["reason"]) for r in restarts] == \
+        [(name.split("-")[1], int(name.split("-")[2]), "killed by SIGKILL") for name in victims]
+    # every restart of a worker is counted: actor restarts number 1, 2, 3 per actor, policy 1
+    seen: dict = {}
+    for r in restarts:
+        seen[(r["role"], r["index"])] = seen.get((r["role"], r["index"]), 0) + 1
+        assert r["restarts"] == seen[(r["role"], r["index"])] == r["attempt"]
+    end = rows(run, "end")
+    assert len(end) == 1 and end[0]["env_steps"] >= 40_000  # the budget was reached
+    # CartPole gives 1 per step: a logged episode is a finished one (return == length <= 500)
+    assert all(e["return"] == e["length"] <= 500 for e in rows(run, "episode"))
+    assert err.count("failed (killed by SIGKILL); restarting it") == 4
+    assert "rejected" not in err  # no half-delivered sample was ever decoded
+    status = json.loads((run / "status.json").read_text())
+    assert (status["status"], status["exit_code"], status["reason"]) == ("finished", 0, "budget reached")
+    nothing_left(proc, mark)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chaos"]
+
+
+def test_a_worker_hung_in_env_step_is_detected_and_restarted(tmp_path):
+    flag = tmp_path / "hung"
+    timeout_s = 4
+    proc, mark = start(tmp_path, "ppo", "--env", "hang:CartPole-v1", "--steps", "6000", "--name", "hang",
+                       "--set", f"env.hang_file={flag}", "--set", "env.hang_at_step=200",
+                       "--set", f"supervision.heartbeat_timeout_s={timeout_s}")
+    out, err = finish(proc, 300)
+    assert proc.returncode == 0, err[-3000:]
+    run = tmp_path / "hang"
+    (restart,) = rows(run, "restart")
+    assert restart["reason"] == f"no heartbeat for {timeout_s} s (supervision.heartbeat_timeout_s={timeout_s} s): hung"
+    assert restart["role"] == "actor" and restart["restarts"] == 1
+    # The hung step began when the flag was made; its last heartbeat came at most 1 s before
+    # (workers report every second), so it is failed between timeout - 1 and timeout + a poll.
+    hung_for = restart["time"] - flag.stat().st_mtime
+    assert timeout_s - 1 <= hung_for <= timeout_s + 10, hung_for
+    assert rows(run, "end")[0]["env_steps"] >= 6000
+    nothing_left(proc, mark)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_sigterm_or_sigkill_of_the_controller_leaves_no_worker_and_no_segment(tmp_path, how):
+    proc, mark = start(tmp_path, "ppo", "--env", "CartPole-v1", "--steps", "1000000", "--name", "victim")
+    run = tmp_path / "victim"
+    try:
+        wait_for(lambda: rows(run, "update"), 120, "the first update")
+        assert {"zoo-trainer-0", "zoo-policy-0", "zoo-actor-0", "zoo-actor-1"} <= set(workers(mark))
+        proc.send_signal(getattr(signal, how))
+        out, err = finish(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    nothing_left(proc, mark, timeout=10)  # within 10 s: every worker gone, segments removed
+    end = rows(run, "end")  # the trainer stopped cleanly in both cases: final checkpoint and end row
+    assert len(end) == 1 and (run / "checkpoints" / "latest.pt").exists()
+    status = json.loads((run / "status.json").read_text())
+    if how == "SIGTERM":
+        assert proc.returncode == 143
+        assert "interrupted (SIGTERM); all workers stopped; the trainer wrote its final checkpoint" in err
+        assert (status["status"], status["exit_code"], status["reason"]) == ("stopped", 143, "SIGTERM")
+    else:  # nobody could update status.json: "running" with a dead pid means the controller died
+        assert proc.returncode == -9
+        assert (status["status"], status["pid"], status["ended"]) == ("running", proc.pid, None)
+
+
+def test_ctrl_c_in_a_long_update_waits_for_the_checkpoint_and_end_row(tmp_path):
+    # Each update sleeps 12 s, more than twice the 5-s grace the other workers get: the trainer
+    # must be let finish it (not killed), then write its checkpoint and end row.
+    proc, mark = start(tmp_path, "slow-ppo", "--env", "CartPole-v1", "--steps", "100000", "--name", "slow",
+                       "--set", "algo.update_sleep_s=12")
+    run = tmp_path / "slow"
+    try:
+        wait_for(lambda: rows(run, "update"), 180, "the first update")
+        time.sleep(3)  # the second update has begun (its batch takes well under 3 s to gather)
+        proc.send_signal(signal.SIGINT)
+        out, err = finish(proc, 120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    updates, end = rows(run, "update"), rows(run, "end")
+    assert len(updates) == 2 and len(end) == 1  # the update under way was finished, then the end row
+    assert "zoo: waiting for the trainer to finish its update and write its checkpoint" in err
+    import torch
+
+    ckpt = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert ckpt["policy_version"] == end[0]["policy_version"] == updates[-1]["policy_version"] == 2
+    assert (f"interrupted (Ctrl-C); all workers stopped; the trainer wrote its final checkpoint "
+            f"({run / 'checkpoints' / 'latest.pt'}, policy version 2") in " ".join(err.split())
+    nothing_left(proc, mark)

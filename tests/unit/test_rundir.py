@@ -1,0 +1,89 @@
+"""Run folders claimed atomically, status.json, rows appended by the controller."""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import socket
+
+import pytest
+
+from zoo.core.config import ExperimentConfig
+from zoo.core.rundir import RunStatus, append_row, claim_run_dir, is_default_name, last_row, what_was_saved
+
+
+def cfg(tmp_path, name):
+    return ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", name=name, runs_dir=str(tmp_path))
+
+
+def test_default_names_are_recognised():
+    assert is_default_name(ExperimentConfig(algo_name="ppo", env_name="atari:Pong", name="ppo-atari-Pong-20261201-210000"))
+    assert not is_default_name(ExperimentConfig(algo_name="ppo", env_name="atari:Pong", name="mine"))
+    assert not is_default_name(ExperimentConfig(algo_name="ppo", env_name="atari:Pong", name="ppo-atari-Pong-2026"))
+
+
+def test_a_taken_default_name_gets_a_suffix_and_a_taken_explicit_name_is_refused(tmp_path):
+    first = cfg(tmp_path, "ppo-CartPole-v1-20261201-210000")
+    assert claim_run_dir(first) == str(tmp_path / "ppo-CartPole-v1-20261201-210000")
+    second = cfg(tmp_path, "ppo-CartPole-v1-20261201-210000")
+    path = claim_run_dir(second)
+    assert second.name.startswith("ppo-CartPole-v1-20261201-210000-") and len(second.name) == 31 + 5
+    assert path == str(tmp_path / second.name) and os.path.isdir(path)
+    mine = cfg(tmp_path, "mine")
+    claim_run_dir(mine)
+    with pytest.raises(FileExistsError, match=r"run directory '.*/mine' already exists; pass --name NEW or remove it"):
+        claim_run_dir(cfg(tmp_path, "mine"))
+
+
+def _claim(runs_dir: str, barrier, out) -> None:
+    c = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", name="ppo-CartPole-v1-20261201-210000",
+                         runs_dir=runs_dir)
+    barrier.wait()
+    out.put(claim_run_dir(c))
+
+
+def test_three_runs_started_at_once_in_one_folder_get_three_folders(tmp_path):
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_claim, args=(str(tmp_path), barrier, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    paths = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    assert len(set(paths)) == 3 and sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in paths)
+    assert sum(os.path.basename(p) == "ppo-CartPole-v1-20261201-210000" for p in paths) == 1
+
+
+def test_status_json_when_running_and_when_ended(tmp_path):
+    status = RunStatus(str(tmp_path))
+    status.start()
+    data = json.loads((tmp_path / "status.json").read_text())
+    assert data == {"status": "running", "pid": os.getpid(), "host": socket.gethostname(),
+                    "started": data["started"], "ended": None, "exit_code": None, "reason": None,
+                    "failed_worker": None}
+    status.end("crashed", 1, "actor worker 1 exited with code 1",
+               {"role": "actor", "index": 1, "detail": "Traceback ..."})
+    data = json.loads((tmp_path / "status.json").read_text())
+    assert (data["status"], data["exit_code"], data["reason"], data["failed_worker"]) == \
+        ("crashed", 1, "actor worker 1 exited with code 1", {"role": "actor", "index": 1, "detail": "Traceback ..."})
+    assert data["ended"] >= data["started"]
+    assert os.listdir(tmp_path) == ["status.json"]  # no temporary file left
+
+
+def test_appended_rows_are_whole_lines_and_the_final_message_says_what_is_on_disk(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    assert what_was_saved(str(tmp_path)) == f"no checkpoint was written; metrics so far are in {tmp_path}"
+    append_row(str(metrics), {"type": "update", "policy_version": 3})
+    append_row(str(metrics), {"type": "restart", "role": "actor", "index": 0})
+    assert [json.loads(x) for x in metrics.read_text().splitlines()] == [
+        {"type": "update", "policy_version": 3}, {"type": "restart", "role": "actor", "index": 0}]
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest.pt").write_bytes(b"x")
+    assert what_was_saved(str(tmp_path)).startswith("the trainer did not finish (no end row); the last checkpoint is ")
+    append_row(str(metrics), {"type": "end", "policy_version": 3, "env_steps": 768})
+    assert last_row(str(metrics)) == {"type": "end", "policy_version": 3, "env_steps": 768}
+    assert what_was_saved(str(tmp_path)) == (
+        f"the trainer wrote its final checkpoint ({tmp_path}/checkpoints/latest.pt, policy version 3, 768 env steps) "
+        "and the end row of metrics.jsonl")
