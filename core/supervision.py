@@ -142,13 +142,13 @@ class Supervisor:
     def failure(self, w: Worker, now: float) -> tuple[str, str] | None:
         """``(reason, detail)`` when worker ``w`` has failed (see the module doc), else None."""
         sv = self.sv
+        if w.error is not None:  # whether or not its process has ended yet
+            return "raised an exception", w.error
         code = w.handle.exitcode() if w.handle is not None else None
         if code is not None:
-            if code == 0 and w.error is None:
+            if code == 0:
                 return None if w.role == "trainer" else ("exited before the run ended", "")
-            return _exit_reason(code), w.error or "(no traceback: killed by a signal?)"
-        if w.error is not None:
-            return "raised an exception", w.error
+            return _exit_reason(code), "(no traceback: killed by a signal?)"
         if w.last_seen is None or w.busy == "start-up":
             if now - w.started > sv.start_timeout_s:
                 return (f"did not finish starting within supervision.start_timeout_s={sv.start_timeout_s:g} s"

@@ -140,9 +140,28 @@ def test_ctrl_c_stops_every_worker_and_leaves_nothing(tmp_path):
 def test_env_that_raises_makes_train_fail_with_the_actor_and_message(tmp_path):
     mark = uuid.uuid4().hex
     env = subprocess_env(BOOM_PLUGIN, ZOO_TEST_MARK=mark)
+    # No restarts (supervision.max_restarts=0): the first failure ends the run.
     result = zoo("train", "ppo", "--env", "boom", "--name", "boom", "--set", f"runs_dir={tmp_path}",
-                 env=env, timeout=30)  # must report the crash within 30 s
+                 "--set", "supervision.max_restarts=0", env=env, timeout=60)  # must report the crash
     assert result.returncode == 1
     assert "RuntimeError: boom" in result.stderr
-    assert "actor worker " in result.stderr
+    assert "actor worker " in result.stderr and "failed (raised an exception); stopping the run." in result.stderr
+    assert marked_processes(mark) == []
+    status = json.loads((tmp_path / "boom" / "status.json").read_text())
+    assert (status["status"], status["exit_code"], status["failed_worker"]["role"]) == ("crashed", 1, "actor")
+    assert "RuntimeError: boom" in status["failed_worker"]["detail"]
+
+
+def test_an_env_that_always_raises_is_restarted_max_restarts_times_then_the_run_fails(tmp_path):
+    mark = uuid.uuid4().hex
+    env = subprocess_env(BOOM_PLUGIN, ZOO_TEST_MARK=mark)
+    result = zoo("train", "ppo", "--env", "boom", "--name", "boom", "--set", f"runs_dir={tmp_path}",
+                 "--set", "actors.count=1", "--set", "supervision.max_restarts=2",
+                 "--set", "supervision.restart_backoff_s=0.1", env=env, timeout=120)
+    assert result.returncode == 1
+    restarts = [r for r in read_metrics(tmp_path / "boom") if r["type"] == "restart"]
+    assert [(r["role"], r["index"], r["restarts"], r["reason"]) for r in restarts] == [
+        ("actor", 0, 1, "raised an exception"), ("actor", 0, 2, "raised an exception")]
+    assert "failed (raised an exception (restarted 2 times already: the limit)); stopping the run." in result.stderr
+    assert result.stderr.count("RuntimeError: boom") == 3  # each failure's traceback is printed
     assert marked_processes(mark) == []

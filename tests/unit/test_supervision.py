@@ -108,7 +108,7 @@ def test_each_worker_has_its_own_restart_count_and_the_policy_worker_restarts_to
     restarts = s.check()
     assert [(r.role, r.index, r.reason, r.detail) for r in restarts] == [
         ("policy", 0, "killed by SIGKILL", "(no traceback: killed by a signal?)"),
-        ("actor", 0, "exited with code 1", "Traceback: boom")]
+        ("actor", 0, "raised an exception", "Traceback: boom")]
     clock.t += 1.0
     s.check()
     assert launcher.started[-2:] == [("policy", 0, 1), ("actor", 0, 1)]
@@ -201,7 +201,7 @@ def test_a_trainer_failure_ends_the_run_with_its_traceback():
     s.on_message({"type": "error", "role": "trainer", "index": 0, "attempt": 0, "traceback": "Traceback: nan"})
     with pytest.raises(WorkerCrashed) as info:
         s.check()
-    assert (info.value.detail, info.value.reason) == ("Traceback: nan", "exited with code 1")
+    assert (info.value.detail, info.value.reason) == ("Traceback: nan", "raised an exception")
 
 
 def test_actor_exiting_0_early_is_a_failure_and_a_trainer_exiting_0_is_the_end():
