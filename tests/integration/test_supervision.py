@@ -118,8 +118,8 @@ def test_chaos_actors_killed_three_times_and_the_policy_worker_once_the_run_stil
 def test_a_worker_hung_in_env_step_is_detected_and_restarted(tmp_path):
     flag = tmp_path / "hung"
     timeout_s = 4
-    proc, mark = start(tmp_path, "ppo", "--env", "hang:CartPole-v1", "--steps", "6000", "--name", "hang",
-                       "--set", f"env.hang_file={flag}", "--set", "env.hang_at_step=200",
+    proc, mark = start(tmp_path, "ppo", "--env", "hang:CartPole-v1", "--steps", "8000", "--name", "hang",
+                       "--set", f"env.hang_file={flag}", "--set", "env.hang_at_step=20",
                        "--set", f"supervision.heartbeat_timeout_s={timeout_s}")
     out, err = finish(proc, 300)
     assert proc.returncode == 0, err[-3000:]
@@ -131,7 +131,7 @@ def test_a_worker_hung_in_env_step_is_detected_and_restarted(tmp_path):
     # (workers report every second), so it is failed between timeout - 1 and timeout + a poll.
     hung_for = restart["time"] - flag.stat().st_mtime
     assert timeout_s - 1 <= hung_for <= timeout_s + 10, hung_for
-    assert rows(run, "end")[0]["env_steps"] >= 6000
+    assert rows(run, "end")[0]["env_steps"] >= 8000
     nothing_left(proc, mark)
 
 
