@@ -184,25 +184,25 @@ class LogConfig:
 class SupervisionConfig:
     """How the controller watches workers and restarts failed ones (docs/supervision.md)."""
 
-    heartbeat_timeout_s: float = 60.0
+    heartbeat_timeout_s: float = field(default=60.0, metadata=bounded(gt=0))
     """A worker silent this many seconds is failed even if its process lives (hung in
     ``env.step``, deadlocked). Workers report from their main loop at least every second;
     inside a declared long operation (start-up, a trainer update, a checkpoint) a background
     thread reports for them (see ``start_timeout_s``, ``busy_timeout_s``)."""
-    start_timeout_s: float = 180.0
+    start_timeout_s: float = field(default=180.0, metadata=bounded(gt=0))
     """Longest a started worker may take to start (spawn, imports, building its envs and
     networks) before it is failed."""
-    busy_timeout_s: float = 0.0
+    busy_timeout_s: float = field(default=0.0, metadata=bounded(ge=0, hint="0 means no limit"))
     """Longest one declared long operation (a trainer update, a checkpoint) may take before
     the worker is failed; 0: no limit (an update ends, however long it takes)."""
-    max_restarts: int = 3
+    max_restarts: int = field(default=3, metadata=bounded(ge=0, hint="0: no restart"))
     """Restarts allowed per actor or policy worker (each counted separately); one more failure
     stops the run (exit 1). 0: any failure stops the run."""
-    restart_backoff_s: float = 1.0
+    restart_backoff_s: float = field(default=1.0, metadata=bounded(ge=0))
     """Wait before a worker's first restart; doubled for each further restart of that worker."""
-    restart_backoff_max_s: float = 30.0
+    restart_backoff_max_s: float = field(default=30.0, metadata=bounded(ge=0))
     """Longest wait before a restart."""
-    stop_timeout_s: float = 600.0
+    stop_timeout_s: float = field(default=600.0, metadata=bounded(gt=0))
     """On a stop (Ctrl-C, SIGTERM, SIGHUP, the controller gone) the trainer finishes its
     update and writes its checkpoint and ``end`` row; it is killed only after this many
     seconds (or sooner when it stops reporting for ``heartbeat_timeout_s``)."""
@@ -474,29 +474,13 @@ def build_config(
 
 # ----------------------------------------------------------------------------- validation
 def supervision_problems(sv: SupervisionConfig) -> list[tuple[str, str]]:
-    """``(field, message)`` for every bad ``supervision.*`` value: the timeouts and
-    ``restart_backoff_s`` must be finite and > 0 (``busy_timeout_s`` >= 0, 0 = no limit;
-    ``restart_backoff_s`` >= 0), ``restart_backoff_max_s`` >= ``restart_backoff_s``, the
-    restart counts >= 0."""
-    out: list[tuple[str, str]] = []
-    for name, low, strict in (("heartbeat_timeout_s", 0, True), ("start_timeout_s", 0, True),
-                              ("stop_timeout_s", 0, True), ("busy_timeout_s", 0, False),
-                              ("restart_backoff_s", 0, False), ("restart_backoff_max_s", 0, False)):
-        value = getattr(sv, name)
-        ok = isinstance(value, (int, float)) and math.isfinite(value) and (value > low if strict else value >= low)
-        if not ok:
-            out.append((f"supervision.{name}", f"supervision.{name} must be a finite number of seconds "
-                        f"{'>' if strict else '>='} {low}, got {value!r}"
-                        + ("; 0 means no limit" if name == "busy_timeout_s" else "")))
+    """``(field, message)`` when ``supervision.restart_backoff_max_s`` < ``restart_backoff_s``
+    (each option's own range is checked by its ``bounded`` metadata)."""
     if sv.restart_backoff_max_s < sv.restart_backoff_s:
-        out.append(("supervision.restart_backoff_max_s",
-                    f"supervision.restart_backoff_max_s={sv.restart_backoff_max_s!r} is below "
-                    f"supervision.restart_backoff_s={sv.restart_backoff_s!r}; raise it or lower the backoff"))
-    for name in ("max_restarts",):
-        value = getattr(sv, name)
-        if value < 0:
-            out.append((f"supervision.{name}", f"supervision.{name} must be >= 0 (0: no restart), got {value!r}"))
-    return out
+        return [("supervision.restart_backoff_max_s",
+                 f"supervision.restart_backoff_max_s={sv.restart_backoff_max_s!r} is below "
+                 f"supervision.restart_backoff_s={sv.restart_backoff_s!r}; raise it or lower the backoff")]
+    return []
 
 
 def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True) -> None:

@@ -261,11 +261,11 @@ def test_supervision_values_are_checked_up_front():
     with pytest.raises(ConfigError) as info:
         validate(c, get_registry(), check_budget=False)
     assert info.value.problems == [
-        "supervision.heartbeat_timeout_s must be a finite number of seconds > 0, got 0.0",
-        "supervision.start_timeout_s must be a finite number of seconds > 0, got nan",
-        "supervision.busy_timeout_s must be a finite number of seconds >= 0, got -1.0; 0 means no limit",
+        "supervision.heartbeat_timeout_s must be finite and > 0, got 0.0",
+        "supervision.start_timeout_s must be finite and > 0, got nan",
+        "supervision.busy_timeout_s must be finite and >= 0 (0 means no limit), got -1.0",
+        "supervision.max_restarts must be >= 0 (0: no restart), got -1",
         "supervision.restart_backoff_max_s=30.0 is below supervision.restart_backoff_s=40.0; "
-        "raise it or lower the backoff",
-        "supervision.max_restarts must be >= 0 (0: no restart), got -1"]
+        "raise it or lower the backoff"]
     assert info.value.field == "supervision.heartbeat_timeout_s"
 
