@@ -90,3 +90,24 @@ def test_ppo_with_normalisation_updates_and_checkpoints_its_statistics():
     assert torch.equal(fresh.policy.obs_norm.stats[0].mean, rms.mean)
     with pytest.raises(KeyError, match="disc_return"):
         algo.update({k: v for k, v in batch.items() if k != "disc_return"})
+
+
+def test_mappo_reward_normalisation_merges_discounted_returns_of_active_steps_and_checkpoints_them():
+    from zoo.plugins.algorithms.mappo.mappo import MAPPO, MAPPOConfig
+
+    spec = EnvSpec("Toy-v0", ("a", "b"), {"obs": spaces.Box(-1, 1, (2,), np.float32)}, spaces.Discrete(2))
+    algo = MAPPO(MAPPOConfig(norm_reward=True, epochs=1), spec, 0)
+    T, B = 2, 2
+    batch = {"obs": {"obs": np.zeros((T + 1, B, 2), np.float32)}, "action": np.zeros((T, B), np.int64),
+             "reward": np.ones((T, B), np.float32), "terminated": np.zeros((T, B), bool),
+             "truncated": np.zeros((T, B), bool), "logp": np.full((T, B), np.log(0.5), np.float32),
+             "value": np.zeros((T, B), np.float32),
+             "active": np.array([[True, True], [True, False]]),
+             "disc_return": np.array([[1.0, 2.0], [3.0, 100.0]], np.float32)}  # 100: an inactive step, left out
+    algo.update(batch)
+    # active returns 1, 2, 3: mean 2, population variance 2/3 (the 1e-4 prior aside)
+    assert algo.reward_norm.returns.mean.item() == pytest.approx(2.0, rel=1e-3)
+    assert algo.reward_norm.returns.var.item() == pytest.approx(2 / 3, rel=1e-3)
+    fresh = MAPPO(MAPPOConfig(norm_reward=True), spec, 1)
+    fresh.load_state_dict(algo.state_dict())
+    assert fresh.reward_norm.returns.var.item() == algo.reward_norm.returns.var.item()

@@ -76,6 +76,7 @@ from zoo.core.options import bounded, check_bounds
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
 from zoo.plugins.algorithms.returns import gae
+from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.tensors import UpdateGuard, explained_variance, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
@@ -106,6 +107,9 @@ class MAPPOConfig:
     """Weight of the past in the value statistics' EMA (MAPPO's 0.99999)."""
     obs_norm: bool = True
     """Running mean/std normalisation of observations (statistics updated by each batch)."""
+    norm_reward: bool = False
+    """Scale rewards by the running std of the discounted return, clipped to [-10, 10] (SB3 VecNormalize;
+    :mod:`zoo.plugins.algorithms.normalization`); statistics merged over all actors, in checkpoints."""
     lr: float = field(default=5e-4, metadata=bounded(gt=0))
     """Adam learning rate."""
     adam_eps: float = field(default=1e-5, metadata=bounded(gt=0))
@@ -375,6 +379,7 @@ class MAPPO:
         self.buffer: list[dict[str, Any]] = []  # kept batches (sample reuse), oldest first
         self.agent_steps = 0
         self.updates = 0
+        self.reward_norm = RewardNorm() if config.norm_reward else None
 
     @property
     def recurrent(self) -> bool:
@@ -410,6 +415,7 @@ class MAPPO:
         ones, zeros = torch.ones(T, B, dtype=torch.bool, device=dev), torch.zeros(T, B, dtype=torch.bool, device=dev)
         active = to_tensor(batch["active"], dev, torch.bool) if "active" in batch else ones
         on_reset = to_tensor(batch["on_reset"], dev, torch.bool) if "on_reset" in batch else zeros
+        reward = scaled_rewards(self.reward_norm, batch, reward, active)
         action = to_tensor(batch["action"], dev)
         L = c.chunk_length if self.recurrent else 1
         state0 = None
@@ -560,7 +566,8 @@ class MAPPO:
         use counts, oldest first) and the config."""
         return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "agent_steps": self.agent_steps, "updates": self.updates,
-                "rng": self.rng.bit_generator.state, "buffer": list(self.buffer), "config": asdict(self.config)}
+                "rng": self.rng.bit_generator.state, "buffer": list(self.buffer), "config": asdict(self.config),
+                "reward_norm": None if self.reward_norm is None else self.reward_norm.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (the stored config is informational); the
@@ -572,6 +579,8 @@ class MAPPO:
         self.updates = int(state.get("updates", 0))
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
+        if self.reward_norm is not None and state.get("reward_norm") is not None:
+            self.reward_norm.load_state_dict(state["reward_norm"])
         self.buffer = [_to_device(entry, self.device) for entry in state.get("buffer", [])]
 
 
