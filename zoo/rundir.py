@@ -18,6 +18,7 @@ Everything here only reads; nothing imports torch. Errors a user can fix raise
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -110,7 +111,8 @@ def read_config(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every row of ``metrics.jsonl`` in file order ([] when there is none yet).
+    """Every row of ``metrics.jsonl`` (or, in an archived run folder, of its gzipped copy
+    ``metrics.jsonl.gz``) in file order ([] when there is none yet).
 
     A last line cut short (a run still writing, or killed mid-line) is skipped; any other
     line that is not a JSON object is skipped as well.
@@ -119,7 +121,11 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return []
+        try:  # an archived run: gzip -9 metrics.jsonl
+            with gzip.open(path.with_name(METRICS + ".gz"), "rt") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return []
     rows = []
     for line in text.splitlines():
         try:

@@ -62,12 +62,12 @@ class VideoWriter:
                 str(self.path), (w, h), fps=self.fps, codec="gif", pix_fmt_out="pal8", macro_block_size=1,
                 output_params=["-filter_complex",
                                "split[a][b];[a]palettegen=stats_mode=full[p];[b][p]paletteuse=dither=none",
-                               "-loop", "0"])
+                               "-loop", "0"], ffmpeg_log_level="error")
         else:
             self._pad = (h % 2, w % 2)
             self._gen = imageio_ffmpeg.write_frames(
                 str(self.path), (w + w % 2, h + h % 2), fps=self.fps, codec="libx264", pix_fmt_out="yuv420p",
-                macro_block_size=1, quality=7)
+                macro_block_size=1, quality=7, ffmpeg_log_level="error")
         self._gen.send(None)
 
     def append(self, frame: np.ndarray) -> None:

@@ -173,3 +173,26 @@ def test_runs_status_fallbacks(tmp_path):
 
 def test_runs_of_a_missing_folder_is_one_line_exit_2(tmp_path, app):
     one_line_error(invoke(app, ["runs", str(tmp_path / "nowhere")]), "does not exist")
+
+
+def test_an_archived_run_with_gzipped_metrics_plots_the_same(tmp_path):
+    import gzip
+
+    rows = episodes([10, 20], [1.0, 3.0])
+    run = write_run(tmp_path, "archived", rows)
+    data = (run / "metrics.jsonl").read_bytes()
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl.gz").write_bytes(gzip.compress(data))
+    fig = plot_runs([run], ["return"], smooth=1)
+    assert fig.axes[0].lines[0].get_xydata().tolist() == [[10, 1], [20, 3]]
+
+
+def test_the_committed_demo_run_reads_back():
+    """benchmarks/data/hide-and-seek-demo: the run behind the README's learning-curve PNG."""
+    run = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "hide-and-seek-demo"
+    fig = plot_runs([run], smooth=1)
+    lines = {line.get_gid(): line for line in fig.axes[0].lines}
+    assert set(lines) == {"hide-and-seek-demo|hider_return", "hide-and-seek-demo|seeker_return"}
+    # 101,116 env steps of 80-step episodes: 1,260 episodes, zero-sum between the teams
+    hider, seeker = lines["hide-and-seek-demo|hider_return"].get_ydata(), lines["hide-and-seek-demo|seeker_return"].get_ydata()
+    assert len(hider) == 1260 and np.array_equal(hider, -seeker)

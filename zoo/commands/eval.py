@@ -65,7 +65,8 @@ def eval_command(
     console = _console()
     where = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in ev.counters.items() if k in ("policy_version",
                                                                                             "env_steps"))
-    console.print(f"zoo eval {ev.checkpoint} ({where}): {ev.algo_name} on {ev.env_name}, {episodes} episodes, "
+    console.print(f"zoo eval {ev.checkpoint} ({where}): {ev.algo_name} on {ev.env_name}, {episodes} "
+                  f"episode{'s' if episodes != 1 else ''}, "
                   f"seeds {seed}..{seed + episodes - 1}, {mode} actions", highlight=False, soft_wrap=True)
     pool = [ev.make_env(seed + i) for i in range(min(envs, episodes))]
     writer = None
@@ -99,7 +100,7 @@ def eval_command(
         s = summarise(values)
         console.print(f"{label:<{width}}  mean {_num(s['mean'])}  std {_num(s['std'])}  min {_num(s['min'])}  "
                       f"max {_num(s['max'])}", highlight=False, soft_wrap=True)
-    console.print(f"wrote {len(rows)} episodes to {out}", highlight=False, soft_wrap=True)
+    console.print(f"wrote {len(rows)} episode{'s' if len(rows) != 1 else ''} to {out}", highlight=False, soft_wrap=True)
     if video is not None:
         console.print(f"wrote {video}: {writer.count} frames (the first screen of each episode, then one per "
                       "env step)", highlight=False, soft_wrap=True)
