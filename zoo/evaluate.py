@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from zoo.rundir import RunError, read_config, resolve_run, resolve_target
+from zoo.runinfo import RunError, read_config, resolve_run, resolve_target
 
 __all__ = ["Evaluation", "load_evaluation", "play", "Recorder", "team_of", "summarise"]
 

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from zoo.rundir import RunError, read_config, read_metrics
+from zoo.runinfo import RunError, read_config, read_metrics
 
 X_AXES = ("env_steps", "frames", "time")
 X_LABELS = {"env_steps": "env steps (calls to env.step)", "frames": "frames (env steps x frame-skip)",
@@ -64,7 +64,7 @@ def load_run(run_dir: str | os.PathLike) -> RunCurves:
     Raises:
         RunError: not a run folder, or it has no metrics yet.
     """
-    from zoo.rundir import resolve_run
+    from zoo.runinfo import resolve_run
 
     path = resolve_run(run_dir)
     config = read_config(path)

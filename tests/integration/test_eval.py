@@ -110,6 +110,25 @@ def test_eval_prints_the_mean_of_the_episodes_it_wrote_and_is_repeatable(tmp_pat
     assert (run / "eval" / "latest-seed0.jsonl").is_file()
 
 
+def test_lock_step_envs_write_whole_episodes_to_the_video(tmp_path, app):
+    """--envs 2: episodes finish out of order, each is written whole; frames = sum(length + 1)."""
+    import imageio.v2 as imageio
+
+    run = make_run(tmp_path, "ppo", "CartPole-v1", "cp")
+    gif, out = tmp_path / "cp.gif", tmp_path / "cp.jsonl"
+    result = invoke(app, ["eval", str(run), "-n", "3", "--envs", "2", "--video", str(gif), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["episode"] for r in rows] == [0, 1, 2]
+    spans = sorted(r["video_frames"] for r in rows)
+    assert spans[0][0] == 0 and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # back to back
+    assert all(end - first == r["length"] + 1 for r in rows for first, end in [r["video_frames"]])
+    reader = imageio.get_reader(gif)
+    count = sum(1 for _ in reader)
+    reader.close()
+    assert count == sum(r["length"] + 1 for r in rows) == spans[-1][1]
+
+
 def test_eval_bad_input_is_one_line_exit_2(tmp_path, app):
     one_line_error(invoke(app, ["eval", str(tmp_path / "nope")]), "does not exist")
     ppo = make_run(tmp_path, "ppo", "CartPole-v1", "ppo-run")

@@ -135,6 +135,10 @@ def test_ctrl_c_stops_every_worker_and_leaves_nothing(tmp_path):
     assert json.loads((tmp_path / "interrupted" / "config.json").read_text())["algo_name"] == "ppo"
     assert any(r["type"] == "update" for r in read_metrics(tmp_path / "interrupted"))
     assert (tmp_path / "interrupted" / "checkpoints" / "latest.pt").exists()  # written on the way out
+    # zoo runs calls it stopped (status.json; without one, the end row before the budget)
+    listing = zoo("runs", str(tmp_path), env={**env, "COLUMNS": "200"}, timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    assert "stopped" in next(line for line in listing.stdout.splitlines() if "│ interrupted" in line)
 
 
 def test_env_that_raises_makes_train_fail_with_the_actor_and_message(tmp_path):

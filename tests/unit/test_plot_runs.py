@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import zoo.cli as cli
 from zoo.core.plugins import get_host
 from zoo.plotting import plot_runs, smooth_curve
-from zoo.rundir import run_info
+from zoo.runinfo import run_info
 
 runner = CliRunner()
 

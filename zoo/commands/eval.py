@@ -42,7 +42,7 @@ def eval_command(
 ) -> None:
     """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
     from zoo.cli import _console, _fail
-    from zoo.rundir import RunError
+    from zoo.runinfo import RunError
     from zoo.video import VideoWriter, check_video_path
 
     if video is not None:

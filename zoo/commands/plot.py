@@ -27,7 +27,7 @@ def plot_command(
     """Plot learning curves as a PNG; runs differing only in seed become a mean with a +-std band."""
     from zoo.cli import _console, _fail
     from zoo.plotting import plot_runs
-    from zoo.rundir import RunError
+    from zoo.runinfo import RunError
 
     if out.suffix.lower() != ".png":
         raise _fail(f"--out {str(out)!r}: zoo plot writes PNG files; give a name ending in .png")

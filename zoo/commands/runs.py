@@ -6,7 +6,7 @@ steps (of the budget), last mean return (the trainer's ``episode_return_mean``: 
 return of its most recent episodes; with per-team returns, each team's over the last 20
 episodes), duration, last checkpoint (and its age). A crashed
 run names the worker that failed (role and index) or ``controller gone``. How the status
-is read: :func:`zoo.rundir.run_info`.
+is read: :func:`zoo.runinfo.run_info`.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from zoo.rundir import RunError, find_runs, run_info
+from zoo.runinfo import RunError, find_runs, run_info
 
 STYLE = {"running": "cyan", "finished": "green", "stopped": "yellow", "crashed": "bold red", "unknown": "dim"}
 
