@@ -58,7 +58,7 @@ from zoo.core.resolve import (  # noqa: F401  (re-exported)
     make_env,
     resolve_env,
 )
-from zoo.core.streams import STREAMS, transport_for, transport_options
+from zoo.core.streams import STREAMS, check_options, transport_for, transport_options
 from zoo.core.transport import TransportError
 
 __all__ = [
@@ -171,6 +171,18 @@ class StreamsConfig:
 
 
 @dataclass
+class ResolverConfig:
+    """Name resolution: where listeners publish their addresses and dialers find them."""
+
+    name: str = "files"
+    """Registered resolver (see `zoo list resolvers`). Default ``files``: one file per key in
+    the run's temporary folder (one host, or hosts that share ``resolver.options.root``)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Options of that resolver by name, e.g. ``--set resolver.options.root=/shared/zoo``;
+    checked against the resolver's ``Options`` when the config is built."""
+
+
+@dataclass
 class LogConfig:
     """Progress and metrics output."""
 
@@ -238,6 +250,7 @@ class ExperimentConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     streams: StreamsConfig = field(default_factory=StreamsConfig)
+    resolver: ResolverConfig = field(default_factory=ResolverConfig)
     log: LogConfig = field(default_factory=LogConfig)
     supervision: SupervisionConfig = field(default_factory=SupervisionConfig)
     launcher: str = "local"
@@ -469,7 +482,20 @@ def build_config(
     validate(cfg, registry)
     for stream in STREAMS:  # typed values ("16" from --set -> 16) for config.json and the workers
         getattr(cfg.streams, stream).options = transport_options(registry, cfg, stream)
+    cfg.resolver.options = resolver_options(registry, cfg)
     return cfg
+
+
+def resolver_options(registry: Registry, cfg: ExperimentConfig) -> dict[str, Any]:
+    """The typed ``resolver.options`` of ``cfg.resolver.name`` (see :func:`zoo.core.streams.check_options`).
+
+    Raises:
+        ConfigError: an option the resolver does not have, or a value it refuses.
+    """
+    if not cfg.resolver.options:
+        return {}
+    factory = registry.get("resolver", cfg.resolver.name).load()
+    return check_options(factory, cfg.resolver.name, cfg.resolver.options, "resolver.options", kind="resolver")
 
 
 # ----------------------------------------------------------------------------- validation
@@ -499,6 +525,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     and ``streams.*.options`` are options of that transport with values it accepts
     (:func:`zoo.core.streams.check_options`), and the transport can be built with them as a
     worker builds it (a bad ``ZOO_*`` environment variable is reported here);
+    ``resolver.name`` is a registered resolver and ``resolver.options`` are its options;
     the algorithm's and the env's Config dataclasses are rebuilt with
     ``dataclasses.replace`` (re-running their ``__post_init__`` checks) and their
     ``validate()`` is called when they have one; a ``ValueError``/``TypeError`` from either
@@ -585,6 +612,17 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         except Exception as exc:  # noqa: BLE001 - a broken transport plugin is reported, not raised
             problems.append((path, f"{path}={value!r}: the transport failed to load or build: "
                                    f"{type(exc).__name__}: {exc}"))
+    resolvers = reg.names("resolver")
+    if cfg.resolver.name not in resolvers:
+        close = _suggest(cfg.resolver.name, resolvers)
+        problems.append(("resolver.name", f"resolver.name={cfg.resolver.name!r} is not a registered resolver; "
+                         + (f"did you mean {' or '.join(map(repr, close))}? " if close else "")
+                         + f"installed: {', '.join(resolvers) or 'none'}"))
+    else:
+        try:
+            resolver_options(reg, cfg)
+        except ConfigError as exc:
+            problems += [(exc.field, m) for m in exc.problems]
     for part in ("algo", "env"):
         sub = getattr(cfg, part)
         if not dataclasses.is_dataclass(sub) or isinstance(sub, type):

@@ -16,7 +16,7 @@ Exit codes of :func:`run`: 0 when the trainer reached the budget, 1 when a worke
 beyond its restarts (its role, index and traceback are printed), 130 on Ctrl-C (SIGINT),
 143 on SIGTERM, 129 on SIGHUP: each of these signals stops the run the same way. In every
 case the workers are stopped (:meth:`Supervisor.stop_all`: the trainer finishes its update
-and writes its checkpoint and ``end`` row), the run's transport files are removed, and
+and writes its checkpoint and ``end`` row), the run's transport files and resolver keys are removed, and
 ``status.json`` records the outcome (:mod:`zoo.core.rundir`) before :func:`run` returns.
 """
 from __future__ import annotations
@@ -87,20 +87,22 @@ class Controller:
     def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
         from zoo.core.launcher import launcher_for
         from zoo.core.plugins import get_registry
+        from zoo.core.resolver import resolver_from_config
         from zoo.core.streams import STREAMS, transport_for
 
         self.cfg, self.spec, self.run_dir = cfg, spec, run_dir
         self.run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         registry = get_registry()
+        self.resolver = resolver_from_config(registry, cfg)  # every listener publishes its address here
         self.transports = []
         try:  # a transport refusing its settings (e.g. a bad ZOO_* variable) leaves nothing behind
             for stream in (*STREAMS, "control"):
-                self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True))
+                self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True,
+                                                     resolver=self.resolver))
             self.control = self.transports[-1].puller("control")
             self.supervisor = Supervisor(launcher_for(registry, cfg), self.context, cfg.supervision)
         except BaseException:
-            for t in self.transports:
-                t.cleanup()
+            self._clean_up()
             raise
         self.stopped = False
 
@@ -154,8 +156,13 @@ class Controller:
 
         self.supervisor.stop_all(self.poll, waiting)
         self.control.close()
+        self._clean_up()
+
+    def _clean_up(self) -> None:
+        """Remove the run's transport resources and every key it published (nothing is left behind)."""
         for t in self.transports:
             t.cleanup()
+        self.resolver.clear(self.run_id)
 
 
 class StatusPacer:

@@ -70,6 +70,17 @@ def register_launchers(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def register_resolvers(register: Callable[..., None]) -> None:
+    """Register resolvers (name resolution: where a run's listeners are, by key).
+
+    Called once per process when the registry is first built.
+    ``register(name, factory, *, summary)``; ``factory(**options) -> zoo.core.resolver.Resolver``,
+    called in the controller and in every worker with ``resolver.options`` of the experiment
+    config; an ``Options`` dataclass attribute on the factory declares those options.
+    """
+
+
+@hookspec
 def register_commands(app) -> None:
     """Add sub-commands to the ``zoo`` CLI.
 

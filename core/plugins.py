@@ -44,10 +44,11 @@ BUILTIN_PLUGINS = (
     "zoo.transports.tcp.plugin",
     "zoo.plugins.launchers.local.plugin",
     "zoo.commands.plugin",
+    "zoo.plugins.resolvers.files.plugin",
 )
-HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers")
+HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers", "register_resolvers")
 KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport",
-                "register_launchers": "launcher"}
+                "register_launchers": "launcher", "register_resolvers": "resolver"}
 _FORBIDDEN_IN_NAMES = (":", " ", "\t", "\n")
 
 

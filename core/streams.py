@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import typing
 from typing import Any
 
@@ -34,10 +35,11 @@ CONTROL = "control"
 CONTROL_TRANSPORT = "nng"
 
 
-def check_options(factory: Any, name: str, options: dict[str, Any], path: str) -> dict[str, Any]:
-    """``options`` checked against transport ``name``'s ``factory.Options`` dataclass and typed.
+def check_options(factory: Any, name: str, options: dict[str, Any], path: str, kind: str = "transport") -> dict[str, Any]:
+    """``options`` checked against ``kind`` (transport, resolver) ``name``'s ``factory.Options``
+    dataclass and typed.
 
-    A transport declares its options as a dataclass ``Options`` on its factory: field names
+    A transport (or resolver) declares its options as a dataclass ``Options`` on its factory: field names
     are keyword arguments of the factory, field types say how values are parsed (``"16"``
     from ``--set`` becomes ``16``), and its ``__post_init__`` may raise ``ValueError`` for
     bad values (message starting with the field name). Options set to None are left out,
@@ -56,7 +58,7 @@ def check_options(factory: Any, name: str, options: dict[str, Any], path: str) -
     opts_cls = getattr(factory, "Options", None)
     if opts_cls is None or not dataclasses.is_dataclass(opts_cls):
         first = next(iter(options))
-        raise ConfigError(f"{path}.{first}: transport {name!r} has no options; remove "
+        raise ConfigError(f"{path}.{first}: {kind} {name!r} has no options; remove "
                           f"{', '.join(f'{path}.{k}' for k in options)}", field=f"{path}.{first}")
     hints = typing.get_type_hints(opts_cls)
     known = [f.name for f in dataclasses.fields(opts_cls)]
@@ -67,7 +69,7 @@ def check_options(factory: Any, name: str, options: dict[str, Any], path: str) -
         if key not in known:
             close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-            problems.append((field, f"{field}: transport {name!r} has no option {key!r}; {hint}"
+            problems.append((field, f"{field}: {kind} {name!r} has no option {key!r}; {hint}"
                                     f"its options: {', '.join(known)}"))
             continue
         try:
@@ -107,14 +109,36 @@ CONTROL_OPTIONS = {"spin_us": 0}
 ``ZOO_SPIN_US``)."""
 
 
-def transport_for(registry: Registry, cfg: Any, stream: str, run_id: str, create: bool = False):
+def transport_for(registry: Registry, cfg: Any, stream: str, run_id: str, create: bool = False, *,
+                  choice: tuple[str, dict[str, Any]] | None = None, resolver: Any = None):
     """Build the transport that carries ``stream`` with its configured options
     (``control`` always uses :data:`CONTROL_TRANSPORT`, ``nng``, with :data:`CONTROL_OPTIONS`).
+
+    ``choice``: ``(transport name, typed options)`` resolved for this run from the placement
+    (:func:`zoo.core.placement.resolve_streams`), used instead of the config's.
+    ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`, handed to factories that
+    take a ``resolver`` keyword (their listeners publish through it).
 
     Raises:
         TransportError: the transport refuses its settings (e.g. a bad ``ZOO_*`` variable).
     """
-    if stream == CONTROL:
-        return registry.get("transport", CONTROL_TRANSPORT).load()(run_id, create=create, **CONTROL_OPTIONS)
-    factory = registry.get("transport", getattr(cfg.streams, stream).transport).load()
-    return factory(run_id, create=create, **transport_options(registry, cfg, stream))
+    if choice is not None:
+        name, options = choice
+    elif stream == CONTROL:
+        name, options = CONTROL_TRANSPORT, CONTROL_OPTIONS
+    else:
+        name, options = getattr(cfg.streams, stream).transport, transport_options(registry, cfg, stream)
+    factory = registry.get("transport", name).load()
+    if resolver is not None and takes_keyword(factory, "resolver"):
+        options = {**options, "resolver": resolver}
+    return factory(run_id, create=create, **options)
+
+
+def takes_keyword(factory: Any, name: str) -> bool:
+    """Whether ``factory`` accepts the keyword argument ``name`` (or any keyword)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) or p.kind == p.VAR_KEYWORD
+               for p in params)

@@ -2,7 +2,7 @@
 
 Commands:
 
-- ``zoo list [algorithms|envs|transports|launchers]``: registered components; imports no plugin's
+- ``zoo list [algorithms|envs|transports|launchers|resolvers]``: registered components; imports no plugin's
   heavy dependencies (no torch, ale-py or mujoco).
 - ``zoo plugins``: plugin distributions, versions, the hooks they implement, failures.
 - ``zoo train ALGO --env ENV [--seed N] [--config FILE] [--set key=value ...]
@@ -45,7 +45,8 @@ __all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-_KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport", "launchers": "launcher"}
+_KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport", "launchers": "launcher",
+            "resolvers": "resolver"}
 
 
 class ComponentKind(str, Enum):
@@ -53,6 +54,7 @@ class ComponentKind(str, Enum):
     envs = "envs"
     transports = "transports"
     launchers = "launchers"
+    resolvers = "resolvers"
 
 
 # ----------------------------------------------------------------------------- output helpers
@@ -93,7 +95,7 @@ def list_command(
     kind: Optional[ComponentKind] = typer.Argument(None, metavar="KIND",
                                                    help="Show only this kind of component."),
 ) -> None:
-    """List registered algorithms, environments, transports and launchers."""
+    """List registered algorithms, environments, transports, launchers and resolvers."""
     host = get_host()
     components = host.registry.all(_KIND_OF[kind.value] if kind else None)
     console = _console()

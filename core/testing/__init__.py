@@ -6,6 +6,8 @@
   :mod:`zoo.core.testing.plugin` registers them as ``fake-counting``, ``fake-crashing``
   and ``fake-slow``.
 - :func:`subprocess_env`: an environment for a subprocess that sees extra plugin dirs.
+- :func:`check_transport` / :func:`check_resolver`: the conformance suites of transports
+  (:mod:`.transport_checks`) and resolvers (:mod:`.resolver_checks`).
 
 Importing this package imports numpy only (gymnasium when an env is built or checked).
 """
@@ -42,3 +44,4 @@ __all__ = [
     "subprocess_env",
 ]
 from zoo.core.testing.transport_checks import CHECKS as TRANSPORT_CHECKS, TransportCheckError, TransportUnderTest, check_transport  # noqa: E402,F401
+from zoo.core.testing.resolver_checks import CHECKS as RESOLVER_CHECKS, ResolverCheckError, check_resolver  # noqa: E402,F401

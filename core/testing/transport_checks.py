@@ -35,8 +35,9 @@ malformed                random bytes, truncated header, huge declared header, f
                          and a wrong version are each rejected (``rejected`` counts them) and the
                          receiver keeps serving; corrupt record streams drop only that peer
                          (needs ``transport.raw_pusher``; skipped otherwise)
-clean_shutdown           after closing every endpoint no OS resource but the run directory
-                         remains; after ``cleanup()`` none (needs ``transport.resources()``)
+clean_shutdown           after closing every endpoint no OS resource but the run directory and
+                         the run's lock file (``zoo-<run_id>.lock``) remains; after
+                         ``cleanup()`` none (needs ``transport.resources()``)
 two_runs                 two runs with the same stream names at once do not see each other's
                          messages nor share any OS resource
 peer_death *             a consumer notices a SIGKILLed producer (timeouts, no hang); the server
@@ -567,7 +568,9 @@ def _exchange_everything(transport, peer, stream_prefix: str = "") -> list[Any]:
 
 
 def check_clean_shutdown(tut: TransportUnderTest) -> None:
-    """Closing every endpoint leaves at most the run directory; ``cleanup()`` removes everything."""
+    """Closing every endpoint leaves at most the run directory and the run's lock file
+    (``zoo-<run_id>`` and ``zoo-<run_id>.lock``: they live as long as the run);
+    ``cleanup()`` removes everything."""
     name = "clean_shutdown"
     run_id = tut.new_run_id()
     transport = tut.make(run_id, create=True)
@@ -578,7 +581,7 @@ def check_clean_shutdown(tut: TransportUnderTest) -> None:
         endpoints = _exchange_everything(transport, tut.make(run_id))
         for e in endpoints:
             e.close()
-        left = [r for r in transport.resources() if os.path.basename(r) != f"zoo-{run_id}"]
+        left = [r for r in transport.resources() if os.path.basename(r) not in (f"zoo-{run_id}", f"zoo-{run_id}.lock")]
         if left:
             _fail(name, f"after closing every endpoint these remain: {left}")
     finally:

@@ -79,9 +79,13 @@ class WorkerContext:
     stop: bool = False
     orphaned: bool = False
     """True once the controller is gone (see the module doc)."""
+    streams: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    """The transport (name, options) each stream resolved to for this run (``auto`` resolved
+    from the placement; :func:`zoo.core.placement.resolve_streams`); a stream not in it uses the config."""
     registry: Any = field(default=None, repr=False)
     control: Any = field(default=None, repr=False)
     meter: Any = field(default=None, repr=False)  # zoo.core.health.Meter: its totals ride on heartbeats
+    resolver: Any = field(default=None, repr=False)
     _last_heartbeat: float = 0.0
     _busy: str | None = None
     _busy_since: float = 0.0
@@ -94,9 +98,14 @@ class WorkerContext:
         return state
 
     def transport(self, stream: str):
+        """The transport of ``stream`` (its listeners publish through the run's resolver)."""
+        from zoo.core.resolver import resolver_from_config
         from zoo.core.streams import transport_for
 
-        t = transport_for(self.registry, self.cfg, stream, self.run_id)
+        if self.resolver is None:
+            self.resolver = resolver_from_config(self.registry, self.cfg)
+        t = transport_for(self.registry, self.cfg, stream, self.run_id, choice=self.streams.get(stream),
+                          resolver=self.resolver)
         self._transports.append(t)
         return t
 
@@ -134,12 +143,18 @@ class WorkerContext:
 
     def cleanup_transports(self) -> None:
         """Remove the run's transport resources (segments, socket files) through every transport
-        this worker built, the control stream's included (idempotent; used when orphaned)."""
+        this worker built, the control stream's included, and the run's resolver keys
+        (idempotent; used when orphaned)."""
         for t in self._transports:
             try:
                 t.cleanup()
             except Exception:  # noqa: BLE001 - best effort, the process is leaving
                 log.exception("transport clean-up failed")
+        if self.resolver is not None:
+            try:
+                self.resolver.clear(self.run_id)
+            except Exception:  # noqa: BLE001 - best effort, the process is leaving
+                log.exception("resolver clean-up failed")
 
 
 def make_env(ctx: WorkerContext, seed: int):

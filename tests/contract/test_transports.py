@@ -68,13 +68,14 @@ def test_tcp_binds_loopback_and_publishes_its_port() -> None:
     tut = TransportUnderTest.from_registry("tcp")
     with tut.run() as run:
         puller = run.puller("addr")
-        import json
-
-        with open(os.path.join(run.transport.dir, "addr.tcp")) as f:
-            info = json.load(f)
+        info = run.transport.resolver.lookup(f"{run.run_id}/addr.tcp", 5.0)
         assert info["host"] == "127.0.0.1"
         assert info["pid"] == os.getpid()
         assert puller._lsock.getsockname() == ("127.0.0.1", info["port"])
+        # the files resolver keeps it in the run directory: <tmp>/zoo-<run_id>/keys/addr.tcp.json
+        assert os.path.exists(os.path.join(run.transport.dir, "keys", "addr.tcp.json"))
+        puller.close()
+        assert run.transport.resolver.get(f"{run.run_id}/addr.tcp") is None  # a closed listener withdraws
 
 
 def test_tcp_token_refuses_peers_without_it() -> None:
@@ -131,8 +132,9 @@ def test_shm_segment_names_carry_run_stream_role_and_owner_pid() -> None:
         run.publisher("params")
         segs = sorted(os.path.basename(r) for r in run.transport.resources() if r.startswith("/dev/shm/"))
         pid = os.getpid()
-        assert segs == sorted(f"zoo-{run.run_id}.{s}.p{pid}.g0"
-                              for s in ("samples.pull", "infer.req", "infer.c5", "params.pub"))
+        assert segs == sorted([f"zoo-{run.run_id}.{s}.p{pid}.g0"
+                               for s in ("samples.pull", "infer.req", "infer.c5", "params.pub")]
+                              + [f"zoo-{run.run_id}.lock"])  # the run lock every process of the run holds
 
 
 def test_shm_frames_bigger_than_a_slot_go_inline_then_the_ring_grows() -> None:
@@ -148,10 +150,13 @@ def test_shm_frames_bigger_than_a_slot_go_inline_then_the_ring_grows() -> None:
         assert ring.gen == 1
         assert ring.slot_bytes == 1_003_520  # 1.25 x 800 128-byte frame, rounded up to 4 KiB pages
         segs = sorted(os.path.basename(r) for r in run.transport.resources() if r.startswith("/dev/shm/"))
-        assert segs == [f"zoo-{run.run_id}.grow.pull.p{os.getpid()}.g1"]  # generation 0 was unlinked
+        # generation 0 was unlinked; the run's lock file stays
+        assert segs == [f"zoo-{run.run_id}.grow.pull.p{os.getpid()}.g1", f"zoo-{run.run_id}.lock"]
 
 
-def test_shm_reclaims_only_segments_of_dead_owners(tmp_path) -> None:
+def test_shm_reclaims_lockless_segments_only_of_dead_owner_pids(tmp_path) -> None:
+    """Segments without a run lock file (made by Zoo versions before run locks) fall back to the
+    owner-pid rule."""
     import multiprocessing as mp
 
     from zoo.transports.shm.segments import Segment, list_segments, reclaim_stale_segments

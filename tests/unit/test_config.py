@@ -94,6 +94,7 @@ def make_registry() -> Registry:
                           "", "test", "0.1"))
     reg.add(Component("launcher", "local", "zoo.plugins.launchers.local.launcher:LocalLauncher", "spawned processes",
                       "zoo.local", "0.1"))
+    reg.add(Component("resolver", "files", "zoo.plugins.resolvers.files.resolver:FilesResolver", "", "test", "0.1"))
     return reg
 
 
@@ -157,7 +158,7 @@ def test_override_coerces_by_field_type(override, path, expected):
     ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count' or "
                       "'policy.count'? "
                       "(the experiment config has: seed, name, runs_dir, env_steps, frames, sample_length, actors, "
-                      "policy, trainer, streams, log, supervision, launcher, algo, env)"),
+                      "policy, trainer, streams, resolver, log, supervision, launcher, algo, env)"),
     ("algo.lrr=1", "--set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'? "
                    "(algo has: lr, epochs, hidden, schedule, target_kl, use_gae)"),
     ("actors=3", "--set actors=3: actors is a group of options; set one of actors.count, actors.envs_per_actor, "

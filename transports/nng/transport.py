@@ -2,10 +2,11 @@
 
 Addresses (option ``scheme``): ``ipc`` (default) — Unix sockets ``<run dir>/<stream>.ipc``,
 one host. ``tcp`` — every listener binds ``host`` (default ``127.0.0.1``) at a port the OS
-picks and publishes it in ``<run dir>/<stream>.nng-tcp`` (JSON host, port, pid, replaced
-atomically, as the ``tcp`` transport does); a dialer dials once that file exists (looking for
-it until its call's timeout), at ``connect_host`` if set. Across machines the run directory
-must be shared.
+picks. Either way the listener publishes its URL or port through the run's resolver
+(:mod:`zoo.core.resolver`; keys ``<run_id>/<stream>.ipc`` and ``<run_id>/<stream>.nng-tcp``)
+and a dialer dials once the key is there (looking it up until its call's timeout), at
+``connect_host`` if set. Across machines the resolver must be shared (e.g. the ``files``
+resolver with a shared ``root``).
 
 With a ``token`` (option, or ``ZOO_NNG_TOKEN``) every message carries it in its metadata and
 receivers refuse (count in ``refused``, log with the sender's address) messages without it;
@@ -47,7 +48,6 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,15 +58,18 @@ from pynng import _nng
 from pynng.exceptions import check_err
 
 from zoo.core.arrays import WireError, decode, layout
+from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
-from zoo.transports.sockets.engine import check_resolvable, is_loopback, publish_port, read_port, unpublish_port
-from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+from zoo.transports.sockets.engine import Published, check_resolvable, is_loopback, publish_port, read_port
+from zoo.transports.sockets.rundir import (
+    create_run_dir, default_resolver, hold_lock, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir, safe_name,
+)
 from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budget_us
 
 log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 30
 TOKEN_KEY = "zoo_token"  # meta key of the stream's token (option token); removed on receipt
-DIAL_POLL_S = 0.01  # how often a dial looks for the listener's port file
+DIAL_POLL_S = 0.01  # how often a dial looks up the listener's address
 SEND_BUFFER = 2  # messages queued per pipe before a send blocks
 
 
@@ -132,19 +135,22 @@ class NngOptions:
 
 
 class _IpcAddress:
-    """``ipc://<path>``: known to both sides from the stream name alone."""
+    """``ipc://<path>``, published as ``{"url"}`` through the resolver."""
 
-    def __init__(self, path: str) -> None:
-        self.url = f"ipc://{path}"
+    def __init__(self, path: str, published: Published) -> None:
+        self.url, self.published = f"ipc://{path}", published
 
     def listen(self, sock: pynng.Socket) -> None:
         sock.listen(self.url)
+        self.published.publish({"url": self.url})
 
-    def dial_url(self) -> str:
-        return self.url
+    def dial_url(self) -> str | None:
+        found = self.published.get()
+        url = found.get("url") if found else None
+        return url if isinstance(url, str) else None
 
     def unpublish(self) -> None:
-        pass
+        self.published.withdraw()
 
 
 def _url_host(host: str) -> str:
@@ -152,24 +158,24 @@ def _url_host(host: str) -> str:
 
 
 class _TcpAddress:
-    """``tcp://host:port`` with a port the OS picks, published in ``port_file`` for dialers
+    """``tcp://host:port`` with a port the OS picks, published through the resolver
     (:func:`~zoo.transports.sockets.engine.publish_port`, as the ``tcp`` transport does)."""
 
-    def __init__(self, port_file: str, host: str, connect_host: str | None) -> None:
-        self.port_file, self.host, self.connect_host = port_file, host, connect_host
+    def __init__(self, published: Published, host: str, connect_host: str | None) -> None:
+        self.published, self.host, self.connect_host = published, host, connect_host
 
     def listen(self, sock: pynng.Socket) -> None:
         listener = sock.listen(f"tcp://{_url_host(self.host)}:0")
         # str() of the bound address: pynng's .port reads it in network byte order
         port = int(str(listener.local_address).rsplit(":", 1)[1])
-        publish_port(self.port_file, self.host, port)
+        publish_port(self.published, self.host, port)
 
     def dial_url(self) -> str | None:
-        found = read_port(self.port_file, self.connect_host)
+        found = read_port(self.published, self.connect_host)
         return None if found is None else f"tcp://{_url_host(found[0])}:{found[1]}"
 
     def unpublish(self) -> None:
-        unpublish_port(self.port_file)
+        self.published.withdraw()
 
 
 class _Dial:
@@ -406,12 +412,13 @@ class NngRequestClient(_Endpoint):
 
 class NngTransport:
     """Endpoints over ``ipc://<base_dir>/zoo-<run_id>/<stream>.ipc`` (``scheme="ipc"``, the
-    default) or ``tcp://host:port`` with ports published in ``<run dir>/<stream>.nng-tcp``
-    (``scheme="tcp"``).
+    default) or ``tcp://host:port`` (``scheme="tcp"``); listeners publish their addresses
+    through ``resolver`` (default: the ``files`` resolver in ``<base_dir or tempdir>``).
 
-    The controller creates the run directory (``create=True``), after removing the run
-    directories of dead processes (:func:`~zoo.transports.sockets.rundir.reclaim_stale_run_dirs`);
-    workers attach to it. :meth:`cleanup` removes the directory and its socket and port files.
+    The controller creates the run directory and holds its lock (``create=True``), after
+    removing the run directories no live process holds
+    (:func:`~zoo.transports.sockets.rundir.reclaim_stale_run_dirs`); workers attach to it.
+    :meth:`cleanup` removes the directory and its socket files.
     """
 
     name = "nng"
@@ -420,9 +427,10 @@ class NngTransport:
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  spin_us: int | None = None, scheme: str | None = None, host: str | None = None,
-                 connect_host: str | None = None, token: str | None = None) -> None:
+                 connect_host: str | None = None, token: str | None = None, resolver=None) -> None:
         NngOptions(spin_us=spin_us, scheme=scheme, host=host, connect_host=connect_host)  # checks the values
-        self.run_id = run_id
+        self.run_id, self.base_dir = run_id, base_dir
+        self.resolver = resolver if resolver is not None else default_resolver(base_dir)
         self.token = (token if token is not None else os.environ.get("ZOO_NNG_TOKEN")) or None
         self.spin_us = spin_budget_us(spin_us)
         self.scheme = scheme or "ipc"
@@ -445,10 +453,14 @@ class NngTransport:
         return self.address(stream)
 
     def address(self, stream: str) -> _IpcAddress | _TcpAddress:
-        """Where ``stream``'s listener is: an ipc path, or a tcp port file."""
+        """Where ``stream``'s listener is: an ipc path or a tcp port, published under
+        ``<run_id>/<stream>.ipc`` or ``<run_id>/<stream>.nng-tcp``."""
+        hold_lock(lock_path(self.run_id, self.base_dir))  # this process now belongs to the live run
         if self.scheme == "tcp":
-            return _TcpAddress(os.path.join(self.dir, f"{safe_name(stream)}.nng-tcp"), self.host, self.connect_host)
-        return _IpcAddress(os.path.join(self.dir, f"{stream}.ipc"))
+            published = Published(self.resolver, run_key(self.run_id, f"{safe_name(stream)}.nng-tcp"))
+            return _TcpAddress(published, self.host, self.connect_host)
+        published = Published(self.resolver, run_key(self.run_id, f"{safe_name(stream)}.ipc"))
+        return _IpcAddress(os.path.join(self.dir, f"{stream}.ipc"), published)
 
     def reply_server(self, stream: str) -> NngReplyServer:
         return NngReplyServer(self, stream)
@@ -482,4 +494,6 @@ class NngTransport:
         return [self.dir] if os.path.exists(self.dir) else []
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Remove the run directory (socket files, the ``files`` resolver's keys) and drop this
+        process's run lock (idempotent)."""
+        remove_run_dir(self.run_id, self.base_dir)

@@ -2,9 +2,14 @@
 
 Naming: ``zoo-<run_id>.<stream>.<role>.p<owner pid>.g<generation>`` (run id and stream with
 every character outside ``[A-Za-z0-9_-]`` replaced by ``_``). The ``.`` separators make
-``zoo-<run_id>.`` an unambiguous prefix for one run, and the owner pid lets any later run
-reclaim the segments of a process that died without unlinking them
-(:func:`reclaim_stale_segments`).
+``zoo-<run_id>.`` an unambiguous prefix for one run. Next to them lies the run's lock file
+``zoo-<run_id>.lock``: every process of the run holds a shared ``flock`` on it before it
+creates its first segment and until it exits (:func:`hold_run_lock`), and a later run
+reclaims a run's segments only while it holds that lock exclusively
+(:func:`reclaim_stale_segments`) — proof that no process of that run is alive, which an
+owner pid is not (pids are reused, and PID namespaces sharing ``/dev/shm`` each have their
+own pid 4242). The lock file lives in ``/dev/shm`` itself, so exactly the processes that
+share the segments share the lock.
 
 Layout of a segment: a 4096-byte header (``magic b"ZOOSHM01", owner pid, slot bytes, slots,
 generation`` as little-endian u64s) then ``slots`` slots of ``slot_bytes`` bytes each
@@ -21,7 +26,7 @@ of the owner. Unregistering after attaching is not enough either: a process tree
 tracker that keeps a *set* of names, so two processes attaching at once send REGISTER,
 REGISTER, UNREGISTER, UNREGISTER and the tracker prints a KeyError traceback. Crash clean-up
 is ours instead: the controller's ``cleanup()`` unlinks every segment of its run, and a new
-run reclaims segments whose owner pid is dead.
+run reclaims the segments of runs whose lock no process holds.
 
 Memory is reserved with ``posix_fallocate`` when a segment is created, so a full
 ``/dev/shm`` is a clear :class:`TransportError` at creation rather than a SIGBUS later.
@@ -44,7 +49,7 @@ except ImportError:  # pragma: no cover - not POSIX
     _posixshmem = None
 
 from zoo.core.transport import TransportError
-from zoo.transports.sockets.rundir import pid_alive, safe_name
+from zoo.transports.sockets.rundir import claim_lock, hold_lock, pid_alive, release_lock, safe_name
 
 log = logging.getLogger("zoo.transports")
 
@@ -54,6 +59,7 @@ PAGE = 4096
 SEG_HEADER = struct.Struct("<8sQQQQ")
 SEG_MAGIC = b"ZOOSHM01"
 _NAME_RE = re.compile(r"^zoo-[A-Za-z0-9_-]+\.[A-Za-z0-9_.-]*\.p(\d+)\.g(\d+)$")
+LOCK_SUFFIX = "lock"
 
 
 def run_prefix(run_id: str) -> str:
@@ -197,20 +203,64 @@ def list_segments(prefix: str = "zoo-") -> list[str]:
         return []
 
 
+def run_lock_path(run_id: str) -> str:
+    """``/dev/shm/zoo-<run_id>.lock``: the lock every process of the run holds (see module doc)."""
+    return os.path.join(SHM_DIR, f"{run_prefix(run_id)}{LOCK_SUFFIX}")
+
+
+def hold_run_lock(run_id: str) -> None:
+    """Hold ``run_id``'s segment lock for this process's lifetime (before creating segments).
+
+    Raises:
+        TransportError: ``/dev/shm`` does not exist or refuses the file.
+    """
+    try:
+        hold_lock(run_lock_path(run_id))
+    except OSError as exc:
+        raise TransportError(f"cannot hold the run lock {run_lock_path(run_id)}: {exc}") from None
+
+
 def reclaim_stale_segments() -> list[str]:
-    """Unlink every Zoo segment whose owner process is dead; returns their names."""
-    removed = []
+    """Unlink the segments (and lock files) of every run that no live process holds.
+
+    For each run with names in ``/dev/shm``: its lock taken exclusively (nobody holds it)
+    -> all its segments and its lock file are unlinked; held -> nothing of it is touched;
+    no lock file (segments of a Zoo version before run locks) -> the segments whose owner
+    pid is dead are unlinked. Returns the unlinked names (lock files included).
+    """
+    by_run: dict[str, list[str]] = collections.defaultdict(list)
     for name in list_segments():
-        m = _NAME_RE.match(name)
-        if m and not pid_alive(int(m.group(1))) and _unlink_name(name):
-            removed.append(name)
-            log.info("reclaimed shared-memory segment %s of dead process %s", name, m.group(1))
+        by_run[name.split(".", 1)[0]].append(name)  # "zoo-<run_id>"
+    removed = []
+    for prefix, names in by_run.items():
+        lock_name = f"{prefix}.{LOCK_SUFFIX}"
+        claimed = claim_lock(os.path.join(SHM_DIR, lock_name))
+        if claimed is False:
+            continue
+        try:
+            for name in names:
+                if name == lock_name:
+                    continue
+                m = _NAME_RE.match(name)
+                if m is None or (claimed is None and pid_alive(int(m.group(1)))):
+                    continue
+                if _unlink_name(name):
+                    removed.append(name)
+                    log.info("reclaimed shared-memory segment %s (no live process holds its run)", name)
+            if claimed is not None and _unlink_name(lock_name):
+                removed.append(lock_name)
+        finally:
+            if claimed is not None:
+                os.close(claimed)
     return removed
 
 
 def unlink_run_segments(run_id: str) -> list[str]:
-    """Unlink every segment of ``run_id`` whoever owns it (the controller's clean-up)."""
-    return [n for n in list_segments(run_prefix(run_id)) if _unlink_name(n)]
+    """Unlink every segment of ``run_id`` whoever owns it, and its lock file, and drop this
+    process's hold on that lock (the controller's clean-up)."""
+    removed = [n for n in list_segments(run_prefix(run_id)) if _unlink_name(n)]
+    release_lock(run_lock_path(run_id))
+    return removed
 
 
 class LendingRing:
@@ -255,6 +305,7 @@ class LendingRing:
 
     def _new_gen(self, slot_bytes: int) -> None:
         gen = self.gen + 1
+        hold_run_lock(self.run_id)  # before the segment exists: a reclaimer never sees it unheld
         name = segment_name(self.run_id, self.stream, self.role, gen)
         self.gens[gen] = Segment.create(name, slot_bytes, self.slots, gen)
         self.gen = gen
@@ -432,6 +483,7 @@ class PublishRing:
 
     def _new_gen(self, slot_bytes: int) -> None:
         gen = self.gen + 1
+        hold_run_lock(self.run_id)  # before the segment exists: a reclaimer never sees it unheld
         self.gens[gen] = Segment.create(segment_name(self.run_id, self.stream, "pub", gen), slot_bytes, self.slots, gen)
         self.gen = gen
         for old in [g for g in self.gens if g != gen]:

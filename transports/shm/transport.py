@@ -62,24 +62,28 @@ Shared memory used: ``slots x slot_bytes`` per ring (reserved up front), e.g. a 
 8 slots of 8 MiB holds 64 MiB.
 
 Clean-up: owners unlink their segments on ``close()``; :meth:`ShmTransport.cleanup` unlinks
-every segment of the run; ``create=True`` (the controller) first reclaims segments and run
-directories of dead processes (:func:`~zoo.transports.shm.segments.reclaim_stale_segments`).
+every segment of the run; ``create=True`` (the controller) first reclaims the segments and run
+directories of runs no live process holds (:func:`~zoo.transports.shm.segments.reclaim_stale_segments`:
+every process of a run holds its run lock, ``/dev/shm/zoo-<run_id>.lock``, before it creates
+a segment). Listeners publish their notification socket's path through the run's resolver
+under ``<run_id>/<stream>.shm``.
 """
 from __future__ import annotations
 
 import collections
 import logging
 import os
-import shutil
 import struct
 import time
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from zoo.core.arrays import MAX_FRAME_BYTES, Layout, WireError
+from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.shm.segments import (
-    LendingRing, PublishRing, Segment, list_segments, reclaim_stale_segments, run_prefix, unlink_run_segments,
+    LendingRing, PublishRing, Segment, hold_run_lock, list_segments, reclaim_stale_segments, run_prefix,
+    unlink_run_segments,
 )
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import Conn, ProtocolError
@@ -87,7 +91,9 @@ from zoo.transports.sockets.framing import (
     FRAME, GRANT, REC, REC_MAGIC, RELEASE, RETURN, RING, SLOT, SLOT_REC, json_record, pairs_record, parse_json,
     parse_pairs, record_header,
 )
-from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+from zoo.transports.sockets.rundir import (
+    create_run_dir, default_resolver, hold_lock, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir, safe_name,
+)
 from zoo.transports.sockets.spin import spin_budget_us
 
 log = logging.getLogger("zoo.transports")
@@ -661,8 +667,10 @@ class ShmTransport:
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  slots: int | None = None, slot_bytes: int | None = None, max_slot_bytes: int | None = None,
-                 max_lent: int | None = None, max_frame_bytes: int | None = None, spin_us: int | None = None) -> None:
+                 max_lent: int | None = None, max_frame_bytes: int | None = None, spin_us: int | None = None,
+                 resolver=None) -> None:
         self.run_id = run_id
+        self.resolver = resolver if resolver is not None else default_resolver(base_dir)
         self.spin_us = spin_budget_us(spin_us)
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
@@ -675,9 +683,12 @@ class ShmTransport:
             reclaim_stale_segments()
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)
+            hold_run_lock(run_id)
 
     def _address(self, stream: str) -> engine.UnixAddress:
-        return engine.UnixAddress(os.path.join(self.dir, f"{safe_name(stream)}.shm"))
+        hold_lock(lock_path(self.run_id, self.base_dir))  # this process now belongs to the live run
+        published = engine.Published(self.resolver, run_key(self.run_id, f"{safe_name(stream)}.shm"))
+        return engine.UnixAddress(os.path.join(self.dir, f"{safe_name(stream)}.shm"), published)
 
     def _args(self, stream: str) -> tuple:
         return (self.run_id, stream, self.max_frame_bytes, None)
@@ -725,4 +736,4 @@ class ShmTransport:
     def cleanup(self) -> None:
         """Unlink every segment of the run (whoever owns it) and remove the run directory (idempotent)."""
         unlink_run_segments(self.run_id)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_run_dir(self.run_id, self.base_dir)

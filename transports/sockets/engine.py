@@ -40,7 +40,6 @@ from __future__ import annotations
 import collections
 import hmac
 import ipaddress
-import json
 import logging
 import os
 import select
@@ -388,20 +387,48 @@ def tune_tcp(sock: socket.socket) -> None:
         except OSError:
             pass
 
-class UnixAddress:
-    """A Unix stream socket at ``path`` (at most 107 bytes, the kernel's limit)."""
+class Published:
+    """Where a listener's address goes: ``resolver`` (:mod:`zoo.core.resolver`) under ``key``.
 
-    def __init__(self, path: str) -> None:
+    :meth:`publish` stores the address with an ``owner`` token unique to this object;
+    :meth:`withdraw` removes the key only while it still holds that token (a listener that
+    took over the key meanwhile keeps it).
+    """
+
+    def __init__(self, resolver, key: str) -> None:
+        self.resolver, self.key = resolver, key
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}:{time.monotonic_ns()}"
+
+    def publish(self, address: dict[str, Any]) -> None:
+        self.resolver.publish(self.key, {**address, "pid": os.getpid(), "owner": self.owner})
+
+    def get(self) -> dict[str, Any] | None:
+        return self.resolver.get(self.key)
+
+    def withdraw(self) -> None:
+        try:
+            found = self.resolver.get(self.key)
+            if found is not None and found.get("owner") == self.owner:
+                self.resolver.remove(self.key)
+        except Exception:  # noqa: BLE001 - closing must not fail because the resolver is gone
+            log.debug("could not withdraw %s", self.key, exc_info=True)
+
+
+class UnixAddress:
+    """A Unix stream socket at ``path`` (at most 107 bytes, the kernel's limit), published as
+    ``{"path"}`` under ``published.key``; dialers connect to the published path."""
+
+    def __init__(self, path: str, published: Published) -> None:
         if len(path.encode()) > 107:
             raise TransportError(f"socket path {path!r} is longer than the 107-byte Unix limit; "
                                  "use a shorter run id, stream name or base_dir")
-        self.path = path
+        self.path, self.published = path, published
 
     def __str__(self) -> str:
         return f"unix:{self.path}"
 
     def listen(self) -> socket.socket:
-        """Bind and listen; a stale socket file is replaced, a live listener is an error.
+        """Bind, listen and publish; a stale socket file is replaced, a live listener is an error.
 
         Raises:
             TransportError: another endpoint is listening on this path.
@@ -419,19 +446,25 @@ class UnixAddress:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(self.path)
         sock.listen(128)
+        self.published.publish({"path": self.path})
         return sock
 
     def connect(self, timeout: float) -> socket.socket | None:
+        found = self.published.get()
+        path = found.get("path") if found else None
+        if not isinstance(path, str):
+            return None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(max(timeout, 0.001))
-            sock.connect(self.path)
+            sock.connect(path)
             return sock
         except OSError:
             sock.close()
             return None
 
     def unpublish(self) -> None:
+        self.published.withdraw()
         try:
             os.unlink(self.path)
         except OSError:
@@ -439,18 +472,18 @@ class UnixAddress:
 
 
 class TcpAddress:
-    """A TCP listener on ``host`` and an OS-chosen port, published in the file ``port_file``.
+    """A TCP listener on ``host`` and an OS-chosen port, published as ``{"host", "port", ...}``
+    (:func:`publish_port`) under ``published.key``.
 
-    The file holds JSON ``{"host", "port", "pid"}`` and is replaced atomically, so a dialer
-    never reads half of it. ``connect_host`` overrides where dialers connect (default: the
-    published host; ``0.0.0.0``/``::`` become loopback).
+    ``connect_host`` overrides where dialers connect (default: the published address, see
+    :func:`dial_host`).
     """
 
-    def __init__(self, port_file: str, host: str = "127.0.0.1", connect_host: str | None = None) -> None:
-        self.port_file, self.host, self.connect_host = port_file, host, connect_host
+    def __init__(self, published: Published, host: str = "127.0.0.1", connect_host: str | None = None) -> None:
+        self.published, self.host, self.connect_host = published, host, connect_host
 
     def __str__(self) -> str:
-        return f"tcp:{self.port_file}"
+        return f"tcp:{self.published.key}"
 
     def listen(self) -> socket.socket:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -458,11 +491,11 @@ class TcpAddress:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, 0))
         sock.listen(128)
-        publish_port(self.port_file, self.host, sock.getsockname()[1])
+        publish_port(self.published, self.host, sock.getsockname()[1])
         return sock
 
     def connect(self, timeout: float) -> socket.socket | None:
-        found = read_port(self.port_file, self.connect_host)
+        found = read_port(self.published, self.connect_host)
         if found is None:
             return None
         host, port = found
@@ -474,7 +507,7 @@ class TcpAddress:
         return sock
 
     def unpublish(self) -> None:
-        unpublish_port(self.port_file)
+        self.published.withdraw()
 
 
 def is_loopback(host: str) -> bool:
@@ -503,46 +536,38 @@ def check_resolvable(host: str | None, option: str) -> None:
                              "address or a host name this machine can resolve") from None
 
 
-def publish_port(port_file: str, host: str, port: int) -> None:
-    """Write ``{"host", "port", "pid"}`` to ``port_file``, replaced atomically (a dialer never
-    reads half of it)."""
-    os.makedirs(os.path.dirname(port_file), exist_ok=True)
-    tmp = f"{port_file}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"host": host, "port": int(port), "pid": os.getpid()}, f)
-    os.replace(tmp, port_file)
+WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
 
 
-def read_port(port_file: str, connect_host: str | None = None) -> tuple[str, int] | None:
-    """``(host, port)`` to dial from a port file, or None while there is none (or it is unreadable).
+def publish_port(published: Published, host: str, port: int) -> None:
+    """Publish ``{"host", "port", "hostname"}`` of a listener bound to ``host``:``port``.
 
-    ``connect_host`` replaces the published host; a wildcard bind (``0.0.0.0``, ``::``) is
-    dialled on loopback.
+    ``hostname`` (:func:`socket.gethostname`) lets a dialer on another machine reach a
+    listener bound to a wildcard address (see :func:`dial_host`).
     """
-    try:
-        with open(port_file) as f:
-            info = json.load(f)
-        host, port = info["host"], int(info["port"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    published.publish({"host": host, "port": int(port), "hostname": socket.gethostname()})
+
+
+def dial_host(info: dict[str, Any], connect_host: str | None = None) -> str:
+    """Where to dial a published listener: ``connect_host`` if given; else its bound host,
+    where a wildcard bind (``0.0.0.0``, ``::``) is loopback on the listener's own machine
+    and its ``hostname`` from any other."""
     if connect_host:
-        host = connect_host
-    elif host in ("0.0.0.0", ""):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
-    return host, port
+        return connect_host
+    host = info["host"]
+    if host in WILDCARDS:
+        other = info.get("hostname")
+        return other if other and other != socket.gethostname() else WILDCARDS[host]
+    return host
 
 
-def unpublish_port(port_file: str) -> None:
-    """Remove ``port_file`` if this process published it (else another listener took over)."""
+def read_port(published: Published, connect_host: str | None = None) -> tuple[str, int] | None:
+    """``(host, port)`` to dial, or None while nothing valid is published (:func:`dial_host`)."""
+    info = published.get()
     try:
-        with open(port_file) as f:
-            if json.load(f).get("pid") != os.getpid():
-                return
-        os.unlink(port_file)
-    except (OSError, ValueError, AttributeError):
-        pass
+        return dial_host(info, connect_host), int(info["port"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 # -- endpoints -------------------------------------------------------------------------

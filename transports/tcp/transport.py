@@ -1,8 +1,9 @@
 """The ``tcp`` transport: the three patterns over plain TCP sockets (stdlib only).
 
 Each binding endpoint (puller, reply server, publisher) listens on ``host`` (default
-``127.0.0.1``) at a port the OS picks, and publishes it in ``<run dir>/<stream>.tcp``
-(:class:`~zoo.transports.sockets.engine.TcpAddress`); dialers read that file. Frames travel
+``127.0.0.1``) at a port the OS picks, and publishes it through the run's resolver under
+``<run_id>/<stream>.tcp`` (:class:`~zoo.transports.sockets.engine.TcpAddress`,
+:mod:`zoo.core.resolver`); dialers look it up there. Frames travel
 inline as length-prefixed records (:mod:`zoo.transports.sockets.framing`); see
 :mod:`zoo.transports.sockets.engine` for timeouts, back-pressure and close semantics.
 
@@ -30,14 +31,16 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from typing import TypeVar
 
 from zoo.core.arrays import MAX_FRAME_BYTES
+from zoo.core.resolver import run_key
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import check_resolvable, is_loopback
-from zoo.transports.sockets.rundir import create_run_dir, reclaim_stale_run_dirs, run_dir, safe_name
+from zoo.transports.sockets.rundir import (
+    create_run_dir, default_resolver, hold_lock, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir, safe_name,
+)
 from zoo.transports.sockets.spin import spin_budget_us
 
 log = logging.getLogger("zoo.transports")
@@ -79,10 +82,11 @@ class TcpOptions:
 
 
 class TcpTransport:
-    """Endpoints over TCP; port files in ``<base_dir or tempdir>/zoo-<run_id>/``.
+    """Endpoints over TCP; listeners publish their ports through ``resolver`` (default: the
+    ``files`` resolver in ``<base_dir or tempdir>``).
 
-    ``create=True`` (the controller) first removes run directories of dead runs, then creates
-    this run's directory. :meth:`cleanup` removes it.
+    ``create=True`` (the controller) first removes run directories no live process holds,
+    then creates this run's directory and holds its lock. :meth:`cleanup` removes it.
     """
 
     name = "tcp"
@@ -91,8 +95,9 @@ class TcpTransport:
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  host: str | None = None, connect_host: str | None = None, token: str | None = None,
-                 max_frame_bytes: int | None = None, spin_us: int | None = None) -> None:
+                 max_frame_bytes: int | None = None, spin_us: int | None = None, resolver=None) -> None:
         self.run_id = run_id
+        self.resolver = resolver if resolver is not None else default_resolver(base_dir)
         self.spin_us = spin_budget_us(spin_us)
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
@@ -108,7 +113,9 @@ class TcpTransport:
         self._warned = False
 
     def _address(self, stream: str) -> engine.TcpAddress:
-        return engine.TcpAddress(os.path.join(self.dir, f"{safe_name(stream)}.tcp"), self.host, self.connect_host)
+        hold_lock(lock_path(self.run_id, self.base_dir))  # this process now belongs to the live run
+        published = engine.Published(self.resolver, run_key(self.run_id, f"{safe_name(stream)}.tcp"))
+        return engine.TcpAddress(published, self.host, self.connect_host)
 
     def _listen_address(self, stream: str) -> engine.TcpAddress:
         if not is_loopback(self.host) and self.token is None and not self._warned:
@@ -154,5 +161,6 @@ class TcpTransport:
         return [self.dir] if os.path.exists(self.dir) else []
 
     def cleanup(self) -> None:
-        """Remove the run directory and its port files (idempotent)."""
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Remove the run directory (with the ``files`` resolver's keys) and drop this process's
+        run lock (idempotent)."""
+        remove_run_dir(self.run_id, self.base_dir)

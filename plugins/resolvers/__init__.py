@@ -1,0 +1,1 @@
+"""Built-in resolver plugins (name resolution: :mod:`zoo.core.resolver`)."""

@@ -1,0 +1,1 @@
+"""The ``files`` resolver: one file per key in the run directory."""
