@@ -148,10 +148,11 @@ class TrainerConfig:
 class StreamConfig:
     """One stream of the dataflow."""
 
-    transport: str = "shm"
-    """Registered transport carrying this stream (see `zoo list transports`). Default ``shm``:
-    every worker runs on this host (the local launcher), where shared-memory slot rings
-    copy least; ``tcp``, and ``nng`` with ``options.scheme=tcp``, also cross hosts."""
+    transport: str = "auto"
+    """Registered transport carrying this stream (see `zoo list transports`). Default ``auto``:
+    ``shm`` when every end of the stream runs on one host (always so with the local launcher),
+    where shared-memory slot rings copy least, else ``nng`` over tcp; the choice per stream is
+    recorded in ``graph.json``. ``shm``, ``nng``, ``tcp`` force one."""
     options: dict[str, Any] = field(default_factory=dict)
     """Options of that transport by name, e.g. ``--set streams.<stream>.options.slots=16``
     (docs/transports.md lists each transport's options). Checked against the transport when
@@ -598,7 +599,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             continue
         if reg.get("transport", value).option("cross_process", True) is False:
             problems.append((path, f"{path}={value!r} joins endpoints within one process only, but zoo train runs "
-                             "every worker as its own process; use shm (the default), nng or tcp"))
+                             "every worker as its own process; use auto (the default), shm, nng or tcp"))
             continue
         try:
             transport_options(reg, cfg, stream)

@@ -86,6 +86,7 @@ class Controller:
 
     def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
         from zoo.core.launcher import launcher_for
+        from zoo.core.placement import plan, resolve_streams
         from zoo.core.plugins import get_registry
         from zoo.core.resolver import resolver_from_config
         from zoo.core.streams import STREAMS, transport_for
@@ -94,13 +95,16 @@ class Controller:
         self.run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         registry = get_registry()
         self.resolver = resolver_from_config(registry, cfg)  # every listener publishes its address here
+        launcher = launcher_for(registry, cfg)
+        self.places = plan(launcher, _graph(cfg))  # where each worker will run
+        self.streams = resolve_streams(registry, cfg, self.places)  # e.g. auto -> shm on one host
         self.transports = []
         try:  # a transport refusing its settings (e.g. a bad ZOO_* variable) leaves nothing behind
             for stream in (*STREAMS, "control"):
                 self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True,
-                                                     resolver=self.resolver))
+                                                     choice=self.streams[stream], resolver=self.resolver))
             self.control = self.transports[-1].puller("control")
-            self.supervisor = Supervisor(launcher_for(registry, cfg), self.context, cfg.supervision)
+            self.supervisor = Supervisor(launcher, self.context, cfg.supervision)
         except BaseException:
             self._clean_up()
             raise
@@ -109,10 +113,17 @@ class Controller:
     def context(self, role: str, index: int, attempt: int) -> WorkerContext:
         """What worker ``(role, index)`` is started from (its ``attempt``-th process)."""
         return WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir, attempt=attempt,
-                             controller_pid=os.getpid(), controller_host=socket.gethostname())
+                             controller_pid=os.getpid(), controller_host=socket.gethostname(),
+                             streams=self.streams)
 
     def start(self) -> None:
+        from zoo.core.placement import write_placement
+
         self.supervisor.start_all(_graph(self.cfg))
+        for place in self.places:  # the controller's and each worker's pid, for graph.json
+            handle = self.supervisor.handles.get((place.role, place.index))
+            place.pid = os.getpid() if place.role == "controller" else getattr(handle, "pid", None)
+        write_placement(self.run_dir, self.cfg, self.places, self.streams)
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
         """Control messages received within ``timeout`` seconds (each also goes to the supervisor)."""

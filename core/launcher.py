@@ -16,6 +16,8 @@ What a launcher must do:
 - The same ``(role, index)`` may be started again after its previous process ended
   (a restart by the supervisor, :mod:`zoo.core.supervision`); ``ctx.attempt`` tells the
   attempts apart.
+- :meth:`Launcher.host_of` says, before anything starts, on which host a worker will run
+  (default: this host); handles' ``host`` must agree with it.
 - :meth:`Launcher.close` is called once, after every handle reported an exit code (or was
   killed); it releases what the launcher itself holds (connections, temporary files).
 
@@ -44,6 +46,7 @@ Workers always exit by themselves when the controller is gone (SIGKILL included)
 from __future__ import annotations
 
 import abc
+import socket
 from typing import Any
 
 
@@ -93,6 +96,12 @@ class Launcher(abc.ABC):
         Raises:
             LaunchError: the process could not be started (the message says why).
         """
+
+    def host_of(self, role: str, index: int) -> str:
+        """The host worker ``(role, index)`` will run on, known before any worker starts: the
+        controller picks each stream's transport from it (:mod:`zoo.core.placement`; ``auto``
+        is shm within a host). Default: this host (``socket.gethostname()``)."""
+        return socket.gethostname()
 
     def close(self) -> None:
         """Release the launcher's own resources (after every worker ended)."""

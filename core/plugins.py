@@ -42,6 +42,7 @@ BUILTIN_PLUGINS = (
     "zoo.transports.inline.plugin",
     "zoo.transports.shm.plugin",
     "zoo.transports.tcp.plugin",
+    "zoo.transports.auto.plugin",
     "zoo.plugins.launchers.local.plugin",
     "zoo.commands.plugin",
     "zoo.plugins.resolvers.files.plugin",

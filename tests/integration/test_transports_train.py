@@ -5,6 +5,7 @@ import glob
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -47,12 +48,47 @@ def test_inline_is_refused_for_multi_process_runs(tmp_path):
     # Refused while the config is built: exit 2, the field and the fix named, no run started.
     assert proc.returncode == 2
     assert ("streams.sample.transport='inline' joins endpoints within one process only, but zoo train runs every "
-            "worker as its own process; use shm (the default), nng or tcp") in proc.stderr
+            "worker as its own process; use auto (the default), shm, nng or tcp") in proc.stderr
     assert not (tmp_path / "inl").exists()
 
 
-def test_zoo_list_transports_shows_all_four():
+def test_zoo_list_transports_shows_all_five_and_resolvers_the_files_one():
     out = subprocess.run([sys.executable, "-m", "zoo", "list", "transports"], capture_output=True, text=True,
                          timeout=60).stdout
-    for name in ("inline", "nng", "shm", "tcp"):
+    for name in ("auto", "inline", "nng", "shm", "tcp"):
         assert name in out
+    out = subprocess.run([sys.executable, "-m", "zoo", "list", "resolvers"], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert "files" in out and "zoo.files" in out
+
+
+def test_default_auto_run_resolves_shm_records_placement_and_leaves_no_resolver_keys(tmp_path):
+    """The default transport (auto) on one host is shm for every stream; graph.json says so and
+    where each worker ran; every listener published its address through the resolver (here
+    the files resolver under tmp_path/keys), and the run clears all of its keys at the end."""
+    keys_root = tmp_path / "keys"
+    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "1500",
+                             "--name", "auto", "--set", f"runs_dir={tmp_path}",
+                             "--set", f"resolver.options.root={keys_root}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[str] = set()
+    while proc.poll() is None:  # collect the keys published while the run lasts (bounded by the budget)
+        seen |= {p.relative_to(keys_root).as_posix() for p in keys_root.glob("zoo-*/keys/*.json")}
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    run_id = f"{proc.pid}-" + next(iter(seen)).split("/")[0].rsplit("-", 1)[1]
+    # listeners: the policy worker's inference-0, the trainer's sample-0 and parameter (shm), the
+    # controller's control puller (nng ipc)
+    assert seen == {f"zoo-{run_id}/keys/{k}.json" for k in ("inference-0.shm", "sample-0.shm", "parameter.shm",
+                                                           "control.ipc")}
+    assert list(keys_root.iterdir()) == []  # no key, no folder left behind
+    graph = json.loads((tmp_path / "auto" / "graph.json").read_text())
+    assert {s: (v["configured"], v["transport"]) for s, v in graph["streams"].items()} == {
+        "inference": ("auto", "shm"), "sample": ("auto", "shm"), "parameter": ("auto", "shm"),
+        "control": ("nng", "nng")}
+    assert [(w["role"], w["index"]) for w in graph["workers"]] == [("trainer", 0), ("policy", 0), ("actor", 0),
+                                                                   ("actor", 1)]
+    assert {w["host"] for w in graph["workers"]} == {graph["controller"]["host"]}
+    assert graph["controller"]["pid"] == proc.pid and all(isinstance(w["pid"], int) for w in graph["workers"])
+    assert glob.glob(f"/dev/shm/zoo-{proc.pid}-*") == [] and glob.glob(f"/tmp/zoo-{proc.pid}-*") == []

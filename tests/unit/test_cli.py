@@ -83,6 +83,7 @@ def make_registry() -> Registry:
                           "", "test", "0.1"))
     reg.add(Component("launcher", "local", "zoo.plugins.launchers.local.launcher:LocalLauncher", "spawned processes",
                       "zoo.local", "0.1"))
+    reg.add(Component("transport", "auto", "zoo.transports.auto.transport:auto_transport", "", "test", "0.1"))
     reg.add(Component("resolver", "files", "zoo.plugins.resolvers.files.resolver:FilesResolver", "", "test", "0.1"))
     return reg
 

@@ -94,6 +94,7 @@ def make_registry() -> Registry:
                           "", "test", "0.1"))
     reg.add(Component("launcher", "local", "zoo.plugins.launchers.local.launcher:LocalLauncher", "spawned processes",
                       "zoo.local", "0.1"))
+    reg.add(Component("transport", "auto", "zoo.transports.auto.transport:auto_transport", "", "test", "0.1"))
     reg.add(Component("resolver", "files", "zoo.plugins.resolvers.files.resolver:FilesResolver", "", "test", "0.1"))
     return reg
 
@@ -336,7 +337,7 @@ def test_validate_reports_every_problem(reg):
         "actors.count must be >= 1, got 0",
         "trainer.max_policy_lag must be >= 0 (0 accepts only the current version), got -1",
         "both env_steps=10 and frames=20 are set; set only one budget (--steps N or --frames N)",
-        "streams.sample.transport='ngn' is not a registered transport; did you mean 'nng'? installed: inline, nng, shm",
+        "streams.sample.transport='ngn' is not a registered transport; did you mean 'nng'? installed: auto, inline, nng, shm",
     ]
 
 
@@ -396,7 +397,7 @@ def test_config_to_dict_is_json(reg):
                             "target_kl": None, "use_gae": True}
     assert data["env"] == {"frame_skip": 4}
     assert data["actors"] == {"count": 5, "envs_per_actor": 8, "ring_size": 2, "drop_when_full": False}
-    assert data["streams"]["sample"] == {"transport": "shm", "options": {}}
+    assert data["streams"]["sample"] == {"transport": "auto", "options": {}}
     assert data["env_spec"]["resolved"] == {"frame_skip": 4, "game": "Pong"}
     assert data["env_spec"]["frame_skip"] == 4 and data["env_spec"]["agents"] == ["agent_0"]
     assert (data["algo_name"], data["env_name"], data["frames"], data["name"]) == ("fake", "atari:Pong", 10_000_000, "r")

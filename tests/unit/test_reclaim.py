@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -100,10 +101,10 @@ def test_a_live_run_in_another_pid_namespace_is_never_reclaimed_and_its_leftover
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _hold_and_wait(path: str, ready, stop) -> None:
+def _hold_and_wait(path: str, ready) -> None:
     hold_lock(path)
     ready.set()
-    stop.wait(60)
+    time.sleep(60)  # until SIGKILLed (bounded if the test fails first)
 
 
 def test_a_lock_held_by_any_live_process_blocks_reclaim_and_dies_with_it(tmp_path):
@@ -111,8 +112,8 @@ def test_a_lock_held_by_any_live_process_blocks_reclaim_and_dies_with_it(tmp_pat
     claimed; after that process is SIGKILLed, the kernel has dropped its lock and it is."""
     path = os.path.join(tmp_path, "zoo-r", LOCK_FILE)
     ctx = mp.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_and_wait, args=(path, ready, stop), daemon=True)
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_and_wait, args=(path, ready), daemon=True)
     holder.start()
     try:
         assert ready.wait(60)
@@ -125,10 +126,9 @@ def test_a_lock_held_by_any_live_process_blocks_reclaim_and_dies_with_it(tmp_pat
         os.close(fd)
         assert reclaim_stale_run_dirs(str(tmp_path)) == [os.path.join(tmp_path, "zoo-r")]
     finally:
-        stop.set()
-        holder.join(10)
         if holder.is_alive():
             holder.kill()
+        holder.join(10)
 
 
 def test_this_process_holding_a_lock_counts_as_live_and_a_missing_lock_file_is_none(tmp_path):

@@ -1,0 +1,131 @@
+"""Placement: the host every worker runs on, and the transport each stream resolves to.
+
+The launcher says where it will start each worker (:meth:`zoo.core.launcher.Launcher.host_of`;
+the ``local`` launcher: this host). From that the controller resolves, once per run and
+before any worker starts, the transport of every stream (:func:`resolve_streams`): a stream
+configured with a *choosing* transport — one whose factory has a
+``choose(hosts, options) -> (transport, options)`` attribute, like ``auto`` — gets the
+transport that fits the hosts of its ends; any other keeps its configured one. The workers
+receive the resolved choice in their :class:`~zoo.core.workers.base.WorkerContext`.
+
+The ends of each stream (:data:`STREAM_ROLES`):
+
+=============  ================================  ===============================================
+stream         roles at its ends                 e.g. auto resolves to
+=============  ================================  ===============================================
+inference      actor, policy                     shm when every actor and policy worker share a host
+sample         actor, trainer                    nng over tcp when one actor runs elsewhere
+parameter      trainer, policy
+control        the controller and every worker   nng (ipc on one host, tcp across hosts)
+=============  ================================  ===============================================
+
+:func:`write_placement` records the placement of every worker (role, index, host, pid) and
+each stream's resolved transport in ``<run_dir>/graph.json`` next to the worker graph
+(:mod:`zoo.core.graph`), so one file says who runs where and what connects them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from zoo.core.streams import CONTROL, CONTROL_OPTIONS, CONTROL_TRANSPORT, STREAMS, transport_options
+
+STREAM_ROLES: dict[str, tuple[str, ...]] = {
+    "inference": ("actor", "policy"),
+    "sample": ("actor", "trainer"),
+    "parameter": ("trainer", "policy"),
+    CONTROL: ("controller", "actor", "policy", "trainer"),
+}
+CONTROLLER = ("controller", 0)
+"""The controller's entry in a placement (it holds the control stream's listener)."""
+
+
+@dataclass
+class Place:
+    """Where one worker (or the controller, role ``"controller"``) runs."""
+
+    role: str
+    index: int
+    host: str
+    pid: int | None = None
+
+
+def plan(launcher: Any, workers: Iterable[tuple[str, int]], controller_host: str | None = None) -> list[Place]:
+    """The placement before anything starts: the controller on ``controller_host`` (default
+    this host), each worker on ``launcher.host_of(role, index)``."""
+    here = controller_host or socket.gethostname()
+    return [Place(*CONTROLLER, here)] + [Place(role, index, launcher.host_of(role, index)) for role, index in workers]
+
+
+def stream_hosts(places: Iterable[Place], stream: str) -> list[str]:
+    """The distinct hosts of the workers at the ends of ``stream``, sorted."""
+    roles = STREAM_ROLES[stream]
+    return sorted({p.host for p in places if p.role in roles})
+
+
+def resolve_streams(registry: Any, cfg: Any, places: list[Place]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """``{stream: (transport name, typed options)}`` for the three streams and ``control``.
+
+    A stream's configured transport is kept unless its factory has ``choose``, which is
+    then called with :func:`stream_hosts` and the stream's options. The control stream is
+    ``nng`` (:data:`~zoo.core.streams.CONTROL_TRANSPORT`), over ``ipc`` when the controller
+    and every worker share a host and over ``tcp`` (listening on every interface) otherwise.
+
+    Raises:
+        ConfigError: a stream's options do not fit its transport (checked before, in
+            :func:`zoo.core.config.build_config`).
+    """
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for stream in STREAMS:
+        name = getattr(cfg.streams, stream).transport
+        options = transport_options(registry, cfg, stream)
+        choose = getattr(registry.get("transport", name).load(), "choose", None)
+        out[stream] = choose(stream_hosts(places, stream), options) if callable(choose) else (name, options)
+    cross = len(stream_hosts(places, CONTROL)) > 1
+    out[CONTROL] = (CONTROL_TRANSPORT, {**CONTROL_OPTIONS, **({"scheme": "tcp", "host": "0.0.0.0"} if cross else {})})
+    return out
+
+
+def placement_record(places: list[Place], streams: dict[str, tuple[str, dict[str, Any]]],
+                     configured: dict[str, str]) -> dict[str, Any]:
+    """The ``controller`` and ``streams`` parts of ``graph.json``:
+    ``{"controller": {"host", "pid"}, "streams": {stream: {"configured", "transport",
+    "options", "hosts"}}}``.
+
+    ``configured``: each stream's transport as configured (``auto`` before resolution; the
+    control stream's is its resolved one). Options whose name contains ``token`` are
+    written as ``"***"``.
+    """
+    ctl = next((p for p in places if (p.role, p.index) == CONTROLLER), None)
+    return {
+        "controller": None if ctl is None else {"host": ctl.host, "pid": ctl.pid},
+        "streams": {s: {"configured": configured.get(s, name), "transport": name,
+                        "options": {k: ("***" if "token" in k else v) for k, v in options.items()},
+                        "hosts": stream_hosts(places, s)}
+                    for s, (name, options) in streams.items()},
+    }
+
+
+def write_placement(run_dir: str, cfg: Any, places: list[Place], streams: dict[str, tuple[str, dict[str, Any]]]) -> str:
+    """Write the worker graph of ``cfg`` (:meth:`zoo.core.graph.Graph.to_dict`) with
+    :func:`placement_record` to ``<run_dir>/graph.json`` atomically; each worker entry also
+    gets its ``host`` and ``pid`` (of its first process). Returns the path."""
+    from zoo.core.graph import Graph
+
+    graph = Graph.from_config(cfg).to_dict()
+    configured = {s: getattr(cfg.streams, s).transport for s in STREAMS}
+    where = {(p.role, p.index): p for p in places}
+    record = dict(graph)
+    record["workers"] = [{**w, "host": where[(w["role"], w["index"])].host, "pid": where[(w["role"], w["index"])].pid}
+                         if (w["role"], w["index"]) in where else w for w in graph.get("workers", [])]
+    record.update(placement_record(places, streams, configured))
+    path = os.path.join(run_dir, "graph.json")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path

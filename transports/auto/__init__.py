@@ -1,0 +1,1 @@
+"""The ``auto`` transport: shared memory within a host, nng over tcp across hosts."""
