@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from zoo.transports.shm.segments import LendingRing, list_segments, run_prefix
+from zoo.transports.shm.segments import LendingRing, list_segments, run_prefix, unlink_run_segments
 
 
 class Peer:
@@ -18,6 +18,9 @@ def ring():
     r = LendingRing(run_id, "s", "pull", 4096, 8, 1 << 20, max_lent=2)
     yield r
     r.close()
+    # the ring's segments are gone; the run lock this process holds stays until the run's clean-up
+    assert list_segments(run_prefix(run_id)) == [f"zoo-{run_id}.lock"]
+    unlink_run_segments(run_id)
     assert list_segments(run_prefix(run_id)) == []
 
 

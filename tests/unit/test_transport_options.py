@@ -158,10 +158,10 @@ def test_build_config_refuses_before_anything_starts_and_stores_typed_values(reg
 
 def test_a_bad_environment_variable_is_refused_with_the_config_naming_the_stream(reg, monkeypatch):
     monkeypatch.setenv("ZOO_SHM_SLOTS", "abc")
-    cfg = cfg_with("streams.inference.transport=nng", "streams.parameter.transport=nng")  # sample: shm
+    cfg = cfg_with("streams.inference.transport=nng", "streams.parameter.transport=nng")  # sample: auto (shm here)
     with pytest.raises(ConfigError) as info:
         validate(cfg, reg)
-    assert info.value.problems == ["streams.sample.transport='shm': ZOO_SHM_SLOTS='abc' is not an integer"]
+    assert info.value.problems == ["streams.sample.transport='auto': ZOO_SHM_SLOTS='abc' is not an integer"]
 
 
 def test_spin_us_in_the_config_wins_over_a_bad_variable_and_control_never_reads_it(reg, monkeypatch):
@@ -170,7 +170,7 @@ def test_spin_us_in_the_config_wins_over_a_bad_variable_and_control_never_reads_
     validate(cfg, reg)  # no error: every stream sets spin_us, and the control stream uses 0
     control = transport_for(reg, cfg, "control", "r")
     assert control.spin_us == 0
-    with pytest.raises(ConfigError, match=r"^streams.inference.transport='shm': ZOO_SPIN_US='abc' must be an integer"):
+    with pytest.raises(ConfigError, match=r"^streams.inference.transport='auto': ZOO_SPIN_US='abc' must be an integer"):
         validate(cfg_with("streams.sample.options.spin_us=0", "streams.parameter.options.spin_us=0"), reg)
 
 
