@@ -73,4 +73,4 @@ def test_readme_says_what_zoo_train_does_with_inline():
         validate(cfg)
     assert info.value.problems == [
         "streams.sample.transport='inline' joins endpoints within one process only, but zoo train runs every worker "
-        "as its own process; use shm (the default), nng or tcp"]
+        "as its own process; use auto (the default), shm, nng or tcp"]
