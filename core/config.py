@@ -120,10 +120,16 @@ class PolicyConfig:
 
 @dataclass
 class TrainerConfig:
-    """The trainer worker (its network's device is the algorithm's ``algo.device``)."""
+    """The trainer workers (their network's device is the algorithm's ``algo.device``)."""
 
+    count: int = field(default=1, metadata=bounded(ge=1))
+    """Number of trainer processes (K), one ``torch.distributed`` group: trainer k takes the
+    samples of its own actors (actor i -> trainer i mod K), gradients are combined across
+    trainers before every optimiser step, trainer 0 alone publishes parameters, writes
+    metrics and checkpoints (docs/graph.md). 1 <= K <= actors.count."""
     batch_samples: int = field(default=16, metadata=bounded(ge=1))
-    """Length-T agent trajectories (samples) per update."""
+    """Length-T agent trajectories (samples) per update, per trainer: one update trains on
+    trainer.count x batch_samples of them (the global batch)."""
     max_policy_lag: int = field(default=4, metadata=bounded(ge=0, hint="0 accepts only the current version"))
     """Samples whose policy version is older than the trainer's by more than this are dropped."""
     checkpoint_interval: int = field(default=100, metadata=bounded(ge=1))
@@ -139,7 +145,12 @@ class TrainerConfig:
     """Besides ``checkpoints/latest.pt``, keep every checkpoint, the final one included, as
     ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
     threads: int = field(default=0, metadata=bounded(ge=0, hint="0 = automatic"))
-    """Torch CPU threads of the trainer; 0 = half the machine's cores (at least 1)."""
+    """Torch CPU threads of each trainer; 0 = half the machine's cores divided among the
+    trainers (at least 1)."""
+    collective_timeout_s: float = field(default=30.0, metadata=bounded(gt=0))
+    """With trainer.count > 1: longest wait (seconds) inside one collective operation
+    (gradient all-reduce, counter exchange) before a trainer gives up on its peers. Waiting
+    for a slower peer's batch happens outside collectives and is not bounded by it."""
     learn: bool = True
     """False: count and discard samples without updating (sampling-throughput benchmarks)."""
 
@@ -336,18 +347,22 @@ def steps_per_update(cfg: ExperimentConfig, spec: EnvSpec) -> tuple[int, str]:
     sample_length`` steps. An actor pushes one sample per ring group: ``G = envs_per_actor /
     ring_size`` envs x ``A = spec.num_agents`` agent-slots, ``G x T`` env steps; the trainer
     takes whole samples, so ``ceil(batch_samples / (G x A))`` of them, i.e. that many x ``G x T``
-    env steps (PPO, IMPALA and MAPPO alike: they all train on the trainer's batch). Example:
+    env steps (PPO, IMPALA and MAPPO alike: they all train on the trainer's batch); with
+    ``trainer.count`` = K trainers each fills its own batch, so K times that. Example:
     16 samples, 8 envs in 2 groups, 1 agent, T = 128: ceil(16 / 4) = 4 samples x 4 envs x 128
-    = 2,048 env steps.
+    = 2,048 env steps (x 2 = 4,096 with 2 trainers).
     """
     group = cfg.actors.envs_per_actor // cfg.actors.ring_size
     slots = group * spec.num_agents
     samples = -(-cfg.trainer.batch_samples // slots)
-    steps = samples * group * cfg.sample_length
-    text = (f"one update takes trainer.batch_samples={cfg.trainer.batch_samples} agent-slot samples: "
+    trainers = cfg.trainer.count
+    steps = trainers * samples * group * cfg.sample_length
+    per = f" per trainer, for each of trainer.count={trainers}" if trainers > 1 else ""
+    text = (f"one update takes trainer.batch_samples={cfg.trainer.batch_samples} agent-slot samples{per}: "
             f"{samples} sample(s) of {group} env(s) x {spec.num_agents} agent(s) (actors.envs_per_actor="
             f"{cfg.actors.envs_per_actor} / actors.ring_size={cfg.actors.ring_size}) x sample_length="
-            f"{cfg.sample_length} steps = {steps:,} env steps")
+            f"{cfg.sample_length} steps" + (f" x {trainers} trainers" if trainers > 1 else "")
+            + f" = {steps:,} env steps")
     return steps, text
 
 
@@ -519,8 +534,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     ``envs_per_actor`` divisible by ``ring_size``; ``env_steps`` and ``frames`` not both
     non-zero; with ``check_budget`` and ``cfg.spec`` set, a budget of at least one update
     (:func:`steps_per_update`: a smaller one would end the run with 0 updates); devices
-    are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` at most
-    ``actors.count`` (every policy worker needs an actor); ``launcher`` is a registered
+    are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` and
+    ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor); ``launcher`` is a registered
     launcher; every
     ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one)
     and ``streams.*.options`` are options of that transport with values it accepts
@@ -542,8 +557,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             problems.append((path, msg))
 
     problems += bound_problems(cfg)  # every option's own range (its ``bounded`` metadata; floats finite)
-    a, p = cfg.actors, cfg.policy
-    for path, count, who in (("policy.count", p.count, "policy worker"),):
+    a, p, t = cfg.actors, cfg.policy, cfg.trainer
+    for path, count, who in (("policy.count", p.count, "policy worker"), ("trainer.count", t.count, "trainer")):
         need(count <= max(a.count, 1), path,
              f"{path}={count} is more than actors.count={a.count}: actor i goes to {who} i mod {path}, so "
              f"{count - a.count} {who}(s) would get no actor and wait forever; set --set {path}={a.count} "

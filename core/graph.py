@@ -51,7 +51,7 @@ class Graph:
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Graph":
-        return cls(cfg.actors.count, cfg.policy.count, getattr(cfg.trainer, "count", 1))
+        return cls(cfg.actors.count, cfg.policy.count, cfg.trainer.count)
 
     def workers(self) -> list[tuple[str, int]]:
         """Every ``(role, index)``: trainers first, then policy workers, then actors."""

@@ -10,6 +10,24 @@ the current parameters, so a policy worker that started late still gets them. Th
 ends when the env-step budget is reached: a final checkpoint is written and the
 controller is told ``done``.
 
+Data-parallel trainers (``trainer.count`` = K > 1; :mod:`zoo.core.distributed`,
+``docs/graph.md``): trainer ``k`` is rank ``k`` of one ``torch.distributed`` group and pulls
+its own endpoint ``sample-<k>`` (the samples of actors ``i`` with ``i mod K = k``). Each rank
+gathers its own batch of ``trainer.batch_samples``; when it is full the ranks meet at a sync
+point, exchange their counts (env steps, episodes, dropped samples, policy lags), whether
+their batch is finite, and stop flags, and all decide on the same numbers whether the
+budget is reached, a stop was asked for, or the update is skipped (a non-finite batch on
+any rank); if not, every rank runs the algorithm's ``update`` on its own batch, whose
+gradients are combined across ranks before each optimiser step, so all ranks keep
+identical weights and one policy version (a non-finite loss or gradient on one rank makes
+every rank skip the same update). Rank 0 alone publishes parameters, writes
+``metrics.jsonl`` (all ranks' episodes, logged at the sync point that brought them,
+stamped with the run's env-step count then) and checkpoints, and reports status and
+``done``; with K > 1 the budget is checked at sync points, so a run may pass it by up to
+one global batch. On a resume every rank loads the checkpoint's algorithm state and
+counters; the samples waiting for the next update are rank 0's only (other ranks start
+their batch afresh).
+
 Its heartbeats (sent between samples, so none during a long update) carry its load
 (:class:`zoo.core.health.Meter`): ``wait`` seconds spent waiting for samples (busy is the
 rest), ``samples_pulled`` (sample messages, stale ones included) and ``updates``.
@@ -80,6 +98,9 @@ from zoo.core.health import Meter
 from zoo.core.workers.base import WorkerContext
 
 RECV_S = 0.5
+PEER_LOST_GRACE_S = 10.0
+"""How long a trainer that lost a peer waits for the controller to stop the run before it
+reports the failure itself (the controller names the worker that failed first)."""
 RECENT_EPISODES = 20
 TEST_DELAY_ENV = "ZOO_TEST_TRAINER_DELAY_S"
 
@@ -335,24 +356,67 @@ class TrainerState:
 
 
 def run(ctx: WorkerContext) -> None:
-    """The trainer worker's loop (module docstring).
+    """The trainer worker's loop (module docstring); trainer ``ctx.index`` is rank ``ctx.index``
+    of ``trainer.count``.
 
     Raises:
         CheckpointError: a checkpoint could not be written (the path and reason), or the one
             to resume from could not be read.
         NonFiniteRunError: ``trainer.max_nonfinite_updates`` consecutive updates were skipped.
+        PeerLost: another trainer died or hung and the controller did not stop this one
+            within :data:`PEER_LOST_GRACE_S`.
     """
+    from zoo.core import distributed as zdist
+
+    try:
+        _run(ctx)
+    except zdist.PeerLost:
+        # A peer trainer died or hung. The controller sees that worker's end, names it and stops
+        # the run: leave it the time to, instead of being reported as the first failure.
+        end = time.monotonic() + PEER_LOST_GRACE_S
+        while not ctx.stop and time.monotonic() < end:
+            time.sleep(0.05)
+        if not ctx.stop:
+            raise
+
+
+def _devices(cfg: Any, count: int) -> list[str] | None:
+    """Each rank's torch device (``algo.device`` through :func:`zoo.core.graph.worker_device`);
+    None when the algorithm has no ``device`` option."""
+    from zoo.core.graph import worker_device
+
+    device = getattr(cfg.algo, "device", None)
+    return [worker_device(device, r) for r in range(count)] if isinstance(device, str) else None
+
+
+def _fresh_share() -> dict[str, Any]:
+    """A rank's counts since they were last added to the run's: env steps, finished episodes,
+    agent-slot samples dropped as too stale here and dropped at the actors."""
+    return {"env_steps": 0, "episodes": [], "dropped": 0, "actor_dropped": 0}
+
+
+def _run(ctx: WorkerContext) -> None:
+    import dataclasses
+
     import torch
 
+    from zoo.core import distributed as zdist
     from zoo.core.config import budget
 
     cfg, spec = ctx.cfg, ctx.spec
-    torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2))
+    K, rank = cfg.trainer.count, ctx.index
+    lead = rank == 0  # publishes parameters, writes metrics and checkpoints, reports to the controller
+    torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2 // K))
     torch.manual_seed(cfg.seed)
-    algo = ctx.registry.get("algorithm", cfg.algo_name).load()(cfg.algo, spec, cfg.seed)
+    devices = _devices(cfg, K)
+    algo_cfg = cfg.algo
+    if devices is not None and devices[rank] != algo_cfg.device:
+        algo_cfg = dataclasses.replace(algo_cfg, device=devices[rank])
+    algo = ctx.registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, cfg.seed)
     ckpt_dir = checkpoint_dir(ctx.run_dir)
-    os.makedirs(ckpt_dir, exist_ok=True)
-    remove_stale_tmp(ckpt_dir)
+    if lead:
+        os.makedirs(ckpt_dir, exist_ok=True)
+        remove_stale_tmp(ckpt_dir)
     st = TrainerState()
     truncate_to = purge_step = None
     resume = int(getattr(cfg, "resume", 0) or 0)
@@ -362,13 +426,16 @@ def run(ctx: WorkerContext) -> None:
             ckpt = load_checkpoint(latest, map_location=str(getattr(algo, "device", "cpu")))
             algo.load_state_dict(ckpt["algorithm"])
             st.load(ckpt)
+            if not lead:  # the samples waiting in the checkpoint were rank 0's
+                st.pending, st.origins, st.pending_slots = [], [], 0
             truncate_to, purge_step = int(ckpt.get("trainer", {}).get("metrics_bytes", 0)), st.env_steps + 1
         else:
             truncate_to = 0  # nothing to continue from: a fresh start, without the rows of the lost segment
         st.resumes = resume
-    samples = ctx.transport("sample").puller(endpoint("sample", ctx.index))
-    params = ctx.transport("parameter").publisher(PARAMETER_ENDPOINT)
-    metrics = MetricsWriter(ctx.run_dir, cfg.log.tensorboard, truncate_to, purge_step)
+    samples = ctx.transport("sample").puller(endpoint("sample", rank))
+    params = ctx.transport("parameter").publisher(PARAMETER_ENDPOINT) if lead else None
+    metrics = MetricsWriter(ctx.run_dir, cfg.log.tensorboard, truncate_to, purge_step) if lead else None
+    group = None
     _, budget_steps = budget(cfg, spec)
     test_delay_s = float(os.environ.get(TEST_DELAY_ENV) or 0)
     interval_s = float(getattr(cfg.trainer, "checkpoint_interval_s", 0) or 0)
@@ -378,6 +445,7 @@ def run(ctx: WorkerContext) -> None:
     if ctx.meter is None:
         ctx.meter = Meter("trainer")
     meter, counts = ctx.meter, ctx.meter.counts  # time waiting for samples, pulls, updates: sent with heartbeats
+    unshared = _fresh_share()  # this rank's counts not yet added to the run's (K > 1: until the next sync)
 
     def elapsed() -> float:
         return round(st.time_before + time.monotonic() - start, 3)
@@ -418,14 +486,16 @@ def run(ctx: WorkerContext) -> None:
                                       f"{latest} is intact") from exc
 
     def skip(what: str, sources: list[dict[str, Any]], detail: str) -> None:
+        """Count a skipped update (every rank: the streak decides for all); rank 0 logs and warns."""
         st.nonfinite_updates += 1
         st.nonfinite_streak += 1
-        metrics.write({"type": "nonfinite", **counters(), "time_s": elapsed(), "what": what,
-                       "sources": sources, "streak": st.nonfinite_streak,
-                       "nonfinite_updates": st.nonfinite_updates}, st.env_steps, tensorboard=False)
-        ctx.send_control("warning", timeout=0.05, key="nonfinite",
-                         message=f"update skipped (non-finite {what}; {detail}); "
-                                 f"{st.nonfinite_streak} in a row, {st.nonfinite_updates} in all")
+        if lead:
+            metrics.write({"type": "nonfinite", **counters(), "time_s": elapsed(), "what": what,
+                           "sources": sources, "streak": st.nonfinite_streak,
+                           "nonfinite_updates": st.nonfinite_updates}, st.env_steps, tensorboard=False)
+            ctx.send_control("warning", timeout=0.05, key="nonfinite",
+                             message=f"update skipped (non-finite {what}; {detail}); "
+                                     f"{st.nonfinite_streak} in a row, {st.nonfinite_updates} in all")
         if st.nonfinite_streak >= max_nonfinite:
             raise NonFiniteRunError(
                 f"{st.nonfinite_streak} consecutive updates were skipped because of non-finite values "
@@ -433,57 +503,103 @@ def run(ctx: WorkerContext) -> None:
                 f"The checkpoint {latest_path(ctx.run_dir)} holds the last finite weights "
                 f"(policy version {st.version}).")
 
-    if resume:
-        metrics.write({"type": "resume", "resume": resume, **counters(), "time_s": elapsed()}, st.env_steps,
-                      tensorboard=False)
-    publish()
-    lag_mean = lag_max = 0.0
-    try:
-        while not ctx.stop and st.env_steps < budget_steps:
-            ctx.heartbeat()
-            waiting = time.perf_counter()
-            msg = samples.recv(RECV_S)
-            meter.lap("wait", waiting)
-            if msg is None:
-                publish()  # late joiners get the current weights
-                status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
-                continue
-            sample, meta = msg
-            counts["samples_pulled"] += 1
-            st.env_steps += int(meta["env_steps"])
-            st.actor_dropped_samples += int(meta.get("dropped_at_actor", 0))
-            for ep in meta["episodes"]:
+    def absorb(shares: list[dict[str, Any]]) -> None:
+        """Add every rank's share (rank order) to the run's counters; rank 0 logs the episodes."""
+        st.env_steps += sum(sh["env_steps"] for sh in shares)
+        st.dropped_samples += sum(sh["dropped"] for sh in shares)
+        st.actor_dropped_samples += sum(sh["actor_dropped"] for sh in shares)
+        for sh in shares:
+            for ep in sh["episodes"]:
                 st.episodes += 1
                 st.recent.append(ep["return"])
                 for k, v in ep.items():
                     if k not in ("return", "length"):
                         st.recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
-                metrics.write({"type": "episode", "env_steps": st.env_steps, **ep}, st.env_steps)
-            if too_stale(st.version, sample, cfg.trainer.max_policy_lag):
-                st.dropped_samples += sample["reward"].shape[1]
-                continue
-            st.pending.append(sample)
-            st.origins.append(sample_origin(meta, sample, spec.num_agents))
-            st.pending_slots += sample["reward"].shape[1]
-            if st.pending_slots < cfg.trainer.batch_samples:
-                continue
-            batch, origins = collate(st.pending), st.origins
-            lags = policy_lag(st.version, batch)
-            lag_mean, lag_max = float(lags.mean()) if lags.size else 0.0, int(lags.max()) if lags.size else 0
+                if lead:
+                    metrics.write({"type": "episode", "env_steps": st.env_steps, **ep}, st.env_steps)
+
+    lag_mean = lag_max = 0.0
+    finished = False  # the budget was reached
+    try:
+        if K > 1:
+            group = zdist.TrainerGroup.join(rank, K, devices[rank] if devices else "cpu", devices or ["cpu"] * K,
+                                            ctx.run_id, ctx.run_dir, cfg.trainer.collective_timeout_s,
+                                            stop=lambda: ctx.stop, heartbeat=ctx.heartbeat)
+            if group is None:
+                return  # stopped before every trainer arrived
+            group.broadcast_module(algo.policy)  # identical starting weights on every rank
+        if lead:
+            if resume:
+                metrics.write({"type": "resume", "resume": resume, **counters(), "time_s": elapsed()},
+                              st.env_steps, tensorboard=False)
+            publish()
+        while True:
+            if K == 1 and (ctx.stop or st.env_steps >= budget_steps):
+                finished = not ctx.stop
+                break
+            if st.pending_slots < cfg.trainer.batch_samples and not (K > 1 and ctx.stop):
+                ctx.heartbeat()
+                waiting = time.perf_counter()
+                msg = samples.recv(RECV_S)
+                meter.lap("wait", waiting)
+                if msg is None:
+                    if lead:
+                        publish()  # late joiners get the current weights
+                        status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
+                    continue
+                sample, meta = msg
+                counts["samples_pulled"] += 1
+                unshared["env_steps"] += int(meta["env_steps"])
+                unshared["actor_dropped"] += int(meta.get("dropped_at_actor", 0))
+                unshared["episodes"] += meta["episodes"]
+                if too_stale(st.version, sample, cfg.trainer.max_policy_lag):
+                    unshared["dropped"] += sample["reward"].shape[1]
+                else:
+                    st.pending.append(sample)
+                    st.origins.append(sample_origin(meta, sample, spec.num_agents))
+                    st.pending_slots += sample["reward"].shape[1]
+                if K == 1:  # one trainer: the run's counters at once
+                    absorb([unshared])
+                    unshared = _fresh_share()
+                if st.pending_slots < cfg.trainer.batch_samples:
+                    continue  # a full batch is trained on even when it reached the budget
+            # An update point: this rank's batch is full (or, K > 1, it was asked to stop).
+            batch, origins = None, st.origins
+            if st.pending_slots >= cfg.trainer.batch_samples:
+                batch = collate(st.pending)
+            lags = policy_lag(st.version, batch) if batch is not None else np.zeros(0, np.int64)
             st.pending, st.origins, st.pending_slots = [], [], 0
+            bad = nonfinite_columns(batch) if batch is not None and cfg.trainer.learn else {}
+            sources = describe_sources(bad, origins) if bad else []
+            if K > 1:  # every rank's counts, lags, batch check and stop flag, exchanged at a sync point
+                shares = group.sync({**unshared, "lag_sum": int(lags.sum()), "lag_count": int(lags.size),
+                                     "lag_max": int(lags.max()) if lags.size else 0, "bad": sources,
+                                     "stop": bool(ctx.stop)})
+                if shares is None:
+                    break  # asked to stop while waiting for the others, who are being stopped too
+                unshared = _fresh_share()
+                absorb(shares)
+                lag_count = sum(sh["lag_count"] for sh in shares)
+                lag_mean = sum(sh["lag_sum"] for sh in shares) / lag_count if lag_count else 0.0
+                lag_max = max(sh["lag_max"] for sh in shares)
+                sources = [s for sh in shares for s in sh["bad"]]
+                if any(sh["stop"] for sh in shares) or st.env_steps >= budget_steps:
+                    finished = st.env_steps >= budget_steps and not any(sh["stop"] for sh in shares)
+                    break
+            else:
+                lag_mean, lag_max = float(lags.mean()) if lags.size else 0.0, int(lags.max()) if lags.size else 0
             if not cfg.trainer.learn:  # sampling benchmark: count the samples, keep the weights
-                status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
+                if lead:
+                    status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
                 continue
             if test_delay_s > 0:
                 with ctx.busy("update"):
                     _test_delay(ctx, test_delay_s)
-                if ctx.stop:
+                if ctx.stop and K == 1:  # K > 1: the others are already in this update; stop at the next sync
                     break
             if hasattr(algo, "progress"):
                 algo.progress = min(1.0, st.env_steps / budget_steps)
-            bad = nonfinite_columns(batch)
-            if bad:
-                sources = describe_sources(bad, origins)
+            if sources:  # a non-finite batch (K > 1: on any rank): every rank skips this update
                 skip("batch values", sources, f"the batch holds NaN/inf from {_where(sources)}: "
                      "check that environment (its rewards and observations) or the policy's outputs")
                 continue
@@ -491,14 +607,16 @@ def run(ctx: WorkerContext) -> None:
                 with ctx.busy("update"):  # however long it takes: heartbeats come from a background thread
                     stats = algo.update(batch)
             except NonFiniteUpdate as exc:
-                sources = [{"actor": o[0], "env_offset": o[1], "columns": o[3]} for o in origins]
-                skip(exc.what, sources, f"{exc}; the batch itself was finite, so the update diverged: "
+                where = [{"actor": o[0], "env_offset": o[1], "columns": o[3]} for o in origins]
+                skip(exc.what, where, f"{exc}; the batch itself was finite, so the update diverged: "
                      "lower the learning rate (algo.lr) or the gradient-norm clip (algo.max_grad_norm)")
                 continue
             st.nonfinite_streak = 0
             st.version += 1
             st.updates += 1
             counts["updates"] += 1
+            if not lead:
+                continue
             publish()
             row = {"type": "update", **counters(), "time_s": elapsed(),
                    "policy_lag_mean": lag_mean, "policy_lag_max": lag_max, "dropped_samples": st.dropped_samples,
@@ -510,14 +628,20 @@ def run(ctx: WorkerContext) -> None:
                     or (interval_s > 0 and time.monotonic() - last_checkpoint >= interval_s)):
                 checkpoint()
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)  # after the checkpoint it may announce
-        checkpoint()  # the final weights (also on Ctrl-C), kept like every other checkpoint
-        # The run's final counters: samples that arrived after the last update count too.
-        metrics.write({"type": "end", **counters(), "time_s": elapsed(), "episode_return_mean": st.return_mean()},
-                      st.env_steps, tensorboard=False)
-        if not ctx.stop:
-            status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
-            ctx.send_control("done", timeout=2.0, **counters())
+        if lead:
+            checkpoint()  # the final weights (also on Ctrl-C), kept like every other checkpoint
+            # The run's final counters: samples that arrived after the last update count too
+            # (K > 1: those exchanged at the last sync point).
+            metrics.write({"type": "end", **counters(), "time_s": elapsed(),
+                           "episode_return_mean": st.return_mean()}, st.env_steps, tensorboard=False)
+            if finished:
+                status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
+                ctx.send_control("done", timeout=2.0, **counters())
     finally:
-        metrics.close()
+        if group is not None:
+            group.close()
+        if metrics is not None:
+            metrics.close()
         samples.close()
-        params.close()
+        if params is not None:
+            params.close()

@@ -157,7 +157,7 @@ def test_override_coerces_by_field_type(override, path, expected):
     ("actors.cont=3", "--set actors.cont=3: unknown field 'actors.cont'; did you mean 'actors.count'? "
                       "(actors has: count, envs_per_actor, ring_size, drop_when_full)"),
     ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count' or "
-                      "'policy.count'? "
+                      "'trainer.count' or 'policy.count'? "
                       "(the experiment config has: seed, name, runs_dir, env_steps, frames, sample_length, actors, "
                       "policy, trainer, streams, resolver, log, supervision, launcher, algo, env)"),
     ("algo.lrr=1", "--set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'? "

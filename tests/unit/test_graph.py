@@ -40,17 +40,26 @@ def test_graph_json_records_every_worker_with_its_endpoints(tmp_path):
     assert by[("trainer", 0)]["publishes"] == "parameter" and by[("trainer", 0)]["actors"] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("count, problem", [
-    (0, "policy.count must be >= 1, got 0"),
-    (3, "policy.count=3 is more than actors.count=2"),
+@pytest.mark.parametrize("field, value, problem", [
+    ("policy.count", 0, "policy.count must be >= 1, got 0; set e.g. --set policy.count=1"),
+    ("policy.count", 3, "policy.count=3 is more than actors.count=2: actor i goes to policy worker i mod "
+                        "policy.count, so 1 policy worker(s) would get no actor and wait forever; "
+                        "set --set policy.count=2 or --set actors.count=3"),
+    ("trainer.count", 0, "trainer.count must be >= 1, got 0; set e.g. --set trainer.count=1"),
+    ("trainer.count", 4, "trainer.count=4 is more than actors.count=2: actor i goes to trainer i mod "
+                         "trainer.count, so 2 trainer(s) would get no actor and wait forever; "
+                         "set --set trainer.count=2 or --set actors.count=4"),
+    ("trainer.collective_timeout_s", 0.0, "trainer.collective_timeout_s must be > 0 seconds, got 0.0"),
 ])
-def test_bad_policy_counts_are_refused_naming_the_field(count, problem):
+def test_bad_counts_are_refused_naming_the_field(field, value, problem):
+    from zoo.core.config import apply_override
+
     cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", env_steps=10, name="r")
-    cfg.policy.count = count
+    apply_override(cfg, f"{field}={value}")
     with pytest.raises(ConfigError) as err:
         validate(cfg)
-    assert err.value.field == "policy.count"
-    assert problem in str(err.value)
+    assert err.value.field == field
+    assert str(err.value) == problem
 
 
 class FakeControl:
@@ -61,7 +70,12 @@ class FakeControl:
         pass
 
 
-def test_two_policy_workers_answer_only_their_own_actors_and_versions_never_go_back():
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not __import__("torch").cuda.is_available(),
+                                                  reason="torch sees no GPU")),
+])
+def test_two_policy_workers_answer_only_their_own_actors_and_versions_never_go_back(device):
     """4 actors, 2 policy workers (threads, inline transport): actor i is answered by worker
     i mod 2 only; new versions are published while they ask, and each actor's sequence of
     versions is non-decreasing and reaches the last one (0, 1, 2, 3, 4)."""
@@ -72,7 +86,8 @@ def test_two_policy_workers_answer_only_their_own_actors_and_versions_never_go_b
 
     reg = get_registry()
     cfg = build_config(reg, "ppo", "CartPole-v1", overrides=["actors.count=4", "policy.count=2",
-                                                              "policy.max_wait_ms=0"], steps=1000)
+                                                              "policy.max_wait_ms=0", f"policy.device={device}"],
+                       steps=1000)
     for s in STREAMS:
         getattr(cfg.streams, s).transport = "inline"
     run_id = f"graph-{uuid.uuid4().hex[:8]}"

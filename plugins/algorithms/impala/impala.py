@@ -19,6 +19,11 @@ returned when it chose the action); target log-probabilities ``log pi`` and all 
 ``V`` (rows ``0..T``, and the final observations of truncated steps) from the current
 network.
 
+Data-parallel trainers (``trainer.count`` = K > 1, :mod:`zoo.core.distributed`): the
+losses are sums, so the ranks' gradients are *summed* (the gradient of the loss over the
+global batch of K shares), before the norm clipping; the returned losses and statistics
+are rank 0's share, ``agent_steps`` counts every rank's.
+
 The networks are PPO's (:mod:`zoo.plugins.algorithms.ppo.networks`): separate tanh MLPs
 for vector observations, the Nature CNN shared by both heads for frames.
 """
@@ -32,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
@@ -201,11 +207,12 @@ class IMPALA:
         active = (to_tensor(batch["active"], dev, torch.bool) if "active" in batch
                   else torch.ones(T, B, dtype=torch.bool, device=dev))
         n = int(active.sum())
+        n_all = zdist.global_count(n)  # active steps of every trainer (n when trainer.count = 1)
         lr = self.current_lr()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        stats = {k: 0.0 for k in STATS} | {"lr": lr, "agent_steps": float(n)}
-        if n == 0:
+        stats = {k: 0.0 for k in STATS} | {"lr": lr, "agent_steps": float(n_all)}
+        if n_all == 0:
             return stats
         reward = scaled_rewards(self.reward_norm, batch, reward, active)
 
@@ -237,12 +244,17 @@ class IMPALA:
         guard = UpdateGuard(self.policy, self.optimizer)
         self.optimizer.zero_grad()
         loss.backward()
+        zdist.reduce_gradients(self.policy.parameters(), loss=loss)  # summed losses: sum the ranks' gradients
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
         grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
         guard.check(0, loss=loss, grad_norm=grad_norm)
         self.optimizer.step()
         guard.check_weights(0)
 
+        if n == 0:  # data parallel: this rank had no active step; the others' gradients were applied
+            self.agent_steps += n_all
+            self.updates += 1
+            return stats
         with torch.no_grad():
             logratio = (logp.detach() - behaviour_logp)[active]
             ratio = logratio.exp()
@@ -254,7 +266,7 @@ class IMPALA:
                 "explained_variance": explained_variance(value.detach()[active], vt.vs[active]),
                 "grad_norm": float(grad_norm),
             })
-        self.agent_steps += n
+        self.agent_steps += n_all
         self.updates += 1
         if c.norm_obs:  # after the update, which used the behaviour policy's statistics
             self.policy.update_obs_stats({k: v[:T][active] for k, v in obs.items()})

@@ -56,6 +56,14 @@ filter saw it (``trainer.max_policy_lag``); the ratio ``r_t`` uses its stored be
 log-probabilities. The kept batches are part of :meth:`MAPPO.state_dict` (so of every
 checkpoint): a resumed run trains on them exactly as the uninterrupted run would have.
 
+**Data-parallel trainers** (``trainer.count`` = K > 1, :mod:`zoo.core.distributed`): each
+rank prepares its own batch; advantage standardisation, the value-normalisation and
+observation statistics use the moments of all ranks' active steps together (so they are
+identical on every rank, as one trainer's on the concatenated batch); each gradient is the
+active-step-weighted mean of the ranks' gradients, taken before clipping; every rank takes
+the same number of minibatch steps (a rank with no active step in a minibatch contributes
+no gradient). Losses and statistics in the returned dict are rank 0's share.
+
 **Staleness**: the trainer drops samples whose policy lag exceeds
 ``trainer.max_policy_lag`` and counts them (``dropped_samples``); the presets set it.
 """
@@ -70,6 +78,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
@@ -163,7 +172,16 @@ def masked_normalize(adv: torch.Tensor, mask: torch.Tensor, eps: float = 1e-5) -
     0 at masked entries (MAPPO's code: ``nanmean`` / ``nanstd`` over the buffer, eps 1e-5).
 
     Example: active advantages 1, 2, 3, 4, 5, 6 -> mean 3.5, std sqrt(35/12).
+
+    With data-parallel trainers (``trainer.count`` > 1) the mean and std are those of every
+    trainer's active entries together (:func:`zoo.core.distributed.global_moments`), as one
+    trainer would compute them on the concatenated batch.
     """
+    if zdist.world_size() > 1:
+        n, m1, m2 = zdist.global_moments(adv, mask)
+        mu, var = m1.to(adv.dtype), (m2 - m1 * m1).clamp(min=0).to(adv.dtype)
+        out = (adv - mu) / (var.sqrt() + eps)
+        return torch.where(mask, out, torch.zeros_like(out))
     mu = masked_mean(adv, mask)
     var = masked_mean((adv - mu) ** 2, mask)
     out = (adv - mu) / (var.sqrt() + eps)
@@ -478,7 +496,7 @@ class MAPPO:
             ``grad_norm_critic`` (before clipping); ``explained_variance`` (behaviour
             values vs targets of the new batch); ``value_mean`` / ``value_std`` (the value
             statistics); ``return_target_mean``; ``kept_batches`` (batches trained on);
-            ``agent_steps`` (active steps of the new batch); ``lr``.
+            ``agent_steps`` (active steps of the new batch, summed over the trainers); ``lr``.
 
         Raises:
             KeyError, ValueError: see :meth:`prepare`.
@@ -507,12 +525,13 @@ class MAPPO:
         kept = len(self.buffer)
         self.buffer = [e for e in self.buffer if e["uses"] < c.max_reuse]
         self.policy.update_obs_stats(prepared.pop("obs_rows"))
-        self.agent_steps += prepared["n"]
+        n_all = zdist.global_count(prepared["n"])  # every trainer's active steps
+        self.agent_steps += n_all
         self.updates += 1
         mu, var = vh.stats.mean_var()
         out = {k: v / max(1, steps) for k, v in stats.items()}
         out.update(explained_variance=prepared["explained_variance"], value_mean=float(mu),
-                   value_std=float(var.sqrt()), kept_batches=float(kept), agent_steps=float(prepared["n"]),
+                   value_std=float(var.sqrt()), kept_batches=float(kept), agent_steps=float(n_all),
                    return_target_mean=float(active_ret.mean()) if active_ret.numel() else 0.0, lr=c.lr)
         return out
 
@@ -527,12 +546,23 @@ class MAPPO:
         actor_params, critic_params = pol.actor_parameters(), pol.critic_parameters()
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
         ret_n, old_n = vh.normalize(data["ret"]), vh.normalize(data["value"])
+        params = list(pol.parameters())
+        data_parallel = zdist.world_size() > 1
         for _ in range(c.epochs):
             order = np.arange(M) if c.minibatches == 1 else self.rng.permutation(M)  # one minibatch: all, in order
-            for mb_np in [p for p in np.array_split(order, c.minibatches) if len(p)]:
-                mb = torch.as_tensor(mb_np, device=self.device)
+            # data-parallel trainers keep empty parts too: every rank takes the same number of steps
+            for mb_np in [p for p in np.array_split(order, c.minibatches) if len(p) or data_parallel]:
+                mb = torch.as_tensor(mb_np, device=self.device, dtype=torch.int64)
                 mask = data["mask"][:, mb]
-                if not bool(mask.any()):
+                if not (zdist.global_any(bool(mask.any())) if data_parallel else bool(mask.any())):
+                    continue
+                if not bool(mask.any()):  # data parallel: no step of this rank here; the others' gradients count
+                    self.optimizer.zero_grad()
+                    zdist.reduce_gradients(params, weight=0)
+                    guard.check(steps, grad_norm_actor=nn.utils.clip_grad_norm_(actor_params, max_norm),
+                                grad_norm_critic=nn.utils.clip_grad_norm_(critic_params, max_norm))
+                    self.optimizer.step()
+                    steps += 1
                     continue
                 ev = pol.evaluate({k: v[:, mb] for k, v in data["obs"].items()}, data["action"][:, mb],
                                   None if data["state0"] is None else data["state0"][mb],
@@ -549,6 +579,8 @@ class MAPPO:
                 loss = pg_loss - c.ent_coef * entropy + c.vf_coef * v_loss
                 self.optimizer.zero_grad()
                 loss.backward()
+                # means over the active steps: weight each rank's gradient by its count of them
+                zdist.reduce_gradients(params, weight=float(mask.sum()), loss=loss)
                 gn_a = nn.utils.clip_grad_norm_(actor_params, max_norm)
                 gn_c = nn.utils.clip_grad_norm_(critic_params, max_norm)
                 guard.check(steps, loss=loss, grad_norm_actor=gn_a, grad_norm_critic=gn_c)

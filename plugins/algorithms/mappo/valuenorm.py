@@ -37,6 +37,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from zoo.core.distributed import global_moments, world_size
+
 ValueNormMode = Literal["none", "running", "popart"]
 
 
@@ -62,18 +64,29 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("d", torch.zeros((), dtype=torch.float64))
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        """One EMA step with the rows ``x [..., *shape]`` (any number of leading axes).
+    def update(self, x: torch.Tensor) -> bool:
+        """One EMA step with the rows ``x [..., *shape]`` (any number of leading axes); True if taken.
 
-        An empty ``x`` (no rows) leaves the statistics unchanged.
+        With data-parallel trainers (``trainer.count`` > 1) ``mean(x)`` and ``mean(x ** 2)``
+        are those of every trainer's rows together
+        (:func:`zoo.core.distributed.global_moments`), so the statistics stay identical on
+        all ranks; every rank must then call this the same number of times. No row on any
+        rank leaves the statistics unchanged (False).
         """
         x = x.detach().to(torch.float64).reshape(-1, *self.shape)
-        if x.shape[0] == 0:
-            return
+        if world_size() > 1:
+            n, mean, mean_sq = global_moments(x)
+        elif x.shape[0]:
+            n, mean, mean_sq = x.shape[0], x.mean(0), (x * x).mean(0)
+        else:
+            n = 0
+        if n == 0:
+            return False
         b = self.beta
-        self.m.mul_(b).add_((1 - b) * x.mean(0))
-        self.s.mul_(b).add_((1 - b) * (x * x).mean(0))
+        self.m.mul_(b).add_((1 - b) * mean)
+        self.s.mul_(b).add_((1 - b) * mean_sq)
         self.d.mul_(b).add_(1 - b)
+        return True
 
     def mean_var(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mu, var)`` float64 of ``shape``: debiased, variance floored; ``(0, 1)`` before any update."""
@@ -128,11 +141,10 @@ class ValueHead(nn.Module):
     @torch.no_grad()
     def update(self, targets: torch.Tensor) -> None:
         """Update the statistics with real-unit ``targets [K]``; in PopArt mode keep outputs (eq. 6)."""
-        if self.mode == "none" or targets.numel() == 0:
+        if self.mode == "none":
             return
         mu_old, var_old = self.stats.mean_var()
-        self.stats.update(targets)
-        if self.mode == "popart":
+        if self.stats.update(targets) and self.mode == "popart":
             mu_new, var_new = self.stats.mean_var()
             sd_old, sd_new = var_old.sqrt(), var_new.sqrt()
             w = self.linear.weight.to(torch.float64) * sd_old / sd_new

@@ -8,6 +8,14 @@ objective ``L^CLIP - c1 * L^VF + c2 * S``); advantages by GAE (arXiv 1506.02438,
 Optimization", ICLR Blog Track 2022), including its optional value clipping, per-minibatch
 advantage normalisation, global gradient-norm clipping and Adam epsilon 1e-5.
 
+Data-parallel trainers (``trainer.count`` = K > 1, :mod:`zoo.core.distributed`): the
+losses are means over a minibatch, so each gradient is the size-weighted mean of the ranks'
+gradients (the gradient over the union of their minibatch parts), taken before clipping;
+advantages are standardised with the moments of that union, the ``target_kl`` early stop
+uses the pooled KL, and every rank takes ``epochs x minibatches`` steps. A global
+minibatch is thus the union of the K ranks' parts: K x the per-trainer minibatch. The
+returned losses and statistics are rank 0's share; ``agent_steps`` counts every rank's.
+
 The batch follows :mod:`zoo.core.algorithm` (time-major ``[T, B]``, bootstrap row
 ``obs[T]``, ``final_obs`` / ``final_index`` for truncated steps, ``active`` mask, and the
 behaviour policy's ``"logp"`` and ``"value"`` extras). Samples may come from slightly
@@ -24,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
@@ -95,19 +104,41 @@ def normalize_advantages(adv: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     ``std`` is the unbiased sample standard deviation (as in CleanRL). A minibatch of one
     sample has no defined spread (its unbiased std is nan), so it is only centred: the
     result is ``0``. An empty tensor is returned unchanged.
+
+    With data-parallel trainers (``trainer.count`` > 1) the minibatch is the union of every
+    rank's part: mean and std are pooled over all of them
+    (:func:`zoo.core.distributed.global_moments`; ``std = sqrt((sum x^2 - n mean^2) / (n - 1))``),
+    as one trainer would compute them on the concatenated minibatch.
     """
+    if zdist.world_size() > 1:
+        n, m1, m2 = zdist.global_moments(adv.reshape(-1, 1))
+        if n <= 1:
+            return adv - m1.to(adv.dtype) if n == 1 else adv
+        std = ((m2 - m1 * m1).clamp(min=0) * n / (n - 1)).sqrt()
+        return (adv - m1.to(adv.dtype)) / (std.to(adv.dtype) + eps)
     if adv.numel() <= 1:
         return adv - adv.mean() if adv.numel() == 1 else adv
     return (adv - adv.mean()) / (adv.std() + eps)
 
 
-def minibatch_indices(n: int, minibatches: int, rng: np.random.Generator) -> list[np.ndarray]:
+def minibatch_indices(n: int, minibatches: int, rng: np.random.Generator,
+                      keep_empty: bool = False) -> list[np.ndarray]:
     """A random permutation of ``range(n)`` cut into ``minibatches`` near-equal parts.
 
     Sizes follow ``np.array_split``: the first ``n % minibatches`` parts hold one more
-    sample (5 samples in 3 parts: 2, 2, 1). Empty parts (``n < minibatches``) are dropped.
+    sample (5 samples in 3 parts: 2, 2, 1). Empty parts (``n < minibatches``) are dropped,
+    unless ``keep_empty`` (data-parallel trainers: every rank takes the same number of steps).
     """
-    return [mb for mb in np.array_split(rng.permutation(n), minibatches) if len(mb) > 0]
+    return [mb for mb in np.array_split(rng.permutation(n), minibatches) if len(mb) > 0 or keep_empty]
+
+
+def _pooled_kl(approx_kl: torch.Tensor, size: int, data_parallel: bool) -> float:
+    """The last minibatch's approximate KL, averaged over every rank's part (weighted by its
+    size) with data-parallel trainers, so all ranks take the same early-stop decision."""
+    if not data_parallel:
+        return float(approx_kl)
+    total, count = zdist.global_sum([float(approx_kl) * size, float(size)]).tolist()
+    return total / count if count else 0.0
 
 
 class PPO:
@@ -247,12 +278,14 @@ class PPO:
             active = torch.ones(T, B, dtype=torch.bool, device=dev)
         idx = active.reshape(-1).nonzero().squeeze(-1)
         n = int(idx.numel())
+        n_all = zdist.global_count(n)  # active steps of every trainer (n when trainer.count = 1)
+        data_parallel = zdist.world_size() > 1
 
         lr = self.current_lr()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        stats = {k: 0.0 for k in STATS} | {"lr": lr, "agent_steps": float(n)}
-        if n == 0:
+        stats = {k: 0.0 for k in STATS} | {"lr": lr, "agent_steps": float(n_all)}
+        if n_all == 0:
             return stats
 
         guard = UpdateGuard(self.policy, self.optimizer, self.rng)
@@ -264,8 +297,21 @@ class PPO:
 
         sums = {k: 0.0 for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
         steps = 0
+        params = list(self.policy.parameters())
+        max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
         for _ in range(c.epochs):
-            for mb_np in minibatch_indices(n, c.minibatches, self.rng):
+            # data-parallel trainers keep empty parts: every rank takes epochs x minibatches steps
+            for mb_np in minibatch_indices(n, c.minibatches, self.rng, keep_empty=data_parallel):
+                if len(mb_np) == 0:  # data parallel: no step of this rank here; the others' gradients count
+                    if c.norm_adv:
+                        normalize_advantages(b_adv[:0])  # the pooled moments need every rank
+                    self.optimizer.zero_grad()
+                    zdist.reduce_gradients(params, weight=0)
+                    guard.check(steps, grad_norm=nn.utils.clip_grad_norm_(params, max_norm))
+                    self.optimizer.step()
+                    approx_kl = torch.zeros(())
+                    steps += 1
+                    continue
                 mb = torch.as_tensor(mb_np, device=dev)
                 newlogp, entropy, newvalue = self.policy.evaluate({k: v[mb] for k, v in b_obs.items()}, b_action[mb])
                 logratio = newlogp - b_logp[mb]
@@ -296,8 +342,8 @@ class PPO:
 
                 self.optimizer.zero_grad()
                 loss.backward()
-                max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
-                grad_norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+                zdist.reduce_gradients(params, weight=len(mb_np), loss=loss)  # mean losses: weight by the minibatch size
+                grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
                 guard.check(steps, loss=loss, grad_norm=grad_norm)
                 self.optimizer.step()
 
@@ -305,11 +351,11 @@ class PPO:
                              ("approx_kl", approx_kl), ("clipfrac", clipfrac), ("grad_norm", grad_norm)):
                     sums[k] += float(v.detach())
                 steps += 1
-            if c.target_kl > 0 and float(approx_kl) > c.target_kl:
+            if c.target_kl > 0 and _pooled_kl(approx_kl, len(mb_np), data_parallel) > c.target_kl:
                 break
         guard.check_weights(steps)
 
-        self.agent_steps += n
+        self.agent_steps += n_all
         self.updates += 1
         if c.norm_obs:  # after the update, which used the behaviour policy's statistics
             self.policy.update_obs_stats(b_obs)

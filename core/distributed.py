@@ -1,0 +1,385 @@
+"""Data-parallel trainers: ``trainer.count`` = K processes in one ``torch.distributed`` group.
+
+Each trainer (rank ``k`` = its index) pulls the samples of its own actors, builds its own
+batch of ``trainer.batch_samples`` samples, computes gradients on it, and the gradients
+are combined across ranks (:func:`reduce_gradients`) between ``backward()`` and the
+optimiser step, so every rank applies the same update and all K hold identical weights
+(synchronous data parallelism, as in SRL's trainer workers: arXiv 2306.16688, section 3,
+and PyTorch DDP: Li et al., arXiv 2006.15704). One update thus trains on the global batch
+of ``K x trainer.batch_samples`` samples.
+
+Rendezvous (:meth:`TrainerGroup.join`): rank 0 opens a ``TCPStore`` on loopback at a port
+the OS picks and publishes ``{run_id, host, port}`` in ``<run_dir>/distributed.json``
+(replaced atomically); the others read it (a file of another run id is ignored). Backend:
+NCCL when every rank's device (``algo.device``, see :func:`zoo.core.graph.worker_device`)
+is a distinct CUDA GPU, gloo otherwise (CUDA tensors then travel through host memory).
+
+Coordinated stop. Waits of unbounded length — for a slower peer's batch — happen outside
+collectives, in :meth:`TrainerGroup.wait_for_peers`, which polls the store, sends
+heartbeats and honours a stop request. Collectives start only once every rank has
+arrived, so ``trainer.collective_timeout_s`` bounds only real work differences (and a
+hung peer). At each such sync point the ranks exchange their counters and stop flags
+(:meth:`TrainerGroup.exchange`), so the budget and stop decisions are made on the same
+numbers by all ranks together: no rank is left inside a collective that another never
+enters. A peer that dies breaks its connections; the others' next collective or store
+call raises :class:`PeerLost` at once.
+
+Outside a group (K = 1) every helper here is a no-op or the local value, so the
+algorithms call them unconditionally.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import socket
+import time
+from typing import Any, Callable, Iterable
+
+import torch
+
+DIST_FILE = "distributed.json"
+HOST = "127.0.0.1"
+JOIN_TIMEOUT_S = 300.0
+"""Longest wait for rank 0's address and for every rank to arrive at the start (spawning K
+processes and importing torch on a loaded machine can take a minute)."""
+
+_GROUP: "TrainerGroup | None" = None
+
+
+class PeerLost(RuntimeError):
+    """A collective or the rendezvous store failed: a peer trainer died, hung or closed."""
+
+
+# ----------------------------------------------------------------------------- module-level helpers
+def world_size() -> int:
+    """Number of trainers in this process's group; 1 outside a group."""
+    return _GROUP.world if _GROUP is not None else 1
+
+
+def rank() -> int:
+    """This trainer's rank; 0 outside a group."""
+    return _GROUP.rank if _GROUP is not None else 0
+
+
+def _all_reduce(t: torch.Tensor) -> None:
+    """In-place sum over ranks (through host memory when gloo meets a CUDA tensor)."""
+    import torch.distributed as dist
+
+    try:
+        if t.is_cuda and _GROUP.backend != "nccl":
+            host = t.cpu()
+            dist.all_reduce(host)
+            t.copy_(host)
+        else:
+            dist.all_reduce(t)
+    except RuntimeError as exc:
+        raise PeerLost(f"trainer rank {_GROUP.rank}: all-reduce with the other trainers failed: {exc}") from exc
+
+
+def reduce_gradients(parameters: Iterable[torch.nn.Parameter], weight: float | None = None,
+                     loss: torch.Tensor | float | None = None) -> None:
+    """Combine every parameter's gradient across the trainers, in place (no-op for K = 1).
+
+    Call it between ``loss.backward()`` and gradient clipping / ``optimizer.step()``, on
+    every rank the same number of times.
+
+    - ``weight=None`` (losses that are *sums* over samples, e.g. IMPALA's):
+      ``g <- sum_r g_r``, the gradient of the loss summed over the global batch.
+    - ``weight=w_r`` (losses that are *means* over ``w_r`` samples, e.g. PPO's):
+      ``g <- sum_r w_r g_r / sum_r w_r``, the gradient of the mean over the global batch;
+      a rank with no sample in this step passes ``0`` (its gradient is ignored). With
+      equal ``w_r`` this is the plain average.
+
+    Either way the result is the gradient one trainer would get on the K shares
+    concatenated. One all-reduce carries all gradients, one flag per parameter (whether
+    any rank has a gradient for it: parameters no rank used keep ``grad = None``), the
+    weight, and whether ``loss`` (this rank's loss, when given) is finite: if it is not on
+    some rank, every rank's gradients become NaN, so a non-finite check after this call
+    (:class:`~zoo.plugins.algorithms.tensors.UpdateGuard`) skips the update on all ranks alike.
+
+    Raises:
+        PeerLost: the all-reduce failed.
+    """
+    if _GROUP is None:
+        return
+    params = [p for p in parameters]
+    if not params:
+        return
+    w = 1.0 if weight is None else float(weight)
+    device = params[0].device
+    parts = [(p.grad.detach().reshape(-1).to(torch.float64) * w if p.grad is not None
+              else torch.zeros(p.numel(), dtype=torch.float64, device=device)) for p in params]
+    bad_loss = loss is not None and not math.isfinite(float(loss))
+    flags = torch.tensor([p.grad is not None for p in params] + [bad_loss, w], dtype=torch.float64, device=device)
+    flat = torch.cat(parts + [flags])
+    _all_reduce(flat)
+    tail = flat[-2 - len(params):].cpu()  # one device-to-host copy: the flags, bad losses, total weight
+    total_w = float(tail[-1])
+    scale = 1.0 if weight is None else (1.0 / total_w if total_w > 0 else 0.0)
+    if float(tail[-2]) > 0:
+        scale = math.nan
+    offset = 0
+    for i, p in enumerate(params):
+        n = p.numel()
+        if float(tail[i]) > 0:
+            g = (flat[offset:offset + n] * scale).reshape(p.shape).to(p.dtype)
+            if p.grad is None:
+                p.grad = g
+            else:
+                p.grad.copy_(g)
+        offset += n
+
+
+def global_sum(values: Iterable[float] | torch.Tensor) -> torch.Tensor:
+    """The element-wise sum over ranks of a small vector, float64 on the CPU (local values for K = 1)."""
+    t = torch.as_tensor(values if isinstance(values, torch.Tensor) else list(values), dtype=torch.float64)
+    t = t.detach().cpu().clone()
+    if _GROUP is not None:
+        _GROUP.all_reduce_cpu(t)
+    return t
+
+
+def global_count(n: int) -> int:
+    """``n`` summed over ranks (e.g. agent steps trained on)."""
+    return int(global_sum([n])[0])
+
+
+def global_moments(x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """``(count, mean, mean of squares)`` of ``x`` over every rank's entries (where ``mask``).
+
+    ``x [N, *F]`` (statistics per feature ``F`` over the leading axis) or with ``mask``
+    (bool, ``x``'s shape) a tensor of any shape reduced to a scalar. float64 results on
+    ``x``'s device; ``mean`` and ``mean of squares`` are 0 when the count is 0. One
+    all-reduce of ``[count, sum, sum of squares]`` — the pooled moments of the
+    concatenated shares (Chan, Golub and LeVeque, "Algorithms for computing the sample
+    variance", 1983: pairwise combination of sums).
+    """
+    x64 = x.detach().to(torch.float64)
+    if mask is not None:
+        x64 = torch.where(mask, x64, torch.zeros_like(x64))
+        count, s1, s2 = mask.sum(), x64.sum(), (x64 * x64).sum()
+        feat = ()
+    else:
+        count, s1, s2 = torch.tensor(x64.shape[0]), x64.sum(0), (x64 * x64).sum(0)
+        feat = tuple(x64.shape[1:])
+    packed = torch.cat([count.reshape(1).to(torch.float64).cpu(), s1.reshape(-1).cpu(), s2.reshape(-1).cpu()])
+    if _GROUP is not None:
+        _GROUP.all_reduce_cpu(packed)
+    n = int(packed[0])
+    k = (packed.numel() - 1) // 2
+    s1, s2 = packed[1:1 + k].reshape(feat).to(x.device), packed[1 + k:].reshape(feat).to(x.device)
+    if n == 0:
+        return 0, torch.zeros_like(s1), torch.zeros_like(s2)
+    return n, s1 / n, s2 / n
+
+
+def global_any(flag: bool) -> bool:
+    """True when ``flag`` is True on any rank."""
+    return bool(global_sum([1.0 if flag else 0.0])[0] > 0)
+
+
+# ----------------------------------------------------------------------------- the group
+def loopback_interface() -> str | None:
+    """The name of the network interface holding 127.0.0.1 (``lo`` on Linux, ``lo0`` on macOS)."""
+    names = [name for _, name in socket.if_nameindex()]
+    for name in ("lo", "lo0"):
+        if name in names:
+            return name
+    return next((n for n in names if n.startswith("lo")), None)
+
+
+def choose_backend(devices: list[str]) -> str:
+    """``"nccl"`` when every rank has its own CUDA GPU and NCCL is built in, else ``"gloo"``."""
+    import torch.distributed as dist
+
+    cuda = all(d.startswith("cuda") for d in devices)
+    distinct = len({torch.device(d).index if torch.device(d).index is not None else 0 for d in devices}) == len(devices)
+    return "nccl" if cuda and distinct and dist.is_nccl_available() else "gloo"
+
+
+class TrainerGroup:
+    """This trainer's membership of the group (see the module doc); built by :meth:`join`."""
+
+    def __init__(self, rank: int, world: int, store: Any, backend: str, run_dir: str,
+                 stop: Callable[[], bool], heartbeat: Callable[[], None]) -> None:
+        self.rank, self.world, self.store, self.backend = rank, world, store, backend
+        self.run_dir, self.stop, self.heartbeat = run_dir, stop, heartbeat
+        self.cpu_group = None
+        self.rounds = 0
+
+    @classmethod
+    def join(cls, rank: int, world: int, device: str, devices: list[str], run_id: str, run_dir: str,
+             timeout_s: float, stop: Callable[[], bool], heartbeat: Callable[[], None]) -> "TrainerGroup | None":
+        """Rendezvous with the other trainers and initialise the process group.
+
+        Returns None when a stop was requested before every rank arrived.
+
+        Raises:
+            PeerLost: rank 0's address did not appear, or the peers did not all arrive,
+                within :data:`JOIN_TIMEOUT_S`; or the store failed.
+        """
+        global _GROUP
+        import torch.distributed as dist
+
+        iface = loopback_interface()
+        if iface:  # every trainer of the local launcher is on this host: keep gloo/NCCL on loopback
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", iface)
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", iface)
+        timeout = datetime.timedelta(seconds=timeout_s)
+        path = os.path.join(run_dir, DIST_FILE)
+        if rank == 0:
+            store = dist.TCPStore(HOST, 0, world, True, timeout=timeout, wait_for_workers=False)
+            tmp = f"{path}.tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump({"run_id": run_id, "host": HOST, "port": store.port, "world_size": world}, f)
+            os.replace(tmp, path)
+        else:
+            address = _wait_for_address(path, run_id, stop, heartbeat)
+            if address is None:
+                return None
+            try:
+                store = dist.TCPStore(address[0], address[1], world, False, timeout=timeout)
+            except RuntimeError as exc:
+                raise PeerLost(f"trainer rank {rank}: cannot reach rank 0's store at "
+                               f"{address[0]}:{address[1]}: {exc}") from exc
+        backend = choose_backend(devices)
+        group = cls(rank, world, store, backend, run_dir, stop, heartbeat)
+        if not group.wait_for_peers("start", JOIN_TIMEOUT_S):
+            return None
+        if backend == "nccl":
+            torch.cuda.set_device(torch.device(device))
+        try:
+            dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
+                                    timeout=timeout)
+            group.cpu_group = dist.new_group(backend="gloo") if backend == "nccl" else None
+        except RuntimeError as exc:
+            raise PeerLost(f"trainer rank {rank}: joining the {backend} group failed: {exc}") from exc
+        _GROUP = group
+        return group
+
+    def wait_for_peers(self, name: str, deadline_s: float | None = None) -> bool:
+        """Arrive at sync point ``name`` and wait until all ranks have arrived (True), or a
+        stop was requested first (False). Polls the store; sends heartbeats while waiting.
+
+        Raises:
+            PeerLost: the store failed (rank 0 is gone), or ``deadline_s`` passed.
+        """
+        key = f"sync/{name}"
+        start = time.monotonic()
+        nap = 0.0005
+        try:
+            if self.store.add(key, 1) == self.world:
+                self.store.set(key + "/go", "1")
+            while not self.store.check([key + "/go"]):
+                if self.stop():
+                    return bool(self.store.check([key + "/go"]))
+                if deadline_s is not None and time.monotonic() - start > deadline_s:
+                    arrived = self.store.add(key, 0)
+                    raise PeerLost(f"trainer rank {self.rank}: only {arrived} of {self.world} trainers arrived "
+                                   f"within {deadline_s:.0f} s")
+                self.heartbeat()
+                time.sleep(nap)
+                nap = min(0.02, nap * 2)
+        except PeerLost:
+            raise
+        except RuntimeError as exc:
+            raise PeerLost(f"trainer rank {self.rank}: the trainers' rendezvous store (rank 0) is gone: {exc}") from exc
+        return True
+
+    def all_reduce_cpu(self, t: torch.Tensor) -> None:
+        """In-place sum over ranks of a CPU tensor (on the gloo side group under NCCL)."""
+        import torch.distributed as dist
+
+        try:
+            dist.all_reduce(t, group=self.cpu_group)
+        except RuntimeError as exc:
+            raise PeerLost(f"trainer rank {self.rank}: all-reduce with the other trainers failed: {exc}") from exc
+
+    def exchange(self, record: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every rank's ``record`` (JSON-serialisable), in rank order: two all-gathers of JSON
+        bytes (lengths, then the padded bytes). Nothing is unpickled.
+
+        Raises:
+            PeerLost: a collective failed.
+        """
+        import torch.distributed as dist
+
+        data = json.dumps(record).encode()
+        group = self.cpu_group
+        try:
+            size = torch.tensor([len(data)], dtype=torch.int64)
+            sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world)]
+            dist.all_gather(sizes, size, group=group)
+            longest = max(int(s) for s in sizes)
+            buf = torch.zeros(longest, dtype=torch.uint8)
+            buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            bufs = [torch.empty(longest, dtype=torch.uint8) for _ in range(self.world)]
+            dist.all_gather(bufs, buf, group=group)
+        except RuntimeError as exc:
+            raise PeerLost(f"trainer rank {self.rank}: exchanging counters with the other trainers failed: "
+                           f"{exc}") from exc
+        return [json.loads(bytes(b[:int(s)].numpy())) for b, s in zip(bufs, sizes)]
+
+    def sync(self, record: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """One sync point: :meth:`wait_for_peers`, then :meth:`exchange`; None when a stop came first."""
+        self.rounds += 1
+        if not self.wait_for_peers(str(self.rounds)):
+            return None
+        return self.exchange(record)
+
+    def broadcast_module(self, module: torch.nn.Module) -> None:
+        """Copy rank 0's parameters and buffers into ``module`` on every rank."""
+        import torch.distributed as dist
+
+        try:
+            for t in list(module.parameters()) + list(module.buffers()):
+                if t.is_cuda and self.backend != "nccl":
+                    host = t.detach().cpu()
+                    dist.broadcast(host, 0)
+                    t.data.copy_(host)
+                else:
+                    dist.broadcast(t.data, 0)
+        except RuntimeError as exc:
+            raise PeerLost(f"trainer rank {self.rank}: receiving rank 0's initial weights failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Leave the group (this process's side only; idempotent). Rank 0 removes its address file."""
+        global _GROUP
+        import torch.distributed as dist
+
+        if _GROUP is self:
+            _GROUP = None
+            try:
+                dist.destroy_process_group()
+            except (RuntimeError, ValueError, AssertionError):
+                pass
+        if self.rank == 0:
+            try:
+                os.unlink(os.path.join(self.run_dir, DIST_FILE))
+            except FileNotFoundError:
+                pass
+
+
+def _wait_for_address(path: str, run_id: str, stop: Callable[[], bool],
+                      heartbeat: Callable[[], None]) -> tuple[str, int] | None:
+    """``(host, port)`` rank 0 published for ``run_id``; None on a stop request.
+
+    Raises:
+        PeerLost: nothing within :data:`JOIN_TIMEOUT_S`.
+    """
+    start = time.monotonic()
+    while not stop():
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            if data.get("run_id") == run_id:
+                return str(data["host"]), int(data["port"])
+        except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+            pass
+        if time.monotonic() - start > JOIN_TIMEOUT_S:
+            raise PeerLost(f"trainer rank 0 did not publish its address in {path} within {JOIN_TIMEOUT_S:.0f} s")
+        heartbeat()
+        time.sleep(0.05)
+    return None

@@ -1,0 +1,151 @@
+"""Data-parallel trainers: K = 2 gloo ranks (spawned processes) against one trainer.
+
+After one update of PPO, IMPALA and MAPPO on a tiny deterministic network, both ranks hold
+identical weights (the same checksum), equal within 1e-6 to one trainer's update on the two
+shares concatenated. The shares have different numbers of active steps (rank 0: 3 of its
+24 inactive, rank 1: 9), so a plain average of the ranks' gradients, or advantage and
+value statistics taken per rank, would not match. A non-finite loss on one rank makes both
+skip the same update.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import uuid
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from zoo.core.env import EnvSpec
+
+SPEC = EnvSpec("tiny", ("agent",), {"obs": spaces.Box(-1.0, 1.0, (4,), np.float32)}, spaces.Discrete(2))
+T, B = 6, 4
+ALGOS = ("ppo", "impala", "mappo")
+SETTINGS = {  # two passes over one minibatch: the second pass sees the first update's weights
+    "ppo": {"hidden": 8, "epochs": 2, "minibatches": 1, "norm_adv": True, "max_grad_norm": 0.5},
+    "impala": {"hidden": 8, "max_grad_norm": 40.0, "optimizer": "rmsprop"},
+    "mappo": {"hidden": 8, "epochs": 2, "minibatches": 1, "norm_adv": True, "value_norm": "running",
+              "recurrent": False, "policy": "mlp"},
+}
+
+
+def share(rank: int) -> dict:
+    """A deterministic batch ``[T, B]`` for rank ``rank`` (different data on each)."""
+    rng = np.random.default_rng(100 + rank)
+    active = np.ones((T, B), bool)
+    active.reshape(-1)[rng.choice(T * B, 3 if rank == 0 else 9, replace=False)] = False
+    return {
+        "obs": {"obs": rng.uniform(-1, 1, (T + 1, B, 4)).astype(np.float32)},
+        "action": rng.integers(0, 2, (T, B)).astype(np.int64),
+        "reward": rng.normal(size=(T, B)).astype(np.float32),
+        "terminated": rng.random((T, B)) < 0.1,
+        "truncated": np.zeros((T, B), bool),
+        "active": active,
+        "on_reset": np.zeros((T, B), bool),
+        "policy_version": np.zeros((T, B), np.int64),
+        "logp": np.full((T, B), np.log(0.5), np.float32) + rng.normal(0, 0.1, (T, B)).astype(np.float32),
+        "value": rng.normal(size=(T, B)).astype(np.float32),
+        "final_obs": {"obs": np.zeros((0, 4), np.float32)},
+        "final_index": np.zeros((0, 2), np.int64),
+    }
+
+
+def make(name: str, device: str = "cpu"):
+    from zoo.core.plugins import get_registry
+
+    cls = get_registry().get("algorithm", name).load()
+    config = cls.Config(**{k: v for k, v in SETTINGS[name].items() if hasattr(cls.Config, k)}, device=device)
+    return cls(config, SPEC, seed=3)
+
+
+def weights(algo) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy().copy() for k, v in algo.policy.state_dict().items()}
+
+
+def _rank_main(rank: int, world: int, run_id: str, run_dir: str, out: str, device: str = "cpu") -> None:
+    from zoo.core.distributed import TrainerGroup
+    from zoo.core.graph import worker_device
+
+    torch.set_num_threads(1)
+    devices = [worker_device(device, r) for r in range(world)]
+    group = TrainerGroup.join(rank, world, devices[rank], devices, run_id, run_dir, 30.0,
+                              stop=lambda: False, heartbeat=lambda: None)
+    try:
+        result = {"backend": np.array(group.backend)}
+        for name in ALGOS:
+            algo = make(name, devices[rank])
+            if rank == 1:  # different initial weights: the group must start from rank 0's
+                with torch.no_grad():
+                    for p in algo.policy.parameters():
+                        p.add_(1.0)
+            group.broadcast_module(algo.policy)
+            stats = algo.update(share(rank))
+            result.update({f"{name}/{k}": v for k, v in weights(algo).items()})
+            result[f"{name}/agent_steps"] = np.array(stats["agent_steps"])
+        # A NaN reward on rank 1 only: its loss is NaN; rank 0's loss is finite, but the combined
+        # gradient is made NaN for both, so both skip the same update and keep their weights.
+        from zoo.core.algorithm import NonFiniteUpdate
+
+        algo = make("impala", devices[rank])
+        group.broadcast_module(algo.policy)
+        before = weights(algo)
+        bad = share(rank)
+        if rank == 1:
+            bad["reward"][0, 0] = np.nan
+        try:
+            algo.update(bad)
+            result["nonfinite"] = np.array("none")
+        except NonFiniteUpdate as exc:
+            result["nonfinite"] = np.array(exc.what)
+        result["unchanged"] = np.array(all(np.array_equal(before[k], v) for k, v in weights(algo).items()))
+        np.savez(out, **result)
+    finally:
+        group.close()
+
+
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no GPU")),
+])
+def test_two_ranks_hold_identical_weights_equal_to_one_trainer_on_both_shares(tmp_path, device):
+    from zoo.core.workers.trainer import collate
+
+    run_id = f"dist-{uuid.uuid4().hex[:8]}"
+    ctx = mp.get_context("spawn")
+    outs = [str(tmp_path / f"rank{r}.npz") for r in range(2)]
+    procs = [ctx.Process(target=_rank_main, args=(r, 2, run_id, str(tmp_path), outs[r], device)) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(240)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    assert [p.exitcode for p in procs] == [0, 0]
+    ranks = [dict(np.load(o)) for o in outs]
+    # NCCL only when each rank has its own GPU; two ranks on one GPU or on the CPU use gloo
+    assert str(ranks[0].pop("backend")) == ("nccl" if device == "cuda" and torch.cuda.device_count() >= 2 else "gloo")
+    ranks[1].pop("backend")
+    assert [str(r.pop("nonfinite")) for r in ranks] == ["grad_norm", "loss"]
+    assert [bool(r.pop("unchanged")) for r in ranks] == [True, True]
+    assert not (tmp_path / "distributed.json").exists()  # rank 0 removed its address
+    both = collate([share(0), share(1)])
+    for name in ALGOS:
+        single = make(name, "cuda:0" if device == "cuda" else "cpu")
+        single.update(both)
+        expect = weights(single)
+        for key, value in expect.items():
+            r0, r1 = ranks[0][f"{name}/{key}"], ranks[1][f"{name}/{key}"]
+            assert np.array_equal(r0, r1), f"{name} {key}: the ranks differ"
+            np.testing.assert_allclose(r0, value, rtol=0, atol=1e-6, err_msg=f"{name} {key}")
+        before = weights(make(name))
+        assert any(not np.allclose(before[k], expect[k]) for k in expect), f"{name}: the update changed nothing"
+        # agent steps count both ranks' active steps: (24 - 3) + (24 - 9) = 36
+        assert ranks[0][f"{name}/agent_steps"] == ranks[1][f"{name}/agent_steps"] == 36
+    checksum = [sum(float(np.abs(v).sum()) for k, v in r.items() if not k.endswith("agent_steps")) for r in ranks]
+    assert checksum[0] == checksum[1]
