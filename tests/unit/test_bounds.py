@@ -139,6 +139,12 @@ def test_steps_per_update_arithmetic():
     cfg.actors.ring_size, cfg.trainer.batch_samples, cfg.sample_length = 1, 100, 10
     # 8 envs x 1 agent per sample: ceil(100 / 8) = 13 samples x 8 envs x 10 steps = 1,040
     assert steps_per_update(cfg, spec(1))[0] == 1040
+    cfg.trainer.count = 2  # each of 2 trainers fills its own batch: 2 x 1,040
+    steps, text = steps_per_update(cfg, spec(1))
+    assert steps == 2080
+    assert text == ("one update takes trainer.batch_samples=100 agent-slot samples per trainer, for each of "
+                    "trainer.count=2: 13 sample(s) of 8 env(s) x 1 agent(s) (actors.envs_per_actor=8 / "
+                    "actors.ring_size=1) x sample_length=10 steps x 2 trainers = 2,080 env steps")
 
 
 def test_a_frames_budget_smaller_than_one_update_names_frames():

@@ -41,15 +41,15 @@ def test_graph_json_records_every_worker_with_its_endpoints(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, problem", [
-    ("policy.count", 0, "policy.count must be >= 1, got 0; set e.g. --set policy.count=1"),
+    ("policy.count", 0, "policy.count must be >= 1, got 0"),
     ("policy.count", 3, "policy.count=3 is more than actors.count=2: actor i goes to policy worker i mod "
                         "policy.count, so 1 policy worker(s) would get no actor and wait forever; "
                         "set --set policy.count=2 or --set actors.count=3"),
-    ("trainer.count", 0, "trainer.count must be >= 1, got 0; set e.g. --set trainer.count=1"),
+    ("trainer.count", 0, "trainer.count must be >= 1, got 0"),
     ("trainer.count", 4, "trainer.count=4 is more than actors.count=2: actor i goes to trainer i mod "
                          "trainer.count, so 2 trainer(s) would get no actor and wait forever; "
                          "set --set trainer.count=2 or --set actors.count=4"),
-    ("trainer.collective_timeout_s", 0.0, "trainer.collective_timeout_s must be > 0 seconds, got 0.0"),
+    ("trainer.collective_timeout_s", 0.0, "trainer.collective_timeout_s must be finite and > 0, got 0.0"),
 ])
 def test_bad_counts_are_refused_naming_the_field(field, value, problem):
     from zoo.core.config import apply_override
