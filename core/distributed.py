@@ -111,7 +111,9 @@ def reduce_gradients(parameters: Iterable[torch.nn.Parameter], weight: float | N
     device = params[0].device
     parts = [(p.grad.detach().reshape(-1).to(torch.float64) * w if p.grad is not None
               else torch.zeros(p.numel(), dtype=torch.float64, device=device)) for p in params]
-    bad_loss = loss is not None and not math.isfinite(float(loss))
+    if isinstance(loss, torch.Tensor):
+        loss = float(loss.detach())
+    bad_loss = loss is not None and not math.isfinite(loss)
     flags = torch.tensor([p.grad is not None for p in params] + [bad_loss, w], dtype=torch.float64, device=device)
     flat = torch.cat(parts + [flags])
     _all_reduce(flat)

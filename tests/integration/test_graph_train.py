@@ -112,7 +112,7 @@ def test_killing_one_trainer_rank_ends_the_run_naming_it(tmp_path):
             proc.kill()
     print(f"the run ended {ended:.1f} s after the kill")
     assert proc.returncode == 1 and ended < 30
-    assert "zoo: trainer worker 1 failed; stopping the run." in err
+    assert "zoo: trainer worker 1 failed (killed by SIGKILL); stopping the run." in err
     assert "trainer worker 0 failed" not in err  # the surviving rank is not blamed
     deadline = time.monotonic() + 10
     while marked_processes(mark) and time.monotonic() < deadline:
