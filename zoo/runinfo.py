@@ -173,7 +173,8 @@ class RunInfo:
 
     ``status``: one of :data:`STATUSES`, or ``unknown`` (no ``status.json`` and no ``end``
     row: a run older than status files that was killed, or one still running);
-    ``detail``: why (``reason`` of ``status.json``, the failed worker, ``controller gone``);
+    ``detail``: why (``reason`` of ``status.json``; for a failed worker its role, index and
+    the last line of its error, e.g. the exception of a traceback; ``controller gone``);
     ``env_steps``: the last counter logged; ``return_mean``: the last
     ``episode_return_mean`` (mean return of the trainer's recent episodes); ``team_returns``:
     for envs that log per-team returns (episode fields ``<team>_return``), each team's mean
@@ -195,6 +196,12 @@ class RunInfo:
     checkpoint_mtime: float | None = None
     failed_worker: dict[str, Any] | None = field(default=None)
     team_returns: dict[str, float] = field(default_factory=dict)
+
+
+def _last_line(text: Any) -> str:
+    """The last non-empty line of ``text`` (a traceback's exception line)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _read_status(run_dir: Path) -> dict[str, Any] | None:
@@ -256,7 +263,7 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
         if info.failed_worker:
             w = info.failed_worker
             where = f"{w.get('role', '?')} {w.get('index', '?')}"
-            info.detail = f"{where} failed" + (f": {w['detail']}" if w.get("detail") else "")
+            info.detail = f"{where} failed" + (f": {_last_line(w['detail'])}" if w.get("detail") else "")
     elif end is not None:
         budget = info.budget_env_steps
         reached = budget is None or int(end.get("env_steps", 0)) >= budget

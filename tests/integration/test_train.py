@@ -154,6 +154,11 @@ def test_env_that_raises_makes_train_fail_with_the_actor_and_message(tmp_path):
     status = json.loads((tmp_path / "boom" / "status.json").read_text())
     assert (status["status"], status["exit_code"], status["failed_worker"]["role"]) == ("crashed", 1, "actor")
     assert "RuntimeError: boom" in status["failed_worker"]["detail"]
+    # zoo runs names the worker that crashed and its error, on the run's line
+    listing = zoo("runs", str(tmp_path), env={**env, "COLUMNS": "250"}, timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    row = next(line for line in listing.stdout.splitlines() if "│ boom" in line)
+    assert "crashed: actor " in row and " failed: RuntimeError: boom" in row  # a traceback's last line
 
 
 def test_an_env_that_always_raises_is_restarted_max_restarts_times_then_the_run_fails(tmp_path):

@@ -140,7 +140,9 @@ def test_runs_shows_finished_stopped_and_crashed(tmp_path, app):
     write_run(tmp_path, "boom", [{"type": "update", "env_steps": 60, "time_s": 9.0}],
               status={"status": "crashed", "pid": 1, "host": "h", "started": started, "ended": started + 10,
                       "exit_code": 1, "reason": "a worker failed",
-                      "failed_worker": {"role": "actor", "index": 1, "detail": "ValueError: bad action"}})
+                      "failed_worker": {"role": "actor", "index": 1,
+                                        "detail": "Traceback (most recent call last):\n  File \"a.py\", line 1\n"
+                                                  "ValueError: bad action\n"}})
     text = render(runs_table(tmp_path, now=started + 100))
     rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.startswith("│")}
     assert "finished" in rows["done"] and "100 / 100" in rows["done"] and "42.50" in rows["done"]
