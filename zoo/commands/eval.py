@@ -39,6 +39,8 @@ def eval_command(
     envs: int = typer.Option(1, "--envs", min=1, help="Envs stepped in lock-step (one batched forward pass)."),
     run: Optional[str] = typer.Option(None, "--run", help="Take the config from this run folder instead of "
                                                           "the checkpoint's own."),
+    threads: int = typer.Option(1, "--threads", min=1, help="Torch CPU threads (as the policy worker's default: "
+                                                            "small forward passes run slower on more)."),
 ) -> None:
     """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
     from zoo.cli import _console, _fail
@@ -51,8 +53,11 @@ def eval_command(
         except ValueError as exc:
             raise _fail(str(exc)) from None
     try:
+        import torch
+
         from zoo.evaluate import Recorder, load_evaluation, play, summarise
 
+        torch.set_num_threads(threads)
         ev = load_evaluation(target, run)
     except RunError as exc:
         raise _fail(str(exc)) from None
