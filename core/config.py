@@ -226,6 +226,9 @@ class SupervisionConfig:
     """Wait before a worker's first restart; doubled for each further restart of that worker."""
     restart_backoff_max_s: float = field(default=30.0, metadata=bounded(ge=0))
     """Longest wait before a restart."""
+    trainer_restarts: int = field(default=0, metadata=bounded(ge=0, hint="0: a failed trainer stops the run"))
+    """Restarts allowed for the trainer, each continuing from the run's last checkpoint
+    (``checkpoints/latest.pt``, as ``zoo resume`` would); 0: a failed trainer stops the run."""
     stop_timeout_s: float = field(default=600.0, metadata=bounded(gt=0))
     """On a stop (Ctrl-C, SIGTERM, SIGHUP, the controller gone) the trainer finishes its
     update and writes its checkpoint and ``end`` row; it is killed only after this many
@@ -515,14 +518,23 @@ def resolver_options(registry: Registry, cfg: ExperimentConfig) -> dict[str, Any
 
 
 # ----------------------------------------------------------------------------- validation
-def supervision_problems(sv: SupervisionConfig) -> list[tuple[str, str]]:
-    """``(field, message)`` when ``supervision.restart_backoff_max_s`` < ``restart_backoff_s``
-    (each option's own range is checked by its ``bounded`` metadata)."""
+def supervision_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
+    """``(field, message)`` for ``supervision`` values that do not fit together (each option's
+    own range is checked by its ``bounded`` metadata): ``restart_backoff_max_s`` below
+    ``restart_backoff_s``; ``trainer_restarts`` with more than one trainer (a restarted rank
+    cannot rejoin its ``torch.distributed`` group)."""
+    sv, out = cfg.supervision, []
     if sv.restart_backoff_max_s < sv.restart_backoff_s:
-        return [("supervision.restart_backoff_max_s",
-                 f"supervision.restart_backoff_max_s={sv.restart_backoff_max_s!r} is below "
-                 f"supervision.restart_backoff_s={sv.restart_backoff_s!r}; raise it or lower the backoff")]
-    return []
+        out.append(("supervision.restart_backoff_max_s",
+                    f"supervision.restart_backoff_max_s={sv.restart_backoff_max_s!r} is below "
+                    f"supervision.restart_backoff_s={sv.restart_backoff_s!r}; raise it or lower the backoff"))
+    trainers = getattr(cfg.trainer, "count", 1)
+    if sv.trainer_restarts and trainers > 1:
+        out.append(("supervision.trainer_restarts",
+                    f"supervision.trainer_restarts={sv.trainer_restarts} needs a single trainer, but trainer.count="
+                    f"{trainers} (a restarted rank cannot rejoin its torch.distributed group); set "
+                    "--set supervision.trainer_restarts=0 and resume a stopped run with zoo resume NAME"))
+    return out
 
 
 def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True) -> None:
@@ -571,7 +583,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             f"(e.g. {a.ring_size * max(1, a.envs_per_actor // a.ring_size)}) or change actors.ring_size",
         ))
     p = cfg.policy
-    problems += supervision_problems(cfg.supervision)
+    problems += supervision_problems(cfg)
     # The trainer's network lives where the algorithm's own `device` option says.
     devices = [("policy.device", p.device)]
     if isinstance(getattr(cfg.algo, "device", None), str):

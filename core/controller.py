@@ -22,6 +22,7 @@ and writes its checkpoint and ``end`` row), the run's transport files and resolv
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -109,10 +110,17 @@ class Controller:
             self._clean_up()
             raise
         self.stopped = False
+        self.restart_rows: list[dict[str, Any]] = []  # every restart row written, for restore_restart_rows
+        self.rows_checked = 0  # the trainer attempt whose cut rows were restored
 
     def context(self, role: str, index: int, attempt: int) -> WorkerContext:
-        """What worker ``(role, index)`` is started from (its ``attempt``-th process)."""
-        return WorkerContext(role, index, self.cfg, self.spec, self.run_id, self.run_dir, attempt=attempt,
+        """What worker ``(role, index)`` is started from (its ``attempt``-th process; a restarted
+        trainer continues from the run's last checkpoint: ``cfg.resume``, as ``zoo resume``)."""
+        cfg = self.cfg
+        if role == "trainer" and attempt > 0:
+            cfg = copy.copy(cfg)
+            cfg.resume = (self.cfg.resume or 0) + attempt
+        return WorkerContext(role, index, cfg, self.spec, self.run_id, self.run_dir, attempt=attempt,
                              controller_pid=os.getpid(), controller_host=socket.gethostname(),
                              streams=self.streams)
 
@@ -147,12 +155,28 @@ class Controller:
         limit = self.supervisor.allowed(self.supervisor.workers[(r.role, r.index)])
         print(f"zoo: {r.role} worker {r.index} failed ({r.reason}); restarting it in {r.delay_s:g} s "
               f"(restart {r.restarts} of {limit})" + (f"\n{r.detail}" if r.detail else ""), file=sys.stderr, flush=True)
-        append_row(os.path.join(self.run_dir, "metrics.jsonl"),
-                   {"type": "restart", "role": r.role, "index": r.index, "reason": r.reason, "time": time.time(),
-                    "restarts": r.restarts, "attempt": r.attempt, "env_steps": env_steps})
+        row = {"type": "restart", "role": r.role, "index": r.index, "reason": r.reason, "time": time.time(),
+               "restarts": r.restarts, "attempt": r.attempt, "env_steps": env_steps}
+        append_row(os.path.join(self.run_dir, "metrics.jsonl"), row)
+        self.restart_rows.append(row)
         record = getattr(display, "record_restart", None)
         if callable(record):
             record(r.role, r.index, r.reason)
+
+    def restore_restart_rows(self) -> None:
+        """A restarted trainer cuts ``metrics.jsonl`` back to its checkpoint's length (no duplicated
+        update row); once it has started, the ``restart`` rows it cut are appended again."""
+        w = self.supervisor.workers.get(("trainer", 0))
+        if w is None or w.attempt == self.rows_checked or w.last_seen is None or w.busy == "start-up":
+            return
+        self.rows_checked = w.attempt
+        path = os.path.join(self.run_dir, "metrics.jsonl")
+        with open(path) as f:
+            kept = {(r.get("role"), r.get("index"), r.get("restarts")) for r in map(json.loads, f)
+                    if r.get("type") == "restart"}
+        for row in self.restart_rows:
+            if (row["role"], row["index"], row["restarts"]) not in kept:
+                append_row(path, row)
 
     def stop(self) -> None:
         """Stop every worker (:meth:`Supervisor.stop_all`), then remove the run's transport resources (idempotent)."""
@@ -261,6 +285,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                     return 0
                 for restart in controller.supervise():
                     controller.report_restart(restart, health, (pacer.latest or {}).get("env_steps"))
+                controller.restore_restart_rows()
         except WorkerCrashed as crash:
             print(f"zoo: {crash.role} worker {crash.index} failed ({crash.reason}); stopping the run.\n"
                   f"{crash.detail}", file=sys.stderr, flush=True)

@@ -19,7 +19,8 @@ A worker has **failed** (:meth:`Supervisor.failure`) when
 
 A failed actor or policy worker is killed (if still running) and started again after a
 backoff (``restart_backoff_s``, doubled for each further restart of that worker, at most
-``restart_backoff_max_s``), up to ``supervision.max_restarts`` times per worker. Each
+``restart_backoff_max_s``), up to ``supervision.max_restarts`` times per worker; the trainer
+up to ``supervision.trainer_restarts`` times, continuing from the run's last checkpoint. Each
 restart is returned to the caller as a :class:`Restart` (the controller prints it, writes a
 ``restart`` row to ``metrics.jsonl`` and tells the live display). One failure more stops the
 run: :meth:`Supervisor.check` raises :class:`WorkerCrashed`.
@@ -165,7 +166,7 @@ class Supervisor:
     def allowed(self, w: Worker) -> int:
         """How many restarts worker ``w`` may have in all."""
         if w.role == "trainer":
-            return getattr(self.sv, "trainer_restarts", 0)
+            return self.sv.trainer_restarts
         return self.sv.max_restarts if w.role in RESTARTABLE else 0
 
     def check(self, poll: Callable[[float], Any] = lambda timeout: None) -> list[Restart]:

@@ -122,7 +122,7 @@ def run(ctx: WorkerContext) -> None:
     cast_for_precision(policy, cfg.policy.precision)
     server = ctx.transport("inference").reply_server(endpoint("inference", ctx.index))
     params = ctx.transport("parameter").subscriber(PARAMETER_ENDPOINT)
-    version = -1
+    version, attempt = -1, 0  # the weights' policy version and the attempt of the trainer that made them
     max_wait = cfg.policy.max_wait_ms / 1000
     state_shape = getattr(policy, "state_shape", None)
     states = RecurrentStates(state_shape) if state_shape else None
@@ -137,7 +137,7 @@ def run(ctx: WorkerContext) -> None:
             msg = params.latest(POLL_S)
             if msg is not None:
                 load_parameters(policy, msg[0])
-                version = int(msg[1]["policy_version"])
+                version, attempt = int(msg[1]["policy_version"]), int(msg[1].get("trainer_attempt", 0))
                 watch.new_version(time.monotonic())
         while not ctx.stop:
             ctx.heartbeat(policy_version=version)
@@ -162,11 +162,13 @@ def run(ctx: WorkerContext) -> None:
                 counts["rows"] += rows
                 watch.served()
             msg = params.latest(0)
-            if msg is not None and int(msg[1]["policy_version"]) > version:
+            # newer weights, or the first of a restarted trainer (its version restarts at its checkpoint's)
+            if msg is not None and (int(msg[1].get("trainer_attempt", 0)), int(msg[1]["policy_version"])) \
+                    > (attempt, version):
                 start = time.perf_counter()
                 load_parameters(policy, msg[0])
                 meter.lap("busy", start)
-                version = int(msg[1]["policy_version"])
+                version, attempt = int(msg[1]["policy_version"]), int(msg[1].get("trainer_attempt", 0))
                 watch.new_version(time.monotonic())
             elif cfg.trainer.learn and watch.due(now := time.monotonic()):
                 message = (f"no new parameters for {now - watch.since:.0f} s: still serving policy version "

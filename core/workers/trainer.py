@@ -452,7 +452,8 @@ def _run(ctx: WorkerContext) -> None:
 
     def publish() -> None:
         state = {k: v.detach().cpu().numpy() for k, v in algo.policy.state_dict().items()}
-        params.publish(state, {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps})
+        params.publish(state, {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps,
+                               "trainer_attempt": ctx.attempt})
 
     def counters() -> dict[str, int]:
         return st.counters(spec.frame_skip)

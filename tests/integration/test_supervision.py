@@ -185,3 +185,29 @@ def test_ctrl_c_in_a_long_update_waits_for_the_checkpoint_and_end_row(tmp_path):
     assert (f"interrupted (Ctrl-C); all workers stopped; the trainer wrote its final checkpoint "
             f"({run / 'checkpoints' / 'latest.pt'}, policy version 2") in " ".join(err.split())
     nothing_left(proc, mark)
+
+
+def test_a_killed_trainer_restarts_from_its_last_checkpoint_with_trainer_restarts(tmp_path):
+    proc, mark = start(tmp_path, "ppo", "--env", "CartPole-v1", "--steps", "20000", "--name", "trainer",
+                       "--set", "supervision.trainer_restarts=1", "--set", "trainer.checkpoint_interval=5",
+                       "--set", "supervision.restart_backoff_s=0.2")
+    run = tmp_path / "trainer"
+    try:
+        wait_for(lambda: len(rows(run, "update")) >= 12, 120, "12 updates (two checkpoints: at 5 and 10)")
+        os.kill(wait_for(lambda: workers(mark).get("zoo-trainer-0"), 10, "the trainer"), signal.SIGKILL)
+        out, err = finish(proc, 300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert "trainer worker 0 failed (killed by SIGKILL); restarting it in 0.2 s (restart 1 of 1)" in err
+    all_rows = read_metrics(run)
+    (resume,) = [r for r in all_rows if r["type"] == "resume"]
+    (restart,) = [r for r in all_rows if r["type"] == "restart"]  # cut with the rows after the checkpoint, re-added
+    assert (restart["role"], restart["index"], restart["attempt"]) == ("trainer", 0, 1)
+    # It went on from a checkpoint written every 5 updates: no update row is missing or doubled.
+    assert resume["policy_version"] % 5 == 0 and resume["policy_version"] >= 10
+    versions = [r["policy_version"] for r in all_rows if r["type"] == "update"]
+    assert versions == list(range(1, len(versions) + 1))
+    assert rows(run, "end")[0]["env_steps"] >= 20_000
+    nothing_left(proc, mark)

@@ -204,6 +204,35 @@ def test_a_trainer_failure_ends_the_run_with_its_traceback():
     assert (info.value.detail, info.value.reason) == ("Traceback: nan", "raised an exception")
 
 
+def test_with_trainer_restarts_a_failed_trainer_is_started_again_as_the_next_attempt():
+    s, launcher, clock = make_supervisor(trainer_restarts=1)
+    all_beat(s)
+    s.workers[("trainer", 0)].handle.code = -9
+    (r,) = s.check()
+    assert (r.role, r.restarts, r.attempt, r.delay_s) == ("trainer", 1, 1, 1.0)
+    clock.t += 1.0
+    s.check()
+    assert launcher.started[-1] == ("trainer", 0, 1)
+    beat(s, "trainer", 0, attempt=1)
+    s.workers[("trainer", 0)].handle.code = -9
+    with pytest.raises(WorkerCrashed) as info:  # the second failure is past trainer_restarts=1
+        s.check()
+    assert info.value.reason == "killed by SIGKILL (restarted 1 times already: the limit)"
+
+
+def test_a_restarted_trainer_resumes_and_the_run_config_is_left_alone(tmp_path):
+    from zoo.core.config import ExperimentConfig
+    from zoo.core.controller import Controller
+
+    c = Controller.__new__(Controller)  # no streams, no processes
+    c.cfg, c.spec, c.run_id, c.run_dir = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1"), None, "r", "d"
+    assert c.context("trainer", 0, 0).cfg is c.cfg and c.cfg.resume == 0
+    assert c.context("trainer", 0, 2).cfg.resume == 2  # the trainer's second restart: resume #2
+    assert c.context("actor", 1, 2).cfg.resume == 0 and c.cfg.resume == 0
+    c.cfg.resume = 3  # a run continued with zoo resume (its 3rd time), whose trainer then restarts once
+    assert c.context("trainer", 0, 1).cfg.resume == 4
+
+
 def test_actor_exiting_0_early_is_a_failure_and_a_trainer_exiting_0_is_the_end():
     s, launcher, clock = make_supervisor(max_restarts=0)
     all_beat(s)
@@ -268,4 +297,13 @@ def test_supervision_values_are_checked_up_front():
         "supervision.restart_backoff_max_s=30.0 is below supervision.restart_backoff_s=40.0; "
         "raise it or lower the backoff"]
     assert info.value.field == "supervision.heartbeat_timeout_s"
+    c = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1")
+    apply_override(c, "supervision.trainer_restarts=1")
+    c.trainer.count = 2  # data-parallel trainers (the graph's trainer.count)
+    with pytest.raises(ConfigError) as info:
+        validate(c, get_registry(), check_budget=False)
+    assert info.value.problems == [
+        "supervision.trainer_restarts=1 needs a single trainer, but trainer.count=2 (a restarted rank cannot rejoin "
+        "its torch.distributed group); set --set supervision.trainer_restarts=0 and resume a stopped run with "
+        "zoo resume NAME"]
 
