@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
-from zoo.core.rundir import RunStatus, append_row, claim_run_dir, what_was_saved
+from zoo.core.rundir import RunStatus, append_missing_restarts, append_row, claim_run_dir, what_was_saved
 from zoo.core.supervision import STOP_GRACE_S, Restart, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
 from zoo.core.workers.base import WorkerContext
 
@@ -170,13 +170,7 @@ class Controller:
         if w is None or w.attempt == self.rows_checked or w.last_seen is None or w.busy == "start-up":
             return
         self.rows_checked = w.attempt
-        path = os.path.join(self.run_dir, "metrics.jsonl")
-        with open(path) as f:
-            kept = {(r.get("role"), r.get("index"), r.get("restarts")) for r in map(json.loads, f)
-                    if r.get("type") == "restart"}
-        for row in self.restart_rows:
-            if (row["role"], row["index"], row["restarts"]) not in kept:
-                append_row(path, row)
+        append_missing_restarts(os.path.join(self.run_dir, "metrics.jsonl"), self.restart_rows)
 
     def stop(self) -> None:
         """Stop every worker (:meth:`Supervisor.stop_all`), then remove the run's transport resources (idempotent)."""

@@ -101,6 +101,17 @@ def append_row(path: str, row: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def append_missing_restarts(path: str, rows: list[dict[str, Any]]) -> None:
+    """Append each ``restart`` row of ``rows`` that ``path`` no longer holds (a resumed trainer
+    cuts ``metrics.jsonl`` back to its checkpoint); rows are known by (role, index, restarts)."""
+    with open(path) as f:
+        kept = {(r.get("role"), r.get("index"), r.get("restarts")) for r in map(json.loads, f)
+                if r.get("type") == "restart"}
+    for row in rows:
+        if (row["role"], row["index"], row["restarts"]) not in kept:
+            append_row(path, row)
+
+
 def last_row(path: str) -> dict[str, Any] | None:
     """The last complete JSON row of ``path`` (None if there is none)."""
     try:

@@ -226,6 +226,7 @@ def test_a_restarted_trainer_resumes_and_the_run_config_is_left_alone(tmp_path):
 
     c = Controller.__new__(Controller)  # no streams, no processes
     c.cfg, c.spec, c.run_id, c.run_dir = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1"), None, "r", "d"
+    c.streams = {}
     assert c.context("trainer", 0, 0).cfg is c.cfg and c.cfg.resume == 0
     assert c.context("trainer", 0, 2).cfg.resume == 2  # the trainer's second restart: resume #2
     assert c.context("actor", 1, 2).cfg.resume == 0 and c.cfg.resume == 0
