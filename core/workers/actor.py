@@ -43,11 +43,11 @@ envs); a NaN or an infinity raises :class:`NonFiniteEnvError` naming the env, th
 index, the env's index and the step, which the worker reports to the controller as its
 error: the run stops there instead of failing later in the policy worker or trainer.
 
-**Env seeds** (:func:`env_seeds`): env ``i`` of actor ``a`` is reset first with
-``seed * 100003 + a * envs_per_actor + i``; when the run was resumed (``cfg.resume`` = n >= 1)
-with the first value of ``numpy.random.SeedSequence([seed, a, n])``'s state for env ``i``
-instead, so a resumed run's envs do not replay the first episodes of the run's start.
-Environment state itself (positions, the envs' own RNGs) is not checkpointed: a resumed
+**Env seeds** (:func:`zoo.core.seeding.env_seeds`): env ``i`` of actor ``a`` is built and
+first reset with ``derive_seed(seed, "env", a, i)`` (numpy ``SeedSequence`` over the run
+seed, the role, the actor and the env slot: independent across envs, actors and runs);
+when the run was resumed (``cfg.resume`` = n >= 1) n joins the key, so a resumed run's envs
+do not replay the first episodes of the run's start. Environment state itself (positions, the envs' own RNGs) is not checkpointed: a resumed
 run starts new episodes.
 
 Its heartbeats carry where its time goes (:class:`zoo.core.health.Meter`): ``env``
@@ -65,6 +65,7 @@ import numpy as np
 from zoo.core.env import close_envs
 from zoo.core.graph import Graph, endpoint
 from zoo.core.health import Meter
+from zoo.core.seeding import env_seeds
 from zoo.core.spaces import ActionClipper
 from zoo.core.workers.base import WorkerContext, make_env
 
@@ -151,18 +152,6 @@ class SampleBuffer:
 
 class NonFiniteEnvError(FloatingPointError):
     """An environment returned a NaN or an infinity as a reward or an observation."""
-
-
-def env_seeds(seed: int, actor: int, n: int, resume: int = 0) -> list[int]:
-    """The first-reset seeds of actor ``actor``'s ``n`` envs (module docstring, "Env seeds").
-
-    ``resume`` 0: ``seed * 100003 + actor * n + i``; ``resume`` >= 1: the ``n`` uint32 words of
-    ``SeedSequence([seed, actor, resume]).generate_state(n)``. Example: ``env_seeds(1, 2, 4)``
-    is ``[100011, 100012, 100013, 100014]`` (100003 + 8 + i).
-    """
-    if resume <= 0:
-        return [seed * 100_003 + actor * n + i for i in range(n)]
-    return [int(x) for x in np.random.SeedSequence([seed, actor, resume]).generate_state(n)]
 
 
 class EnvGroup:

@@ -30,6 +30,7 @@ import numpy as np
 
 from zoo.core.arrays import concat
 from zoo.core.health import Meter
+from zoo.core.seeding import derive_seed
 from zoo.core.workers.base import WorkerContext
 
 POLL_S = 0.2
@@ -115,6 +116,8 @@ def run(ctx: WorkerContext) -> None:
 
     torch.set_num_threads(ctx.cfg.policy.threads)
     cfg = ctx.cfg
+    # Sampled actions come from torch's generator: seeded per policy worker (zoo.core.seeding).
+    torch.manual_seed(derive_seed(cfg.seed, "policy", ctx.index, resume=int(getattr(cfg, "resume", 0) or 0)))
     device = worker_device(cfg.policy.device, ctx.index)
     algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
     policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(device)

@@ -95,6 +95,7 @@ from zoo.core.checkpoint import (
 )
 from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
 from zoo.core.health import Meter
+from zoo.core.seeding import derive_seed
 from zoo.core.workers.base import WorkerContext
 
 RECV_S = 0.5
@@ -407,12 +408,15 @@ def _run(ctx: WorkerContext) -> None:
     K, rank = cfg.trainer.count, ctx.index
     lead = rank == 0  # publishes parameters, writes metrics and checkpoints, reports to the controller
     torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2 // K))
-    torch.manual_seed(cfg.seed)
+    # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
+    # so they all start from the same weights.
+    seed = derive_seed(cfg.seed, "trainer", 0)
+    torch.manual_seed(seed)
     devices = _devices(cfg, K)
     algo_cfg = cfg.algo
     if devices is not None and devices[rank] != algo_cfg.device:
         algo_cfg = dataclasses.replace(algo_cfg, device=devices[rank])
-    algo = ctx.registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, cfg.seed)
+    algo = ctx.registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, seed)
     ckpt_dir = checkpoint_dir(ctx.run_dir)
     if lead:
         os.makedirs(ckpt_dir, exist_ok=True)

@@ -148,8 +148,14 @@ def test_an_env_returning_an_infinite_observation_at_reset_is_reported():
         EnvGroup([CountingEnv(), InfReset()], [0, 1], actor=1, env_offset=2)
 
 
-def test_env_seeds_are_the_old_ones_for_a_fresh_run_and_new_ones_after_a_resume():
-    assert env_seeds(1, 2, 4) == [100_011, 100_012, 100_013, 100_014]  # 1 * 100003 + 2 * 4 + i
+def test_env_seeds_of_a_resumed_run_are_new_ones():
+    # zoo.core.seeding: SeedSequence(run seed, spawn_key=(env role 1, actor, slot[, resume])), 63 bits
+    def by_hand(key):
+        w = np.random.SeedSequence(1, spawn_key=key).generate_state(2, np.uint32)
+        return (int(w[0]) * 2**32 + int(w[1])) % 2**63
+
+    assert env_seeds(1, 2, 4) == [by_hand((1, 2, i)) for i in range(4)]
     resumed = env_seeds(1, 2, 4, resume=1)
-    assert resumed == [int(x) for x in np.random.SeedSequence([1, 2, 1]).generate_state(4)]
+    assert resumed == [by_hand((1, 2, i, 1)) for i in range(4)]
     assert resumed != env_seeds(1, 2, 4, resume=2) and len(set(resumed)) == 4
+    assert set(resumed).isdisjoint(env_seeds(1, 2, 4))
