@@ -257,6 +257,15 @@ class ZooGroup(TyperGroup):
     def get_help_option(self, ctx: typer.Context) -> Any:
         return _plain_help(super().get_help_option(ctx))
 
+    def invoke(self, ctx: typer.Context) -> Any:
+        """Run the command; a Ctrl-C that it does not handle itself (while the config is built,
+        plugins and torch are imported, the probe env runs...) ends it with one line and exit
+        status 130, not click's "Aborted!" with status 1 or a traceback."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _fail("interrupted (Ctrl-C)", 130) from None
+
     def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is not None:

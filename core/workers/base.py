@@ -165,6 +165,25 @@ def make_env(ctx: WorkerContext, seed: int):
     return component.load()(arg, ctx.cfg.env, seed)
 
 
+def set_title(ctx: WorkerContext) -> str:
+    """Name this process ``zoo: <role> <index> <run name>`` in ``ps``/``top`` (setproctitle);
+    returns the title. The run name is the run directory's last part.
+
+    ``SPT_NOENV=1``: setproctitle then writes only over the command line (about 110
+    characters for a spawned worker; a longer title is cut there) and leaves the process's
+    environment block, which ``/proc/PID/environ`` shows, intact.
+    """
+    title = f"zoo: {ctx.role} {ctx.index} {os.path.basename(os.path.normpath(ctx.run_dir))}"
+    os.environ.setdefault("SPT_NOENV", "1")
+    try:
+        import setproctitle
+
+        setproctitle.setproctitle(title)
+    except ImportError:  # a dependency of Zoo; without it only the title is missing
+        pass
+    return title
+
+
 ROLE_ENTRIES = {
     "actor": "zoo.core.workers.actor:run",
     "policy": "zoo.core.workers.policy:run",
@@ -242,6 +261,8 @@ def worker_main(ctx: WorkerContext) -> None:
     _prctl(_PR_SET_NAME, f"zoo-{ctx.role}-{ctx.index}"[:15].encode())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a launcher may start it blocked (and ignored)
+    set_title(ctx)
 
     def _stop(signum, frame):
         ctx.stop = True
