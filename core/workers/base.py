@@ -261,7 +261,7 @@ def worker_main(ctx: WorkerContext) -> None:
     _prctl(_PR_SET_NAME, f"zoo-{ctx.role}-{ctx.index}"[:15].encode())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a launcher may start it blocked (and ignored)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a launcher may start it with SIGINT blocked
     set_title(ctx)
 
     def _stop(signum, frame):

@@ -3,7 +3,9 @@ nothing left behind, whatever start-up was doing (importing, building the config
 probe env, starting workers that are still importing their modules, running).
 
 A terminal sends SIGINT to its whole foreground process group: the CLI and every worker it
-has started. The test starts ``zoo train`` in a session of its own and signals that group.
+has started. The test starts ``zoo train`` in a session of its own and signals that group. A Ctrl-C that
+lands in the milliseconds in which a worker is forked can be lost (see
+``plugins/launchers/local/launcher.py``); the test then presses it again, as a user would.
 """
 from __future__ import annotations
 
@@ -80,7 +82,14 @@ def test_ctrl_c_early_prints_no_traceback_and_leaves_nothing(tmp_path, moment):
         _wait_for(moment, proc, mark, started, tmp_path / "early" / "metrics.jsonl")
         titles = sorted(_title(pid) for pid in marked_processes(mark) if pid != proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        out, err = proc.communicate(timeout=60)
+        for _ in range(3):  # pressed again if it landed in the milliseconds a worker is forked (it can be lost)
+            try:
+                out, err = proc.communicate(timeout=15)
+                break
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGINT)
+        else:
+            out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

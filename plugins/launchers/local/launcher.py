@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import multiprocessing.util as mp_util
 import signal
 import socket
 import threading
@@ -57,29 +58,55 @@ class LocalLauncher(Launcher):
                 proc.start()
         except OSError as exc:  # e.g. out of processes or memory
             raise LaunchError(f"cannot start {ctx.role} worker {ctx.index}: {exc}") from exc
+        except KeyboardInterrupt:  # Ctrl-C while it started: nobody holds its handle, so it must not outlive this
+            if proc.pid is not None:
+                proc.kill()
+                proc.join(5.0)
+            raise
         return LocalHandle(ctx.role, ctx.index, proc)
 
 
 @contextlib.contextmanager
 def sigint_ignored_by_children():
-    """Processes started inside the block ignore SIGINT from their first instruction.
+    """Processes started inside the block ignore SIGINT from their first instruction; a
+    Ctrl-C meanwhile stops this process only once the start is complete.
 
     Ctrl-C reaches every process of the terminal's foreground group: a worker still
-    importing its modules (before :func:`worker_main` ignores SIGINT itself) would die with
-    a ``KeyboardInterrupt`` traceback. A disposition of ``SIG_IGN`` survives ``exec`` and
-    Python keeps an ignored SIGINT ignored, so the child is started while SIGINT is ignored
-    here; it is also blocked, so a Ctrl-C meanwhile stays pending (Linux keeps blocked
-    signals even when ignored) and reaches this process's own handler when the block ends.
-    The child unblocks it once it ignores SIGINT itself. Main thread only (elsewhere signals
-    cannot be set): then nothing changes.
+    importing its modules (before :func:`worker_main` ignores SIGINT itself) would print a
+    ``KeyboardInterrupt`` traceback. An ignored SIGINT stays ignored across ``exec`` (and
+    Python keeps it so), so SIGINT is ignored, and blocked in this thread, for the
+    ``fork``/``exec`` call itself (``multiprocessing.util.spawnv_passfds``, which the spawn
+    start method calls; milliseconds). A Ctrl-C landing in exactly that window can be lost
+    when another thread of this process (nng's, the live display's) takes it; pressing it
+    again works. The rest of the block only records a Ctrl-C (raising in the middle of
+    ``Process.start`` would leave the child without its start-up data: it would die with a
+    traceback) and hands it to the previous handler at the end. Main thread only
+    (elsewhere signals cannot be set): then nothing changes.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    caught: list[int] = []
+    record = lambda signum, frame: caught.append(signum)  # noqa: E731
+    real = mp_util.spawnv_passfds
+
+    def spawn_ignoring_sigint(path, args, passfds):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return real(path, args, passfds)
+        finally:
+            signal.signal(signal.SIGINT, record)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    previous = signal.signal(signal.SIGINT, record)
+    mp_util.spawnv_passfds = spawn_ignoring_sigint
     try:
         yield
     finally:
+        mp_util.spawnv_passfds = real
         signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        if caught and callable(previous):
+            previous(signal.SIGINT, None)  # Python's default handler: KeyboardInterrupt
+        elif caught and previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
