@@ -77,6 +77,28 @@ def test_ppo_trains_a_users_env_named_module_colon_id_in_worker_processes(tmp_pa
     assert min(e["length"] for e in episodes) >= 4 and max(e["return"] for e in episodes) == pytest.approx(0.97)
 
 
+def test_an_unsupported_space_is_refused_naming_its_path_before_any_worker_starts(tmp_path):
+    pkg = tmp_path / "src" / "texty"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(textwrap.dedent('''
+        import gymnasium
+        import numpy as np
+        from gymnasium import spaces
+
+        class Texty(gymnasium.Env):
+            observation_space = spaces.Dict({"pos": spaces.Box(-1, 1, (2,)),
+                                             "note": spaces.Tuple((spaces.Discrete(2), spaces.Text(8)))})
+            action_space = spaces.Discrete(2)
+
+        gymnasium.register("Texty-v0", entry_point=Texty)
+    '''))
+    result = zoo("train", "ppo", "--env", "texty:Texty-v0", "--set", f"runs_dir={tmp_path / 'runs'}",
+                 env=subprocess_env(tmp_path / "src"), timeout=300)
+    assert result.returncode == 2
+    assert "observation space['note'][1] is Text(" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_an_unknown_module_is_a_config_error_before_any_worker_starts(tmp_path):
     result = zoo("train", "ppo", "--env", "no_such_pkg_zoo.envs:Nothing-v0", "--set", f"runs_dir={tmp_path}")
     assert result.returncode == 2

@@ -179,3 +179,32 @@ def test_zoo_eval_play_clips_box_actions_like_the_actors():
 
     play(Pushy(), [GymnasiumEnv(Recording(), "recording")], episodes=2, seed=0)
     assert Recording.received == [[2.0], [2.0]]
+
+
+def test_the_actor_stores_the_sampled_box_action_and_steps_the_env_with_the_clipped_one():
+    import gymnasium
+
+    from zoo.core.workers.actor import EnvGroup, SampleBuffer
+
+    class Recording(gymnasium.Env):
+        observation_space = spaces.Box(-1, 1, (1,), np.float32)
+        action_space = spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+
+        def __init__(self):
+            self.received = []
+
+        def reset(self, seed=None, options=None):
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            self.received.append(np.asarray(action).tolist())
+            return np.zeros(1, np.float32), 0.0, False, False, {}
+
+    envs = [GymnasiumEnv(Recording(), "rec"), GymnasiumEnv(Recording(), "rec")]
+    group = EnvGroup(envs, [0, 1])
+    buf = SampleBuffer(2, group.obs)
+    sampled = np.array([[2.5, -0.5], [0.25, 0.75]], np.float32)  # env 0 out of bounds on both axes
+    action = buf.record_policy({"action": sampled}, 0, group.active, group.on_reset)
+    group.step(action, buf, [])
+    assert envs[0].env.received == [[2.0, 0.0]] and envs[1].env.received == [[0.25, 0.75]]
+    assert buf.action[0].tolist() == [[2.5, -0.5], [0.25, 0.75]]  # the sample keeps what the policy drew
