@@ -55,7 +55,7 @@ POLICY_BUSY_BOUND = 0.5
 STATE_KEYS = ("waiting_for", "busy", "busy_s")
 """Heartbeat keys that say what a worker is doing now (``busy``: a long operation such as an
 update, ``busy_s`` seconds into it); kept until a heartbeat without them."""
-BOOKKEEPING = ("type", "role", "index")
+BOOKKEEPING = ("type", "role", "index", "attempt")
 """Control-message keys left out of the status kept for ``live.json``."""
 ACTOR_PHASES = ("env", "inference", "push")
 ROLE_PHASES = {"actor": ACTOR_PHASES, "policy": ("busy", "latency"), "trainer": ("wait",)}
@@ -270,10 +270,12 @@ class Health:
             w.beats.popleft()
 
     def record_restart(self, role: str, index: int, reason: str) -> None:
-        """A worker was restarted (by the controller's supervision) because of ``reason``."""
+        """A worker was restarted (by the controller's supervision) because of ``reason``; it
+        shows as starting (no pid, no heartbeat) until its new process reports."""
         w = self._worker(role, index)
         w.restarts += 1
         w.last_restart = reason
+        w.pid = w.heard = None
         self._retire(w)
 
     def _retire(self, w: _Worker) -> None:

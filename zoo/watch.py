@@ -87,7 +87,9 @@ def run_over(run_dir: Path, live: dict[str, Any] | None, status: dict[str, Any] 
     """Why the run in ``run_dir`` is over, or None while it runs.
 
     In order: ``status.json`` (``status``) says finished, stopped or crashed, or says running
-    with a controller pid gone from this host; ``live.json`` (``live``) has ``"ended": true``;
+    with a controller pid gone from this host; ``live.json`` (``live``) has ``"ended": true``
+    (unless ``status.json`` still says running with its controller alive on this host: its
+    outcome comes next);
     ``live.json`` has not changed for 3 of its intervals (at least 10 s) and its controller pid
     is gone from this host (on another host: :data:`OTHER_HOST_STALE_S`); with neither file,
     ``metrics.jsonl`` ends with its ``end`` row. ``now``: unix seconds.
@@ -105,6 +107,9 @@ def run_over(run_dir: Path, live: dict[str, Any] | None, status: dict[str, Any] 
             return "crashed (controller gone)"
     if live is not None:
         if live.get("ended"):
+            if status is not None and status.get("status") == "running" and status.get("host") == host \
+                    and alive(status.get("pid")):
+                return None  # the controller writes status.json's outcome right after live.json's last snapshot
             return "ended"
         controller = live.get("controller") or {}
         interval = float(live.get("interval_s") or 5.0)

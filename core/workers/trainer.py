@@ -28,9 +28,10 @@ one global batch. On a resume every rank loads the checkpoint's algorithm state 
 counters; the samples waiting for the next update are rank 0's only (other ranks start
 their batch afresh).
 
-Its heartbeats (sent between samples, so none during a long update) carry its load
-(:class:`zoo.core.health.Meter`): ``wait`` seconds spent waiting for samples (busy is the
-rest), ``samples_pulled`` (sample messages, stale ones included) and ``updates``.
+The heartbeats of its loop (between samples) carry its load (:class:`zoo.core.health.Meter`):
+``wait`` seconds spent waiting for samples (busy is the rest), ``samples_pulled`` (sample
+messages, stale ones included) and ``updates``; during an update or a checkpoint the busy
+thread's heartbeats say ``busy`` instead (:mod:`zoo.core.workers.base`).
 
 Units: ``env_steps`` counts environment steps (not agent steps); ``frames`` is
 ``env_steps x frame_skip``.

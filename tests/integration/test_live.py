@@ -2,14 +2,17 @@
 
 One run in a private tmux server: `zoo train` in one window, `zoo watch` of its run folder in
 another; both screens must list every worker by role and index with its pid and heartbeat
-age, and the bottleneck. Ctrl-C then stops the run; `zoo watch` sees it end and exits 0.
+age, and the bottleneck. Actor 1 is then killed (SIGKILL): both screens show its restart.
+Ctrl-C then stops the run; `zoo watch` sees it end and exits 0.
 Bounded: each wait has a deadline, the tmux server is killed and nothing may be left behind.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -83,9 +86,12 @@ def test_live_display_and_zoo_watch_show_every_worker_in_a_terminal(tmp_path):
         # A budget far beyond the test: the run ends with Ctrl-C, whatever the machine's speed.
         tmux("new-session", "-d", "-s", "live", "-n", "train", "-x", "200", "-y", "50",
              f"{zoo} train ppo --env CartPole-v1 --steps 100000000 --name watched --set runs_dir={tmp_path} "
-             f"--set log.interval_s=1; echo TRAIN-EXIT=$?; sleep 120")
-        live = wait_for("live.json with every worker measured", lambda: (lambda j: j if measured(j) else None)(
-            read_live(run_dir / "live.json")), timeout=180)
+             f"--set log.interval_s=1 --set supervision.restart_backoff_s=0.2; echo TRAIN-EXIT=$?; sleep 120")
+        try:
+            live = wait_for("live.json with every worker measured", lambda: (lambda j: j if measured(j) else None)(
+                read_live(run_dir / "live.json")), timeout=180)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nthe train screen:\n{screen('train')}") from None
         controller_pid = live["controller"]["pid"]
         tmux("new-window", "-d", "-t", "live", "-n", "watch",
              f"{zoo} watch {run_dir} --refresh 0.2; echo WATCH-EXIT=$?; sleep 120")
@@ -94,11 +100,18 @@ def test_live_display_and_zoo_watch_show_every_worker_in_a_terminal(tmp_path):
         for text in (train_screen, watch_screen):
             assert re.search(r"^bottleneck: (trainer|inference|inference-latency|env)-bound: ", text, re.M), text
         assert f"zoo watch {run_dir}: live.json written" in watch_screen and "; run time " in watch_screen
+        # a restart: actor 1 killed; the supervisor restarts it and both screens count it
+        victim = next(w["pid"] for w in live["workers"] if (w["role"], w["index"]) == ("actor", 1))
+        os.kill(victim, signal.SIGKILL)
+        restarted = re.compile(r"^\s*actor 1\s+(\d+)\s+\d+\.\d s ago\s+1 \(last: killed by SIGKILL\)", re.M)
+        for window in ("train", "watch"):  # its new process (pid) heartbeats, its restart counted
+            wait_for(f"the {window} screen to show actor 1 restarted",
+                     lambda: any(int(m.group(1)) != victim for m in restarted.finditer(screen(window))), timeout=90)
         tmux("send-keys", "-t", "live:train", "C-c")
         wait_for("zoo train to stop", lambda: "TRAIN-EXIT=130" in screen("train"), timeout=60)
         end = wait_for("zoo watch to exit 0", lambda: (lambda s: s if "WATCH-EXIT=" in s else None)(screen("watch")),
                        timeout=60)
-        assert "WATCH-EXIT=0" in end and "run ended" in end
+        assert "WATCH-EXIT=0" in end and "run ended: stopped (Ctrl-C)" in end
         assert shows_every_worker(end)  # the last frame stays on screen
     finally:
         subprocess.run(["tmux", "-L", server, "kill-server"], capture_output=True, timeout=30)

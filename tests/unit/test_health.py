@@ -108,6 +108,7 @@ def test_restart_and_new_pid_start_the_measurement_again():
     rows = {(r["role"], r["index"]): r for r in h.snapshot(now=10.0)["workers"]}
     assert (rows["actor", 1]["restarts"], rows["actor", 1]["last_restart"]) == (2, "exit code -9")
     assert rows["actor", 1]["env_frac"] is None  # the old process's totals are gone
+    assert (rows["actor", 1]["pid"], rows["actor", 1]["heartbeat_age_s"]) == (None, None)  # starting again
     # actor 0 comes back as a new process whose totals start from 0: no difference with the old series
     h.on_control(beat("actor", 0, 300.0, {"env": 0.1, "inference": 0.0, "push": 0.0}, {"env_steps": 5}, pid=42),
                  now=9.0)

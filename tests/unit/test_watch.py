@@ -39,6 +39,8 @@ def status(state, pid=111, host="here", reason=None, failed=None):
     (live(), status("crashed", reason="exit code 1", failed={"role": "actor", "index": 1, "detail": "boom"}),
      "crashed (actor worker 1 failed: exit code 1)"),
     (live(), status("running", pid=222), "crashed (controller gone)"),
+    (live(ended=True), status("running"), None),                     # its outcome is being written: wait
+    (live(ended=True), status("running", host="far"), "ended"),
     (live(), status("running", pid=222, host="far"), None),
     (None, None, None),                                              # nothing yet (no metrics either)
 ])
