@@ -26,8 +26,8 @@ restart is returned to the caller as a :class:`Restart` (the controller prints i
 run: :meth:`Supervisor.check` raises :class:`WorkerCrashed`.
 
 Stopping (:meth:`Supervisor.stop_all`): every worker is asked to stop (SIGTERM for local
-processes). Actors and the policy worker get :data:`STOP_GRACE_S` seconds, then are killed.
-The trainer finishes its update and writes its checkpoint and ``end`` row however long that
+processes). Actors and policy workers get :data:`STOP_GRACE_S` seconds, then are killed.
+Each trainer finishes its update and writes its checkpoint and ``end`` row however long that
 takes, up to ``supervision.stop_timeout_s``; it is killed sooner only when it stops
 reporting for ``heartbeat_timeout_s`` (hung) — its busy heartbeats show it is still working.
 """
@@ -236,24 +236,28 @@ class Supervisor:
         for w in live:
             w.handle.stop()
         others = [w.handle for w in live if w.role != "trainer"]
-        trainer = next((w for w in live if w.role == "trainer"), None)
+        trainers = [w for w in live if w.role == "trainer"]
         start = self.clock()
         _wait_all(others, STOP_GRACE_S)
         for h in others:
             h.kill()
         told = False
-        while trainer is not None and trainer.handle.alive():
+        while any(w.handle.alive() for w in trainers):
             now = self.clock()
-            silent = now - (trainer.last_seen if trainer.last_seen is not None else trainer.started)
-            if now - start > self.sv.stop_timeout_s or silent > self.sv.heartbeat_timeout_s:
-                trainer.handle.kill()
-                break
+            for w in trainers:
+                silent = now - (w.last_seen if w.last_seen is not None else w.started)
+                if w.handle.alive() and (now - start > self.sv.stop_timeout_s or silent > self.sv.heartbeat_timeout_s):
+                    w.handle.kill()
             if not told and now - start > STOP_GRACE_S:
                 told = True
                 waiting(self.sv.stop_timeout_s)
             poll(0.2)
-            trainer.handle.wait(0.05)
+            for w in trainers:
+                w.handle.wait(0.05 / len(trainers))
         _wait_all([w.handle for w in live], 2.0)
+        for w in live:  # nothing outlives the run
+            if w.handle.alive():
+                w.handle.kill()
         self.launcher.close()
 
 

@@ -264,6 +264,28 @@ def test_stop_all_stops_everyone_kills_the_deaf_and_waits_for_a_busy_trainer():
     assert told == [50.0] and launcher.closed
 
 
+def test_stop_all_waits_for_every_trainer_and_kills_a_silent_one():
+    launcher, clock = FakeLauncher(), Clock()
+    s = Supervisor(launcher, lambda role, index, attempt: (role, index, attempt),
+                   SupervisionConfig(heartbeat_timeout_s=10.0, stop_timeout_s=100.0), clock)
+    s.start_all([("trainer", 0), ("trainer", 1), ("actor", 0)])
+    for role, index in (("trainer", 0), ("trainer", 1), ("actor", 0)):
+        beat(s, role, index)
+    rank0, rank1, actor = launcher.handles
+
+    def poll(timeout):  # rank 0 finishes its update at 30 s; rank 1 never reports again (hung)
+        clock.t += 1.0
+        if clock.t - 1000.0 < 30:
+            beat(s, "trainer", 0, busy="update", busy_s=clock.t - 1000.0)
+        else:
+            rank0.code = 0
+
+    s.stop_all(poll)
+    assert rank1.calls == ["stop", "kill"] and rank1.code == -9  # silent for 11 s > 10 s: killed
+    assert rank0.calls == ["stop"] and rank0.code == 0  # finished by itself
+    assert actor.calls == ["stop", "kill"]
+
+
 def test_stop_all_kills_a_trainer_past_stop_timeout():
     s, launcher, clock = make_supervisor(stop_timeout_s=20.0)
     all_beat(s)
@@ -274,7 +296,7 @@ def test_stop_all_kills_a_trainer_past_stop_timeout():
 
     s.stop_all(poll)
     assert launcher.handles[0].calls == ["stop", "kill"] and launcher.handles[0].code == -9
-    assert clock.t == 1000.0 + 21.0  # polled once a second until 21 s > 20 s
+    assert clock.t == 1000.0 + 22.0  # polled once a second; killed in the pass at 21 s > 20 s (its poll: 22)
 
 
 def test_supervision_values_are_checked_up_front():
