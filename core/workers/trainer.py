@@ -45,8 +45,8 @@ new policy version, a ``{"type": "nonfinite"}`` row in ``metrics.jsonl`` naming 
 not finite and where the batch came from (actor index, env index within that actor,
 agent), a ``warning`` to the controller, and the counters ``nonfinite_updates`` (total)
 and ``nonfinite_streak`` (consecutive). After ``trainer.max_nonfinite_updates``
-consecutive skips the trainer stops with :class:`NonFiniteRunError` naming the likely
-source. A checkpoint is never written with non-finite weights (:mod:`zoo.core.checkpoint`).
+consecutive skips the trainer writes its checkpoint (the last finite weights: skipped
+updates change nothing) and stops with :class:`NonFiniteRunError` naming the likely source. A checkpoint is never written with non-finite weights (:mod:`zoo.core.checkpoint`).
 
 **Checkpoints** (contents and durability: :mod:`zoo.core.checkpoint`) are written to
 ``<run_dir>/checkpoints/latest.pt`` every ``trainer.checkpoint_interval`` updates, when
@@ -54,18 +54,20 @@ source. A checkpoint is never written with non-finite weights (:mod:`zoo.core.ch
 (checked after each update), and when the trainer stops (budget reached, stop request).
 
 **Starting from a checkpoint** (``cfg.resume`` >= 1, set by ``zoo train --resume`` /
-``zoo resume``; a trainer restarted within a run uses the same flag): the trainer loads
+``zoo resume``; or ``ctx.attempt`` >= 1: a trainer the supervisor restarted within a
+run, see :mod:`zoo.core.launcher`): the trainer loads
 ``<run_dir>/checkpoints/latest.pt`` and continues exactly from it: the algorithm's state
 (weights, optimiser state, schedule position, statistics, kept batches), policy version,
 update, env-step, frame and episode counters, dropped-sample and non-finite counters, the
 recent episode returns behind ``episode_return_mean``, the samples received but not yet
 trained on, the RNG states of torch, numpy and Python, and ``time_s`` (running time, summed
 over the run's segments). ``metrics.jsonl`` is cut back to its length at the checkpoint
-(rows written after it, e.g. before a crash, are dropped: the counters continue without a
-duplicated or missing update row) and a ``{"type": "resume"}`` row is appended;
-TensorBoard events at env steps after the checkpoint are purged (``purge_step``). With
-``cfg.resume`` set and no checkpoint yet, the trainer starts afresh and cuts
-``metrics.jsonl`` to nothing.
+(the trainer's rows written after it, e.g. before a crash, are dropped: the counters
+continue without a duplicated or missing update row; rows other writers appended, such as
+a controller's ``restart`` rows, are kept: :func:`cut_metrics`) and a
+``{"type": "resume", "resume": n, "attempt": k}`` row is appended;
+TensorBoard events at env steps after the checkpoint are purged (``purge_step``). With no
+checkpoint yet, the trainer starts afresh and cuts the trainer's rows of ``metrics.jsonl``.
 
 Testing knobs: the environment variable ``ZOO_TEST_TRAINER_DELAY_S`` (seconds, default 0)
 makes the trainer sleep that long before every update (in short slices, so a stop request
@@ -149,26 +151,56 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+TRAINER_ROWS = ("update", "episode", "end", "nonfinite", "resume")
+"""The ``type`` of the ``metrics.jsonl`` rows the trainer writes (the ones a resume cuts back)."""
+
+
+def cut_metrics(path: str, size: int) -> int:
+    """Cut ``metrics.jsonl`` at ``path`` back to ``size`` bytes, keeping the rows after that point
+    that the trainer did not write (``type`` not in :data:`TRAINER_ROWS`, e.g. a controller's
+    ``restart`` rows), appended again in order. A file already no longer than ``size`` is left
+    as it is (it is never extended). Returns the number of rows dropped."""
+    if not os.path.exists(path) or os.path.getsize(path) <= size:
+        return 0
+    with open(path, "rb") as f:
+        f.seek(size)
+        tail = f.read().splitlines(keepends=True)
+    kept, dropped = [], 0
+    for line in tail:
+        try:
+            kind = json.loads(line).get("type")
+        except (ValueError, AttributeError):
+            kind = None  # a half-written line: the trainer's, cut
+        if kind is None or kind in TRAINER_ROWS:
+            dropped += 1
+        else:
+            kept.append(line if line.endswith(b"\n") else line + b"\n")
+    os.truncate(path, size)
+    if kept:
+        with open(path, "ab") as f:
+            f.write(b"".join(kept))
+    return dropped
+
+
 class MetricsWriter:
     """``metrics.jsonl`` (one JSON object per line, written at once) and TensorBoard events.
 
     Each row is one ``write(2)`` on an unbuffered ``O_APPEND`` file, so rows the controller
     appends (``restart``, :func:`zoo.core.rundir.append_row`) never land inside one of ours.
 
-    ``truncate_to``: cut ``metrics.jsonl`` to that many bytes first (a resume drops the rows
-    written after its checkpoint; a file already shorter is left as it is).
+    ``truncate_to``: cut ``metrics.jsonl`` back to that many bytes first (:func:`cut_metrics`:
+    a resume drops the trainer's rows written after its checkpoint).
     ``purge_step``: TensorBoard hides events of this env step and later from earlier writers
     (``SummaryWriter(purge_step=...)``), so a resumed run's curves do not overlap.
-    :attr:`bytes` is the file's length after the last row (stored in checkpoints).
+    :meth:`length` is the file's length now, every writer's rows included (stored in checkpoints).
     """
 
     def __init__(self, run_dir: str, tensorboard: bool, truncate_to: int | None = None,
                  purge_step: int | None = None) -> None:
         path = os.path.join(run_dir, "metrics.jsonl")
-        if truncate_to is not None and os.path.exists(path) and os.path.getsize(path) > truncate_to:
-            os.truncate(path, truncate_to)
+        if truncate_to is not None:
+            cut_metrics(path, truncate_to)
         self.file = open(path, "ab", buffering=0)
-        self.bytes = self.file.seek(0, os.SEEK_END)
         self.tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -176,12 +208,16 @@ class MetricsWriter:
             self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=purge_step)
 
     def write(self, row: dict[str, Any], step: int, tensorboard: bool = True) -> None:
-        self.bytes += self.file.write((json.dumps(row) + "\n").encode())
+        self.file.write((json.dumps(row) + "\n").encode())
         if self.tb is not None and tensorboard:
             prefix = row.get("type", "update")
             for k, v in row.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("type",):
                     self.tb.add_scalar(f"{prefix}/{k}", v, step)
+
+    def length(self) -> int:
+        """Bytes in ``metrics.jsonl`` now (``fstat``: rows other processes appended count too)."""
+        return os.fstat(self.file.fileno()).st_size
 
     def sync(self) -> None:
         """``fsync`` ``metrics.jsonl``, so that it is at least as long on disk as a checkpoint says."""
@@ -343,7 +379,7 @@ class TrainerState:
         self.dropped_samples = int(t.get("dropped_samples", 0))
         self.actor_dropped_samples = int(t.get("actor_dropped_samples", 0))
         self.nonfinite_updates = int(t.get("nonfinite_updates", 0))
-        self.nonfinite_streak = int(t.get("nonfinite_streak", 0))
+        self.nonfinite_streak = 0  # a resumed or restarted trainer gets a fresh run of max_nonfinite_updates tries
         self.time_before = float(t.get("time_s", 0.0))
         self.recent.extend(t.get("recent", []))
         for k, v in t.get("recent_stats", {}).items():
@@ -425,7 +461,8 @@ def _run(ctx: WorkerContext) -> None:
     st = TrainerState()
     truncate_to = purge_step = None
     resume = int(getattr(cfg, "resume", 0) or 0)
-    if resume:
+    attempt = int(getattr(ctx, "attempt", 0) or 0)
+    if resume or attempt:
         latest = latest_path(ctx.run_dir)
         if os.path.exists(latest):
             ckpt = load_checkpoint(latest, map_location=str(getattr(algo, "device", "cpu")))
@@ -464,8 +501,10 @@ def _run(ctx: WorkerContext) -> None:
         return st.counters(spec.frame_skip)
 
     def status(**extra: Any) -> None:
+        if st.nonfinite_updates:  # shown by the display only once there is something to show
+            extra["nonfinite_updates"] = st.nonfinite_updates
         ctx.send_control("status", timeout=0.05, **counters(), dropped_samples=st.dropped_samples,
-                         actor_dropped_samples=st.actor_dropped_samples, nonfinite_updates=st.nonfinite_updates,
+                         actor_dropped_samples=st.actor_dropped_samples,
                          budget_env_steps=budget_steps, episode_return_mean=st.return_mean(),
                          **{k: float(np.mean(v)) for k, v in st.recent_stats.items() if v}, **extra)
 
@@ -478,7 +517,7 @@ def _run(ctx: WorkerContext) -> None:
         metrics.sync()
         latest = latest_path(ctx.run_dir)
         save_checkpoint(latest, algo, {**counters(), "resumes": st.resumes,
-                                       "trainer": st.to_dict(elapsed(), metrics.bytes)})
+                                       "trainer": st.to_dict(elapsed(), metrics.length())})
         last_checkpoint = time.monotonic()
         if cfg.trainer.keep_checkpoints:
             snapshot = os.path.join(ckpt_dir, f"policy-v{st.version:08d}.pt")
@@ -503,6 +542,8 @@ def _run(ctx: WorkerContext) -> None:
                              message=f"update skipped (non-finite {what}; {detail}); "
                                      f"{st.nonfinite_streak} in a row, {st.nonfinite_updates} in all")
         if st.nonfinite_streak >= max_nonfinite:
+            if lead:  # the last finite weights (the skipped updates changed nothing) and the counters
+                checkpoint()
             raise NonFiniteRunError(
                 f"{st.nonfinite_streak} consecutive updates were skipped because of non-finite values "
                 f"(trainer.max_nonfinite_updates={max_nonfinite}); the last one: non-finite {what}; {detail}. "
@@ -535,9 +576,9 @@ def _run(ctx: WorkerContext) -> None:
                 return  # stopped before every trainer arrived
             group.broadcast_module(algo.policy)  # identical starting weights on every rank
         if lead:
-            if resume:
-                metrics.write({"type": "resume", "resume": resume, **counters(), "time_s": elapsed()},
-                              st.env_steps, tensorboard=False)
+            if resume or attempt:
+                metrics.write({"type": "resume", "resume": resume, "attempt": attempt, **counters(),
+                               "time_s": elapsed()}, st.env_steps, tensorboard=False)
             publish()
         while True:
             if K == 1 and (ctx.stop or st.env_steps >= budget_steps):

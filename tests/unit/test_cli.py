@@ -17,6 +17,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import zoo.cli as cli
+from zoo.core import config as zconfig
 from zoo.core.plugins import PluginInfo, PluginLoadError
 from zoo.display import Display, final_status, format_status_line, format_summary
 
@@ -538,3 +539,47 @@ def test_an_env_without_the_agent_axis_is_refused_before_any_process_starts(host
         "error: --env atari:Pong: env plugin 'test' breaks Zoo's env contract (zoo.core.testing.check_env): env "
         "'toy:Pong': reset(seed=1): observation 'obs' has shape (2,), expected (1, 2) = [A=1, *space.shape=(2,)] "
         "(the leading axis is the agent axis)")
+
+
+# ----------------------------------------------------------------------------- zoo resume / train --resume
+@pytest.fixture
+def stopped_run(host, tmp_path):
+    """A run of the fake algorithm on atari:Pong (10,000 frames = 2,500 env steps) stopped at 1,200 env steps."""
+    from zoo.core.checkpoint import FORMAT, latest_path, write_checkpoint
+
+    cfg = zconfig.build_config(host.registry, "fake", "atari:Pong", name="old", frames=10_000,
+                               overrides=[f"runs_dir={tmp_path}"])
+    zconfig.save_config(cfg, tmp_path / "old")
+    (tmp_path / "old" / "checkpoints").mkdir()
+    write_checkpoint(latest_path(str(tmp_path / "old")), {"format": FORMAT, "algorithm": {}, "policy_version": 7,
+                                                           "updates": 7, "env_steps": 1_200, "frames": 4_800,
+                                                           "episodes": 3})
+    return tmp_path / "old"
+
+
+def test_train_without_an_algorithm_or_resume_exits_2(host, controller):
+    result = runner.invoke(cli.app, ["train", "--env", "atari:Pong"])
+    assert result.exit_code == 2 and "zoo train needs an algorithm and an environment" in result.output
+    assert controller.calls == []
+
+
+def test_train_resume_continues_the_run_in_its_directory(host, controller, stopped_run):
+    result = runner.invoke(cli.app, ["train", "--resume", str(stopped_run), "--set", "log.interval_s=7"])
+    assert result.exit_code == 0, result.output
+    (cfg, _), = controller.calls
+    assert (cfg.algo_name, cfg.env_name, cfg.name, cfg.frames, cfg.resume, cfg.log.interval_s) == \
+        ("fake", "atari:Pong", "old", 10_000, 1, 7.0)
+    text = " ".join(result.output.split())
+    assert ("zoo resume old: fake on atari:Pong, seed 1, from its checkpoint at update 7 (policy version 7, 1,200 of "
+            f"2,500 env steps), resume #1, run dir {stopped_run}") in text
+    assert json.loads((stopped_run / "config.json").read_text())["log"]["interval_s"] == 7.0
+
+
+def test_resume_refuses_a_changed_option_before_anything_starts(host, controller, stopped_run):
+    result = runner.invoke(cli.app, ["resume", "old", "--runs-dir", str(stopped_run.parent), "--set", "algo.lr=0.5",
+                                     "--set", "sample_length=8"])
+    assert result.exit_code == 2 and controller.calls == []
+    text = " ".join(result.output.split())
+    assert "2 key(s) differ from its config.json: algo.lr: 0.1 -> 0.5; sample_length: 64 -> 8." in text
+    result = runner.invoke(cli.app, ["train", "--resume", str(stopped_run), "--name", "other"])
+    assert result.exit_code == 2 and "--name with --resume" in result.output

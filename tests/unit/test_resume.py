@@ -148,13 +148,25 @@ def test_a_crashed_run_resumes_from_its_last_checkpoint_without_duplicated_rows(
     ckpt = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))
     assert (ckpt["updates"], ckpt["env_steps"]) == (2, env_steps(4))
 
-    t = TrainerThread(host, trainer_config(host, "ppo", str(tmp_path / "b"), agents, overrides), run_b, resume=1)
+    with open(os.path.join(run_b, "metrics.jsonl"), "a") as f:  # another writer's row, after the crash
+        f.write(json.dumps({"type": "restart", "role": "trainer", "index": 0, "reason": "exit code 1"}) + "\n")
+    # the supervisor restarts the trainer: attempt 1 of the same run (cfg.resume stays 0)
+    t = TrainerThread(host, trainer_config(host, "ppo", str(tmp_path / "b"), agents, overrides), run_b, attempt=1)
     feed(t, range(4, 12), agents)  # what the checkpoint had not trained on
     t.wait_status(updates=6, env_steps=env_steps(12))
     t.stop()
     assert t.error is None
     assert [r["updates"] for r in rows(run_b) if r["type"] == "update"] == [1, 2, 3, 4, 5, 6]
-    compare_final(run_a, run_b)
+    # update 3's first row was cut; the restart row was kept, just before the resume row
+    kinds = [json.loads(line)["type"] for line in open(os.path.join(run_b, "metrics.jsonl"))]
+    assert kinds.index("restart") + 1 == kinds.index("resume")
+    restart_free = os.path.join(str(tmp_path), "restart-free")
+    os.makedirs(restart_free)
+    with open(os.path.join(restart_free, "metrics.jsonl"), "w") as f:
+        f.writelines(line for line in open(os.path.join(run_b, "metrics.jsonl")) if '"restart"' not in line)
+    os.makedirs(os.path.join(restart_free, "checkpoints"))
+    os.link(os.path.join(run_b, "checkpoints", "latest.pt"), os.path.join(restart_free, "checkpoints", "latest.pt"))
+    compare_final(run_a, restart_free)
 
 
 def test_checkpoints_are_also_written_by_wall_time(tmp_path):
@@ -172,3 +184,32 @@ def test_checkpoints_are_also_written_by_wall_time(tmp_path):
     t.stop()
     assert (ckpt["policy_version"], ckpt["env_steps"]) == (1, env_steps(2))
     assert sorted(os.listdir(os.path.join(run, "checkpoints"))) == ["latest.pt"]
+
+
+def test_cut_metrics_drops_the_trainers_rows_after_the_checkpoint_and_keeps_the_others(tmp_path):
+    from zoo.core.workers.trainer import cut_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    kept = '{"type": "update", "updates": 1}\n'
+    path.write_text(kept + '{"type": "episode", "return": 3}\n{"type": "restart", "role": "actor"}\n'
+                    '{"type": "update", "updates": 2}\n{"type": "upd')  # a half-written last line
+    assert cut_metrics(str(path), len(kept)) == 3  # episode, update 2, the half line
+    assert path.read_text() == kept + '{"type": "restart", "role": "actor"}\n'
+    assert cut_metrics(str(path), 10_000) == 0 and path.read_text() == kept + '{"type": "restart", "role": "actor"}\n'
+
+
+def test_tensorboard_hides_the_steps_after_the_checkpoint(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from zoo.core.workers.trainer import MetricsWriter
+
+    first = MetricsWriter(str(tmp_path), True)
+    for step in (10, 20, 30, 40):  # rows at 30 and 40 came after the checkpoint at 20
+        first.write({"type": "update", "loss": float(step)}, step)
+    first.close()
+    second = MetricsWriter(str(tmp_path), True, purge_step=21)  # the resume: checkpoint env_steps 20 + 1
+    second.write({"type": "update", "loss": 31.0}, 31)
+    second.close()
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("update/loss")] == [(10, 10.0), (20, 20.0), (31, 31.0)]

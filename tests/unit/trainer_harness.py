@@ -78,10 +78,11 @@ def make_sample(index: int, T: int, slots: int, agents: int, version: int = 0) -
 class TrainerThread:
     """One trainer segment: the worker in a thread, a sample pusher, the control messages it sent.
 
-    ``resume``: the value of ``cfg.resume`` for this segment (0: a fresh start).
+    ``resume``: the value of ``cfg.resume`` for this segment (0: a fresh start); ``attempt``:
+    ``ctx.attempt`` (>= 1: a trainer restarted by the supervisor).
     """
 
-    def __init__(self, host: PluginHost, cfg, run_dir: str, resume: int = 0) -> None:
+    def __init__(self, host: PluginHost, cfg, run_dir: str, resume: int = 0, attempt: int = 0) -> None:
         self.cfg = dataclasses.replace(cfg, resume=resume)
         self.run_id = f"harness-{uuid.uuid4().hex[:8]}"
         self.transports = [transport_for(host.registry, self.cfg, s, self.run_id, create=True)
@@ -89,7 +90,8 @@ class TrainerThread:
         self.control_transport = host.registry.get("transport", "inline").load()(f"{self.run_id}-control", create=True)
         self.control = self.control_transport.puller("control")
         self.ctx = WorkerContext("trainer", 0, self.cfg, self.cfg.spec, self.run_id, run_dir,
-                                 registry=host.registry, control=self.control_transport.pusher("control"))
+                                 registry=host.registry, control=self.control_transport.pusher("control"),
+                                 attempt=attempt)
         self.pusher = self.transports[0].pusher(endpoint("sample", 0))
         self.messages: list[dict[str, Any]] = []
         self.error: BaseException | None = None
