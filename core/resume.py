@@ -19,7 +19,8 @@ travels, not what is learned), ``supervision.*`` and ``launcher`` (how workers a
 Anything else that differs from ``config.json`` (an algorithm hyperparameter, the seed, the
 environment or its options, the number of actors, the sample length...) is refused with
 the list of differing keys, and so is an environment whose spec (spaces, agents,
-frame-skip) changed since the run started.
+frame-skip) changed since the run started. An option that Zoo gained after the run
+started (absent from its ``config.json``) takes its current value.
 
 What a resumed run restores exactly, and what it cannot: see ``docs/checkpoints.md``.
 """
@@ -57,12 +58,23 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: data}
 
 
+class _Absent:
+    """The value of a key one side does not have (printed as ``(absent)``)."""
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+ABSENT = _Absent()
+
+
 def config_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """``(key, saved value, new value)`` for every dotted key whose value differs between two
     :func:`~zoo.core.config.config_to_dict` results (``env_spec`` included), sorted by key;
-    a key missing on one side has the value ``None`` there."""
+    a key missing on one side has the value :data:`ABSENT` there."""
     a, b = _flat(saved), _flat(new)
-    return sorted((k, a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return sorted(((k, a.get(k, ABSENT), b.get(k, ABSENT)) for k in set(a) | set(b)
+                   if a.get(k, ABSENT) != b.get(k, ABSENT)), key=lambda c: c[0])
 
 
 def find_run_dir(target: str | Path, runs_dir: str | Path = "runs") -> str:
@@ -145,7 +157,9 @@ def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str |
                        config_file=config_file, overrides=list(overrides), steps=steps, frames=frames,
                        name=path.name, launcher=launcher, base=base)
     changes = config_changes(saved, config_to_dict(cfg))
-    refused = [c for c in changes if not is_safe(c[0])]
+    # An option Zoo gained since the run started is absent from its config.json: it takes its
+    # value now (default or preset), like the run's code did implicitly.
+    refused = [c for c in changes if not is_safe(c[0]) and c[1] is not ABSENT]
     if refused:
         listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in refused)
         raise ConfigError(

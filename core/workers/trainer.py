@@ -470,7 +470,8 @@ def _run(ctx: WorkerContext) -> None:
             st.load(ckpt)
             if not lead:  # the samples waiting in the checkpoint were rank 0's
                 st.pending, st.origins, st.pending_slots = [], [], 0
-            truncate_to, purge_step = int(ckpt.get("trainer", {}).get("metrics_bytes", 0)), st.env_steps + 1
+            cut = ckpt.get("trainer", {}).get("metrics_bytes")  # absent from a checkpoint of format 1: no cut
+            truncate_to, purge_step = (None if cut is None else int(cut)), st.env_steps + 1
         else:
             truncate_to = 0  # nothing to continue from: a fresh start, without the rows of the lost segment
         st.resumes = resume

@@ -10,7 +10,7 @@ import pytest
 
 from zoo.core.checkpoint import FORMAT, latest_path, write_checkpoint
 from zoo.core.config import ConfigError, build_config, save_config
-from zoo.core.resume import config_changes, find_run_dir, is_safe, resume_config
+from zoo.core.resume import ABSENT, config_changes, find_run_dir, is_safe, resume_config
 from tests.unit.trainer_harness import fake_host
 
 
@@ -95,4 +95,14 @@ def test_safe_keys_and_changes():
     assert not any(is_safe(k) for k in ("algo.lr", "seed", "sample_length", "trainer.batch_samples", "logx",
                                         "env.episode_length", "env_spec.action_space", "algo_name"))
     assert config_changes({"a": {"b": 1, "c": [1, 2]}, "d": 0}, {"a": {"b": 2, "c": [1, 2]}, "e": 1}) == [
-        ("a.b", 1, 2), ("d", 0, None), ("e", None, 1)]
+        ("a.b", 1, 2), ("d", 0, ABSENT), ("e", ABSENT, 1)]
+
+
+def test_an_option_added_since_the_run_started_takes_its_value(run_dir):
+    host, path = run_dir
+    saved = json.loads(open(os.path.join(path, "config.json")).read())
+    del saved["trainer"]["batch_samples"]  # as if the run's Zoo had no such option
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(saved, f)
+    cfg, _ = resume_config(host.registry, path, steps=3000)
+    assert cfg.trainer.batch_samples == 8  # PPO's preset
