@@ -317,6 +317,7 @@ def run(ctx: WorkerContext) -> None:
         while not client.send(request, meta, REQUEST_TIMEOUT_S):
             if ctx.stop:
                 return
+            t = meter.lap("inference", t)  # counted as it goes: a heartbeat sent now includes it
             ctx.heartbeat()  # waiting for a (restarting) policy worker is not hanging
         meter.lap("inference", t)
         counts["requests"] += 1
@@ -360,6 +361,7 @@ def run(ctx: WorkerContext) -> None:
                     while not (sent := samples.send(bundle, meta, REQUEST_TIMEOUT_S)):
                         if ctx.stop:
                             return
+                        t = meter.lap("push", t)  # counted as it goes: a heartbeat sent now includes it
                         ctx.heartbeat()
                 meter.lap("push", t)
                 if sent:
