@@ -9,8 +9,9 @@ and PyTorch DDP: Li et al., arXiv 2006.15704). One update thus trains on the glo
 of ``K x trainer.batch_samples`` samples.
 
 Rendezvous (:meth:`TrainerGroup.join`): rank 0 opens a ``TCPStore`` on loopback at a port
-the OS picks and publishes ``{run_id, host, port}`` in ``<run_dir>/distributed.json``
-(replaced atomically); the others read it (a file of another run id is ignored). Backend:
+the OS picks and publishes ``{host, port, world_size}`` through the run's resolver
+(:mod:`zoo.core.resolver`) under the key ``<run_id>/trainers.store``; the others look it up
+there, and rank 0 removes it when it leaves (the controller also clears the run's keys). Backend:
 NCCL when every rank's device (``algo.device``, see :func:`zoo.core.graph.worker_device`)
 is a distinct CUDA GPU, gloo otherwise (CUDA tensors then travel through host memory).
 
@@ -39,7 +40,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-DIST_FILE = "distributed.json"
+STORE_KEY = "trainers.store"
+"""The resolver key name (under the run id) of rank 0's rendezvous store."""
 HOST = "127.0.0.1"
 JOIN_TIMEOUT_S = 300.0
 """Longest wait for rank 0's address and for every rank to arrive at the start (spawning K
@@ -204,18 +206,20 @@ def choose_backend(devices: list[str]) -> str:
 class TrainerGroup:
     """This trainer's membership of the group (see the module doc); built by :meth:`join`."""
 
-    def __init__(self, rank: int, world: int, store: Any, backend: str, run_dir: str,
+    def __init__(self, rank: int, world: int, store: Any, backend: str, resolver: Any, key: str,
                  stop: Callable[[], bool], heartbeat: Callable[[], None]) -> None:
         self.rank, self.world, self.store, self.backend = rank, world, store, backend
-        self.run_dir, self.stop, self.heartbeat = run_dir, stop, heartbeat
+        self.resolver, self.key, self.stop, self.heartbeat = resolver, key, stop, heartbeat
         self.cpu_group = None
         self.rounds = 0
 
     @classmethod
-    def join(cls, rank: int, world: int, device: str, devices: list[str], run_id: str, run_dir: str,
+    def join(cls, rank: int, world: int, device: str, devices: list[str], run_id: str, resolver: Any,
              timeout_s: float, stop: Callable[[], bool], heartbeat: Callable[[], None]) -> "TrainerGroup | None":
         """Rendezvous with the other trainers and initialise the process group.
 
+        ``device``: this rank's torch device; ``devices``: every rank's (they choose the
+        backend); ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`.
         Returns None when a stop was requested before every rank arrived.
 
         Raises:
@@ -229,16 +233,15 @@ class TrainerGroup:
         if iface:  # every trainer of the local launcher is on this host: keep gloo/NCCL on loopback
             os.environ.setdefault("GLOO_SOCKET_IFNAME", iface)
             os.environ.setdefault("NCCL_SOCKET_IFNAME", iface)
+        from zoo.core.resolver import run_key
+
         timeout = datetime.timedelta(seconds=timeout_s)
-        path = os.path.join(run_dir, DIST_FILE)
+        key = run_key(run_id, STORE_KEY)
         if rank == 0:
             store = dist.TCPStore(HOST, 0, world, True, timeout=timeout, wait_for_workers=False)
-            tmp = f"{path}.tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                json.dump({"run_id": run_id, "host": HOST, "port": store.port, "world_size": world}, f)
-            os.replace(tmp, path)
+            resolver.publish(key, {"host": HOST, "port": int(store.port), "world_size": world})
         else:
-            address = _wait_for_address(path, run_id, stop, heartbeat)
+            address = _wait_for_address(resolver, key, stop, heartbeat)
             if address is None:
                 return None
             try:
@@ -247,7 +250,7 @@ class TrainerGroup:
                 raise PeerLost(f"trainer rank {rank}: cannot reach rank 0's store at "
                                f"{address[0]}:{address[1]}: {exc}") from exc
         backend = choose_backend(devices)
-        group = cls(rank, world, store, backend, run_dir, stop, heartbeat)
+        group = cls(rank, world, store, backend, resolver, key, stop, heartbeat)
         if not group.wait_for_peers("start", JOIN_TIMEOUT_S):
             return None
         if backend == "nccl":
@@ -347,7 +350,7 @@ class TrainerGroup:
             raise PeerLost(f"trainer rank {self.rank}: receiving rank 0's initial weights failed: {exc}") from exc
 
     def close(self) -> None:
-        """Leave the group (this process's side only; idempotent). Rank 0 removes its address file."""
+        """Leave the group (this process's side only; idempotent). Rank 0 removes its address."""
         global _GROUP
         import torch.distributed as dist
 
@@ -359,29 +362,25 @@ class TrainerGroup:
                 pass
         if self.rank == 0:
             try:
-                os.unlink(os.path.join(self.run_dir, DIST_FILE))
-            except FileNotFoundError:
+                self.resolver.remove(self.key)
+            except Exception:  # noqa: BLE001 - best effort on the way out; the controller clears the run's keys
                 pass
 
 
-def _wait_for_address(path: str, run_id: str, stop: Callable[[], bool],
+def _wait_for_address(resolver: Any, key: str, stop: Callable[[], bool],
                       heartbeat: Callable[[], None]) -> tuple[str, int] | None:
-    """``(host, port)`` rank 0 published for ``run_id``; None on a stop request.
+    """``(host, port)`` rank 0 published under ``key``; None on a stop request.
 
     Raises:
         PeerLost: nothing within :data:`JOIN_TIMEOUT_S`.
     """
     start = time.monotonic()
     while not stop():
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            if data.get("run_id") == run_id:
-                return str(data["host"]), int(data["port"])
-        except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError, ValueError):
-            pass
+        address = resolver.get(key)
+        if address is not None:
+            return str(address["host"]), int(address["port"])
         if time.monotonic() - start > JOIN_TIMEOUT_S:
-            raise PeerLost(f"trainer rank 0 did not publish its address in {path} within {JOIN_TIMEOUT_S:.0f} s")
+            raise PeerLost(f"trainer rank 0 did not publish its address under {key!r} within {JOIN_TIMEOUT_S:.0f} s")
         heartbeat()
         time.sleep(0.05)
     return None

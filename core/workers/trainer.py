@@ -570,8 +570,11 @@ def _run(ctx: WorkerContext) -> None:
     finished = False  # the budget was reached
     try:
         if K > 1:
+            from zoo.core.resolver import resolver_from_config
+
+            resolver = ctx.resolver or resolver_from_config(ctx.registry, cfg)  # the one the transports use
             group = zdist.TrainerGroup.join(rank, K, devices[rank] if devices else "cpu", devices or ["cpu"] * K,
-                                            ctx.run_id, ctx.run_dir, cfg.trainer.collective_timeout_s,
+                                            ctx.run_id, resolver, cfg.trainer.collective_timeout_s,
                                             stop=lambda: ctx.stop, heartbeat=ctx.heartbeat)
             if group is None:
                 return  # stopped before every trainer arrived

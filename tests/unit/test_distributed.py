@@ -70,7 +70,9 @@ def _rank_main(rank: int, world: int, run_id: str, run_dir: str, out: str, devic
 
     torch.set_num_threads(1)
     devices = [worker_device(device, r) for r in range(world)]
-    group = TrainerGroup.join(rank, world, devices[rank], devices, run_id, run_dir, 30.0,
+    from zoo.plugins.resolvers.files.resolver import FilesResolver
+
+    group = TrainerGroup.join(rank, world, devices[rank], devices, run_id, FilesResolver(run_dir), 30.0,
                               stop=lambda: False, heartbeat=lambda: None)
     try:
         result = {"backend": np.array(group.backend)}
@@ -133,7 +135,9 @@ def test_two_ranks_hold_identical_weights_equal_to_one_trainer_on_both_shares(tm
     ranks[1].pop("backend")
     assert [str(r.pop("nonfinite")) for r in ranks] == ["grad_norm", "loss"]
     assert [bool(r.pop("unchanged")) for r in ranks] == [True, True]
-    assert not (tmp_path / "distributed.json").exists()  # rank 0 removed its address
+    from zoo.plugins.resolvers.files.resolver import FilesResolver
+
+    assert FilesResolver(str(tmp_path)).keys(run_id) == []  # rank 0 removed its address (trainers.store)
     both = collate([share(0), share(1)])
     for name in ALGOS:
         single = make(name, "cuda:0" if device == "cuda" else "cpu")
