@@ -38,6 +38,15 @@ def finish(proc: subprocess.Popen, timeout: float) -> str:
     return err
 
 
+def title(pid: int) -> str:
+    """The process title (setproctitle writes it over the command line), "" when gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def check_graph(run) -> None:
     graph = json.loads((run / "graph.json").read_text())
     assert graph["counts"] == {"actor": 2, "policy": 2, "trainer": 2}
@@ -99,10 +108,10 @@ def test_killing_one_trainer_rank_ends_the_run_naming_it(tmp_path):
         while time.monotonic() - started < 120 and not (metrics.exists() and metrics.read_text().count('"update"') >= 3):
             time.sleep(0.2)
         assert proc.poll() is None
-        ranks = {open(f"/proc/{pid}/comm").read().strip(): pid for pid in marked_processes(mark)
-                 if os.path.exists(f"/proc/{pid}/comm")}
-        assert {"zoo-trainer-0", "zoo-trainer-1", "zoo-policy-0", "zoo-policy-1"} <= set(ranks)
-        os.kill(ranks["zoo-trainer-1"], signal.SIGKILL)
+        ranks = {title(pid): pid for pid in marked_processes(mark)}  # process titles: zoo: <role> <index> <run>
+        assert {"zoo: trainer 0 killed", "zoo: trainer 1 killed", "zoo: policy 0 killed",
+                "zoo: policy 1 killed"} <= set(ranks)
+        os.kill(ranks["zoo: trainer 1 killed"], signal.SIGKILL)
         killed = time.monotonic()
         err = finish(proc, 30)
         ended = time.monotonic() - killed
