@@ -1,8 +1,8 @@
 """Supervision and stopping, end to end through `zoo train` (issue 14 items 1 and 4).
 
 Each test starts one real run (CartPole, small budgets), bounded in time; workers are
-found by the test mark in their environment and their process name (``zoo-<role>-<index>``,
-set by the worker). Every test checks that no process, shared-memory segment or transport
+found by the test mark in their environment and their process title (``zoo: <role> <index>
+<run>``, set by the worker). Every test checks that no process, shared-memory segment or transport
 folder of the run is left.
 """
 from __future__ import annotations
@@ -36,13 +36,15 @@ def start(tmp_path: Path, *args: str, env_vars: dict[str, str] | None = None) ->
 
 
 def workers(mark: str) -> dict[str, int]:
-    """``{"zoo-actor-0": pid, ...}`` of the run's live workers."""
+    """``{"zoo-actor-0": pid, ...}`` of the run's live workers (titled ``zoo: <role> <index> <run>``)."""
     out = {}
     for pid in marked_processes(mark):
         try:
-            out[Path(f"/proc/{pid}/comm").read_text().strip()] = pid
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().split()
         except OSError:
             continue
+        if len(title) >= 3 and title[0] == "zoo:":
+            out[f"zoo-{title[1]}-{title[2]}"] = pid
     return out
 
 
