@@ -5,6 +5,8 @@ not CPU, as a remote simulator would: ``fake-slow`` (``zoo.core.testing``) sleep
 ``--step-ms`` per step. Each actor steps one env (ring of 1), so one actor alone makes at
 most ``1000 / step-ms`` env steps/s and N actors ideally N times that. The policy is PPO's
 tiny MLP (64 hidden units); the trainer counts and discards samples (``trainer.learn=false``).
+Streams use the default ``auto`` transport (shm here), with ``4 x actors`` slots on the
+inference and sample rings.
 
 For each (policy.count, actors) point the benchmark starts the run, waits until every actor
 has sent a heartbeat, lets it warm up, then measures for ``--seconds``:
@@ -64,7 +66,12 @@ def measure(actors: int, policies: int, step_ms: float, seconds: float, warmup: 
         f"env.step_latency={step_ms / 1000}", "env.episode_length=1000",
         f"actors.count={actors}", "actors.envs_per_actor=1", "actors.ring_size=1",
         f"policy.count={policies}", "policy.threads=1", "trainer.learn=false", "trainer.batch_samples=2",
-        "sample_length=16", "log.interval_s=1", "log.tensorboard=false", "runs_dir=/tmp/zoo-bench-runs"])
+        "sample_length=16", "log.interval_s=1", "log.tensorboard=false", "runs_dir=/tmp/zoo-bench-runs",
+        f"supervision.start_timeout_s={start_timeout}",
+        # shm rings shared by N producers need > 2 x N slots (docs/transports.md, back-pressure);
+        # the default 8 starves 32 actors (measured: 57 env steps/s instead of ~1,200)
+        *(f"streams.{s}.options.slots={max(8, 4 * actors)}" for s in ("inference", "sample")),
+        "streams.inference.options.slot_bytes=4096", "streams.sample.options.slot_bytes=65536"])
     with contextlib.redirect_stderr(io.StringIO()):
         controller = Controller(cfg, cfg.spec, prepare_run_dir(cfg))
         try:
@@ -120,6 +127,11 @@ def linear_base(rows: list[dict]) -> float:
     return next(r["env_steps_per_s"] for r in rows if r["actors"] == 1 and r["policies"] == 1)
 
 
+def load_rows(paths: list[str]) -> list[dict]:
+    """Rows of earlier runs (``--add``), to plot and compare against."""
+    return [json.loads(line) for p in paths for line in open(p) if line.strip()]
+
+
 def plot(rows: list[dict], step_ms: float, path: str) -> None:
     import matplotlib
 
@@ -155,14 +167,15 @@ def main() -> None:
     parser.add_argument("--step-ms", type=float, default=20.0)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=3.0)
-    parser.add_argument("--start-timeout", type=float, default=240.0)
+    parser.add_argument("--start-timeout", type=float, default=600.0)
     parser.add_argument("--out", default="benchmarks/data/scaling.jsonl")
     parser.add_argument("--png", default="benchmarks/scaling.png")
+    parser.add_argument("--add", nargs="*", default=[], help="JSON lines of earlier points to plot with these")
     args = parser.parse_args()
     use_fake_envs()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f} at start")
-    rows = []
+    rows = load_rows(args.add)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as out:
         for m in args.policies:
