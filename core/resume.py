@@ -27,13 +27,13 @@ What a resumed run restores exactly, and what it cannot: see ``docs/checkpoints.
 from __future__ import annotations
 
 import json
-import os
 import socket
 from pathlib import Path
 from typing import Any, Iterable
 
 from zoo.core.checkpoint import CheckpointError, latest_path, load_checkpoint
 from zoo.core.options import ConfigError
+from zoo.core.rundir import pid_alive
 
 SAFE_TO_CHANGE = (
     "env_steps", "frames", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
@@ -99,14 +99,8 @@ def _still_running(run_dir: str) -> int | None:
         pid = int(status.get("pid") or 0)
     except (OSError, ValueError, TypeError, AttributeError):
         return None
-    if status.get("status") != "running" or status.get("host") != socket.gethostname() or pid <= 0:
+    if status.get("status") != "running" or status.get("host") != socket.gethostname() or not pid_alive(pid):
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
     return pid
 
 

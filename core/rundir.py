@@ -27,6 +27,26 @@ from typing import Any
 SUFFIX_TRIES = 100
 
 
+def pid_alive(pid: Any) -> bool:
+    """Whether process ``pid`` exists on this host and is not a zombie (a killed child not yet
+    reaped counts as dead). Not an int > 0: False. Another user's process: alive. Without
+    ``/proc`` (not Linux) ``kill(pid, 0)`` alone decides."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
 def is_default_name(cfg) -> bool:
     """True when ``cfg.name`` has the default form ``<algo>-<env>-<YYYYmmdd-HHMMSS>``."""
     from zoo.core.config import sanitize_name

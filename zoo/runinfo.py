@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.core.rundir import pid_alive
+
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
 STATUS = "status.json"
@@ -147,16 +149,6 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     return snapshots[-1] if snapshots else None
 
 
-def _pid_alive(pid: Any) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, TypeError, OverflowError):
-        return True  # exists but not ours, or unreadable: do not call it dead
-    return True
-
-
 def _budget_env_steps(cfg: dict[str, Any]) -> int | None:
     """The run's budget in env steps from ``config.json`` (frames / frame_skip, rounded up)."""
     if cfg.get("env_steps"):
@@ -252,7 +244,7 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
         info.failed_worker = status.get("failed_worker") or None
         started, ended = status.get("started"), status.get("ended")
         if info.status == "running" and status.get("host") == socket.gethostname() \
-                and status.get("pid") is not None and not _pid_alive(status["pid"]):
+                and isinstance(status.get("pid"), int) and not pid_alive(status["pid"]):
             info.status, info.detail = "crashed", "controller gone"
             ended = None
         if isinstance(started, (int, float)):

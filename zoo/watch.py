@@ -18,6 +18,7 @@ from typing import Any, Callable
 from rich.console import Console
 
 from zoo.display import Display, final_status, format_status_line
+from zoo.core.rundir import pid_alive
 
 __all__ = ["NO_LIVE_WAIT_S", "RunNotFound", "find_run_dir", "pid_alive", "read_json", "run_over", "watch"]
 
@@ -57,23 +58,6 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def pid_alive(pid: Any) -> bool:
-    """Whether process ``pid`` exists on this host (a zombie counts as gone)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return ") Z " not in f.read()
-    except OSError:
-        return True
 
 
 def _metrics_ended(run_dir: Path) -> bool:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.core.env import EnvSpec
+from zoo.core.rundir import pid_alive
 
 log = logging.getLogger("zoo.worker")
 _HOST = socket.gethostname()
@@ -201,16 +202,6 @@ def _prctl(option: int, arg: Any) -> None:
             pass
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class _Pulse(threading.Thread):
     """The background thread: busy heartbeats and the controller watch (see the module doc)."""
 
@@ -228,7 +219,7 @@ class _Pulse(threading.Thread):
             return False
         if self.is_child:
             return os.getppid() != self.ctx.controller_pid
-        return not _pid_alive(self.ctx.controller_pid)
+        return not pid_alive(self.ctx.controller_pid)
 
     def run(self) -> None:
         ctx = self.ctx

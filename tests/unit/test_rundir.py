@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from zoo.core.config import ExperimentConfig
-from zoo.core.rundir import RunStatus, append_row, claim_run_dir, is_default_name, last_row, what_was_saved
+from zoo.core.rundir import RunStatus, append_row, claim_run_dir, is_default_name, last_row, pid_alive, what_was_saved
 
 
 def cfg(tmp_path, name):
@@ -87,3 +87,25 @@ def test_appended_rows_are_whole_lines_and_the_final_message_says_what_is_on_dis
     assert what_was_saved(str(tmp_path)) == (
         f"the trainer wrote its final checkpoint ({tmp_path}/checkpoints/latest.pt, policy version 3, 768 env steps) "
         "and the end row of metrics.jsonl")
+
+
+def test_pid_alive_one_rule_for_every_reader():
+    """One pid check serves the workers' controller watch, reclaim, `zoo runs`, `zoo watch`
+    and resume: not an int > 0 is never alive; a zombie (killed, not yet reaped) is dead."""
+    import subprocess
+    import time
+
+    assert pid_alive(os.getpid()) is True
+    assert pid_alive(0) is False and pid_alive(-1) is False
+    assert pid_alive(True) is False and pid_alive("1") is False and pid_alive(None) is False
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert pid_alive(child.pid) is True
+        child.kill()
+        deadline = time.monotonic() + 5
+        while pid_alive(child.pid) and time.monotonic() < deadline:  # a zombie until reaped
+            time.sleep(0.01)
+        assert pid_alive(child.pid) is False
+    finally:
+        child.wait(5)
+    assert pid_alive(child.pid) is False

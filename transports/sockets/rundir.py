@@ -30,6 +30,8 @@ import shutil
 import tempfile
 import threading
 
+from zoo.core.rundir import pid_alive  # noqa: F401  (re-exported: reclaim and shm use it)
+
 log = logging.getLogger(__name__)
 OWNER_FILE = "owner.pid"
 """The owner-pid file of run directories made before run locks (read by the legacy rule only)."""
@@ -45,24 +47,6 @@ def safe_name(text: str) -> str:
 def run_dir(run_id: str, base_dir: str | None = None) -> str:
     """``<base_dir or tempdir>/zoo-<run_id>`` (the path nng has always used)."""
     return os.path.join(base_dir or tempfile.gettempdir(), f"zoo-{run_id}")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a killed child not yet reaped counts as dead)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: alive
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-        return state not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True  # no /proc (not Linux): trust kill(0)
 
 
 def _same_file(fd: int, path: str) -> bool:
