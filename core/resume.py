@@ -33,7 +33,8 @@ from typing import Any, Iterable
 
 from zoo.core.checkpoint import CheckpointError, latest_path, load_checkpoint
 from zoo.core.options import ConfigError
-from zoo.core.rundir import pid_alive
+from zoo.core.rundir import RunNotFound, pid_alive
+from zoo.core.rundir import find_run_dir as _find_run_dir
 
 SAFE_TO_CHANGE = (
     "env_steps", "frames", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
@@ -78,18 +79,15 @@ def config_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[tuple[str
 
 
 def find_run_dir(target: str | Path, runs_dir: str | Path = "runs") -> str:
-    """The run directory ``target`` names: a path to a folder holding ``config.json``, or a run
-    name under ``runs_dir``.
+    """The run directory ``target`` names (:func:`zoo.core.rundir.find_run_dir`), as a string.
 
     Raises:
-        ConfigError: neither is a run directory (field ``resume``).
+        ConfigError: it is not a run directory (field ``resume``).
     """
-    for candidate in (Path(target), Path(runs_dir) / str(target)):
-        if (candidate / "config.json").is_file():
-            return str(candidate)
-    raise ConfigError(f"{target}: not a run directory (no {Path(target) / 'config.json'} and no "
-                      f"{Path(runs_dir) / str(target) / 'config.json'}); give the folder a run wrote, e.g. "
-                      f"zoo resume runs/NAME, or the run's name with --runs-dir DIR", field="resume")
+    try:
+        return str(_find_run_dir(target, runs_dir))
+    except RunNotFound as exc:
+        raise ConfigError(str(exc), field="resume") from None
 
 
 def _still_running(run_dir: str) -> int | None:

@@ -22,9 +22,36 @@ import re
 import secrets
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 SUFFIX_TRIES = 100
+
+
+class RunNotFound(ValueError):
+    """The run a user named is not a run folder; the one-line message says what was looked for."""
+
+
+def find_run_dir(target: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> Path:
+    """The run folder ``target`` names, for every command that takes a run (``zoo eval``,
+    ``plot``, ``watch``, ``resume``): a folder path, else a run name under ``runs_dir``. It
+    must hold ``config.json``, which the controller writes as it claims the folder.
+
+    Raises:
+        RunNotFound: neither exists, ``target`` is a file, or the folder holds no ``config.json``.
+    """
+    path, named = Path(target), Path(runs_dir) / str(target)
+    for candidate in (path, named):
+        if candidate.is_dir():
+            if not (candidate / "config.json").is_file():
+                raise RunNotFound(f"{str(candidate)!r} is not a run folder: it holds no config.json "
+                                  "(was it made by `zoo train`?)")
+            return candidate
+    if path.exists():
+        raise RunNotFound(f"{str(target)!r} is not a run folder (a directory holding config.json)")
+    nor = f" (nor {str(named)!r})" if named != path else ""
+    raise RunNotFound(f"run folder {str(target)!r} does not exist{nor}; give a run folder such as runs/NAME, "
+                      f"or the name of a run in {str(runs_dir)!r}")
 
 
 def pid_alive(pid: Any) -> bool:

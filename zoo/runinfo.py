@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo.core.rundir import pid_alive
+from zoo.core.rundir import RunNotFound, find_run_dir, pid_alive
 
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
@@ -51,24 +51,15 @@ def _default_runs_dir() -> Path:
 
 def resolve_run(name: str | os.PathLike) -> Path:
     """The run directory ``name`` names: a path to a folder holding ``config.json``, or a
-    bare run name looked up under ``./runs/``.
+    bare run name looked up under ``./runs/`` (:func:`zoo.core.rundir.find_run_dir`).
 
     Raises:
         RunError: no such folder, or it holds no ``config.json`` (not a run folder).
     """
-    path = Path(name)
-    if not path.exists() and not path.is_absolute() and len(path.parts) == 1:
-        candidate = _default_runs_dir() / path
-        if candidate.exists():
-            path = candidate
-    if not path.exists():
-        raise RunError(f"run folder {str(name)!r} does not exist (give a run directory such as "
-                       f"runs/<name>, or a run name under ./runs; `zoo runs` lists them)")
-    if not path.is_dir():
-        raise RunError(f"{str(name)!r} is not a run folder (a directory holding {CONFIG})")
-    if not (path / CONFIG).is_file():
-        raise RunError(f"{str(name)!r} is not a run folder: it holds no {CONFIG} (was it made by `zoo train`?)")
-    return path
+    try:
+        return find_run_dir(name, _default_runs_dir())
+    except RunNotFound as exc:
+        raise RunError(str(exc)) from None
 
 
 def resolve_target(target: str | os.PathLike) -> tuple[Path, Path]:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from rich.console import Console
 
 from zoo.display import Display, final_status, format_status_line
-from zoo.core.rundir import pid_alive
+from zoo.core.rundir import RunNotFound, find_run_dir, pid_alive
 
 __all__ = ["NO_LIVE_WAIT_S", "RunNotFound", "find_run_dir", "pid_alive", "read_json", "run_over", "watch"]
 
@@ -27,27 +27,6 @@ NO_LIVE_WAIT_S = 60.0
 OTHER_HOST_STALE_S = 60.0
 """A controller on another host (its pid cannot be checked) whose ``live.json`` has not changed
 for this long, and for 10 of its intervals, is taken as gone."""
-
-
-class RunNotFound(FileNotFoundError):
-    """The run folder does not exist; the message names what was looked for."""
-
-
-def find_run_dir(run: str, runs_dir: str | os.PathLike = "runs") -> Path:
-    """The run folder ``run`` names: a folder path, else a run name under ``runs_dir``.
-
-    Raises:
-        RunNotFound: neither is a folder.
-    """
-    path = Path(run)
-    if path.is_dir():
-        return path
-    named = Path(runs_dir) / run
-    if named.is_dir():
-        return named
-    nor = f" (nor {str(named)!r})" if named != path else ""
-    raise RunNotFound(f"run folder {run!r} does not exist{nor}; give a run folder such as runs/NAME, or a run "
-                      "name with --runs-dir DIR")
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any] | None:

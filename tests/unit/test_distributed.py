@@ -10,7 +10,6 @@ skip the same update.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import uuid
 
 import numpy as np

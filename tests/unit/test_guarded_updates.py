@@ -7,7 +7,6 @@ import os
 
 import numpy as np
 import pytest
-import torch
 
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import load_checkpoint, nonfinite_tensors

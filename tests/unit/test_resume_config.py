@@ -83,7 +83,7 @@ def test_find_run_dir_takes_a_path_or_a_name(run_dir, tmp_path):
     _, path = run_dir
     assert find_run_dir(path) == path
     assert find_run_dir("r", tmp_path) == str(tmp_path / "r")
-    with pytest.raises(ConfigError, match="nope: not a run directory"):
+    with pytest.raises(ConfigError, match=r"^run folder 'nope' does not exist \(nor '.*/nope'\); give a run folder such as runs/NAME"):
         find_run_dir("nope", tmp_path)
 
 

@@ -58,10 +58,14 @@ def test_a_run_without_live_json_is_over_when_metrics_end(tmp_path):
 
 def test_find_run_dir(tmp_path):
     (tmp_path / "runs" / "r1").mkdir(parents=True)
+    (tmp_path / "runs" / "r1" / "config.json").write_text("{}")
+    (tmp_path / "runs" / "bare").mkdir()
     assert find_run_dir(str(tmp_path / "runs" / "r1")) == tmp_path / "runs" / "r1"
     assert find_run_dir("r1", tmp_path / "runs") == tmp_path / "runs" / "r1"
     with pytest.raises(RunNotFound, match=r"^run folder 'r2' does not exist \(nor '.*/runs/r2'\)"):
         find_run_dir("r2", tmp_path / "runs")
+    with pytest.raises(RunNotFound, match=r"^'.*/runs/bare' is not a run folder: it holds no config.json"):
+        find_run_dir("bare", tmp_path / "runs")
 
 
 def test_watch_a_finished_run_prints_its_last_status_and_returns_0(tmp_path):
@@ -91,7 +95,7 @@ def test_zoo_watch_of_a_missing_folder_is_a_one_line_error_exit_2(tmp_path):
                           timeout=60, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"error: run folder '{missing}' does not exist; give a run folder such as "
-                                        "runs/NAME, or a run name with --runs-dir DIR"]
+                                        "runs/NAME, or the name of a run in 'runs'"]
 
 
 def test_watch_note_says_how_old_the_snapshot_is_and_the_run_time():
