@@ -146,7 +146,7 @@ def render(env: GymnasiumEnv):
     # pygame (classic control, Box2D) draws off-screen; without these SDL looks for a display
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    base = env.env.unwrapped
+    base = env.env.unwrapped if hasattr(env.env, "unwrapped") else env.env
     if getattr(base, "render_mode", None) != "rgb_array":
         base.render_mode = "rgb_array"
     frame = env.env.render()

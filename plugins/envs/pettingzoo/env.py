@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-import numpy as np
 
 from zoo.core.env import PettingZooEnv
 from zoo.plugins.envs.kwargs import parse_kwargs  # noqa: F401 - also importable from here
@@ -36,25 +35,3 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv:
     if not hasattr(module, "parallel_env"):
         raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env()")
     return PettingZooEnv(module.parallel_env(**parse_kwargs(config.kwargs)), arg)
-
-
-def render(env: PettingZooEnv):
-    """The env's picture, ``uint8 [H, W, 3]``: the PettingZoo env's ``render()`` in
-    ``rgb_array`` mode (the ``renderer`` this plugin registers; set on an env made without one).
-
-    Raises:
-        ValueError: ``render()`` returns no RGB array (the env has no ``rgb_array`` mode).
-    """
-    import os
-
-    # pygame (MPE) draws off-screen; without these SDL looks for a display
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    base = env.env.unwrapped if hasattr(env.env, "unwrapped") else env.env
-    if getattr(base, "render_mode", None) != "rgb_array":
-        base.render_mode = "rgb_array"
-    frame = env.env.render()
-    if frame is None or np.ndim(frame) != 3:
-        raise ValueError(f"env {env.spec.env_id!r}: render() in rgb_array mode returned "
-                         f"{type(frame).__name__}, not an RGB array")
-    return np.asarray(frame, dtype=np.uint8)

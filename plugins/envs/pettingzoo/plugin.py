@@ -10,5 +10,5 @@ def register_envs(register):
         summary="Any PettingZoo Parallel env by module: --env pettingzoo:mpe2.simple_spread_v3",
         config="zoo.plugins.envs.pettingzoo.env:PettingZooConfig",
         default_budget=("env_steps", 1_000_000),
-        renderer="zoo.plugins.envs.pettingzoo.env:render",
+        renderer="zoo.plugins.envs.gym.env:render"  # one rgb_array renderer for both adapters,
     )
