@@ -26,8 +26,9 @@ the background thread also checks every 0.25 s that the controller's pid is stil
 (or, for workers not started as its children, still alive on this host). An orphaned worker
 stops like on SIGTERM; one that is not gone :data:`ORPHAN_GRACE_S` seconds later (hung), or
 ``supervision.stop_timeout_s`` later when busy (a trainer finishing its update), exits at once.
-Either way it first removes the run's transport resources (shared-memory segments, socket
-files), which the dead controller can no longer do.
+Either way it leaves the run through its transports: the last process of the run to leave
+removes the run's transport resources (shared-memory segments, socket files), which the dead
+controller can no longer do.
 """
 from __future__ import annotations
 
@@ -143,15 +144,23 @@ class WorkerContext:
             self._last_heartbeat = 0.0  # report progress at once when the loop resumes
 
     def cleanup_transports(self) -> None:
-        """Remove the run's transport resources (segments, socket files) through every transport
-        this worker built, the control stream's included, and the run's resolver keys
-        (idempotent; used when orphaned)."""
+        """Leave the run after the controller died: through every transport this worker built
+        (the control stream's included), drop this process's hold on the run and, if it is the
+        last process of the run to leave, remove the run's transport resources (segments,
+        socket files) and its resolver keys. Transports without ``leave()`` clean up at once.
+        A worker that removed them while another still ran would see that one re-create them
+        (idempotent)."""
+        last = True
         for t in self._transports:
             try:
-                t.cleanup()
+                leave = getattr(t, "leave", None)
+                if leave is None:
+                    t.cleanup()
+                elif not leave():
+                    last = False
             except Exception:  # noqa: BLE001 - best effort, the process is leaving
                 log.exception("transport clean-up failed")
-        if self.resolver is not None:
+        if self.resolver is not None and last:
             try:
                 self.resolver.clear(self.run_id)
             except Exception:  # noqa: BLE001 - best effort, the process is leaving
@@ -286,7 +295,8 @@ def worker_main(ctx: WorkerContext) -> None:
         pulse.done.set()
         pulse.join(1.0)
         ctx.control.close()
-        if ctx.orphaned:
+        # The kernel's SIGTERM (parent death) may end the loop before the pulse thread saw it.
+        if ctx.orphaned or pulse.controller_gone():
             ctx.cleanup_transports()
     # Everything was closed above; the interpreter's own finalisation (torch, nng) takes seconds
     # on a loaded machine and holds nothing of ours, so the process ends here.

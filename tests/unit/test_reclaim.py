@@ -154,3 +154,60 @@ def test_a_lock_file_removed_under_a_holder_is_made_again_on_the_next_hold(tmp_p
         assert os.path.exists(path) and claim_lock(path) is False
     finally:
         release_lock(path)
+
+
+def _other_process_holds(path: str) -> int:
+    """A shared lock on ``path`` through a separate open file description: to flock, that is a
+    different process of the run (flock locks belong to the open file, not the pid)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def test_only_the_last_process_to_leave_an_orphaned_run_removes_it(tmp_path):
+    # The CI failure this pins: after `zoo train` was SIGKILLed, one orphaned worker removed
+    # the run's /dev/shm lock and run directory while another still ran; that one's next
+    # endpoint re-created both, and they were left behind. Now a leaver removes nothing while
+    # another process of the run holds either lock; the last one removes everything.
+    from zoo.transports.shm.segments import run_lock_path
+    from zoo.transports.shm.transport import ShmTransport
+
+    run_id = f"leave-{uuid.uuid4().hex[:8]}"
+    t = ShmTransport(run_id, base_dir=str(tmp_path), create=True)
+    puller = t.puller("s")
+    shm_lock, dir_lock = run_lock_path(run_id), os.path.join(run_dir(run_id, str(tmp_path)), LOCK_FILE)
+    other = _other_process_holds(shm_lock)
+    try:
+        assert t.leave() is False  # another process of the run still holds the segment lock
+        assert os.path.exists(shm_lock) and os.path.isdir(t.dir) and len(list_segments(run_prefix(run_id))) == 2
+    finally:
+        os.close(other)  # that process has exited
+    other = _other_process_holds(dir_lock)
+    try:
+        assert t.leave() is False  # ... or only the run directory's lock
+        assert os.path.isdir(t.dir)
+    finally:
+        os.close(other)
+    assert t.leave() is True  # the last one: the ring, the lock file and the directory go
+    assert list_segments(run_prefix(run_id)) == [] and not os.path.exists(t.dir)
+    assert t.leave() is True  # idempotent: nothing left to remove, nobody holds anything
+    puller.close()
+
+
+def test_leave_run_calls_remove_once_and_only_when_no_lock_is_held(tmp_path):
+    from zoo.transports.sockets.rundir import leave_run
+
+    a, b = str(tmp_path / "a.lock"), str(tmp_path / "b.lock")
+    hold_lock(a)
+    hold_lock(b)
+    calls = []
+    other = _other_process_holds(b)
+    assert leave_run([a, b], lambda: calls.append(1)) is False and calls == []
+    # Our own holds were dropped: only the other process's remains.
+    fd = claim_lock(a)
+    assert fd not in (False, None) and claim_lock(b) is False
+    os.close(fd)
+    os.close(other)
+    assert leave_run([a, b, str(tmp_path / "missing.lock")], lambda: calls.append(2)) is True and calls == [2]

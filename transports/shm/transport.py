@@ -82,8 +82,8 @@ from zoo.core.arrays import MAX_FRAME_BYTES, Layout, WireError
 from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.shm.segments import (
-    LendingRing, PublishRing, Segment, hold_run_lock, list_segments, reclaim_stale_segments, run_prefix,
-    unlink_run_segments,
+    LendingRing, PublishRing, Segment, hold_run_lock, list_segments, reclaim_stale_segments, run_lock_path,
+    run_prefix, unlink_run_segments,
 )
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import Conn, ProtocolError
@@ -92,7 +92,8 @@ from zoo.transports.sockets.framing import (
     parse_pairs, record_header,
 )
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir, safe_name,
+    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    safe_name,
 )
 from zoo.transports.sockets.spin import spin_budget_us
 
@@ -737,3 +738,8 @@ class ShmTransport:
         """Unlink every segment of the run (whoever owns it) and remove the run directory (idempotent)."""
         unlink_run_segments(self.run_id)
         remove_run_dir(self.run_id, self.base_dir)
+
+    def leave(self) -> bool:
+        """This process leaves a run whose controller is gone; the last one to leave runs
+        :meth:`cleanup` (:func:`~zoo.transports.sockets.rundir.leave_run`). True if it did."""
+        return leave_run([run_lock_path(self.run_id), lock_path(self.run_id, self.base_dir)], self.cleanup)

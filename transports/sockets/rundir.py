@@ -124,6 +124,36 @@ def claim_lock(path: str) -> int | bool | None:
     return fd
 
 
+def leave_run(lock_paths: list[str], remove) -> bool:
+    """This process leaves a run whose controller is gone: drop its locks on ``lock_paths``,
+    then call ``remove()`` only if no other process of the run holds any of them.
+
+    Whoever leaves last removes the run's resources (segments, run directory): a process that
+    removed them while a fellow worker still ran would see that worker re-create the lock file
+    or the directory with its next endpoint, and leave them behind. ``remove()`` runs while
+    this process holds every lock exclusively (:func:`claim_lock`), so no worker can start
+    holding the run in between.
+
+    Returns:
+        True when ``remove()`` ran (this process was the last one), else False.
+    """
+    for path in lock_paths:
+        release_lock(path)
+    claimed: list[int] = []
+    try:
+        for path in lock_paths:
+            fd = claim_lock(path)
+            if fd is False:
+                return False  # a live process of the run holds it: it removes when it leaves
+            if fd is not None:
+                claimed.append(fd)
+        remove()
+        return True
+    finally:
+        for fd in claimed:
+            os.close(fd)
+
+
 def lock_path(run_id: str, base_dir: str | None = None) -> str:
     """``<run dir>/owner.lock``."""
     return os.path.join(run_dir(run_id, base_dir), LOCK_FILE)

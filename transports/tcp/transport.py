@@ -39,7 +39,8 @@ from zoo.core.resolver import run_key
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import check_resolvable, is_loopback
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir, safe_name,
+    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    safe_name,
 )
 from zoo.transports.sockets.spin import spin_budget_us
 
@@ -164,3 +165,8 @@ class TcpTransport:
         """Remove the run directory (with the ``files`` resolver's keys) and drop this process's
         run lock (idempotent)."""
         remove_run_dir(self.run_id, self.base_dir)
+
+    def leave(self) -> bool:
+        """This process leaves a run whose controller is gone; the last one to leave runs
+        :meth:`cleanup` (:func:`~zoo.transports.sockets.rundir.leave_run`). True if it did."""
+        return leave_run([lock_path(self.run_id, self.base_dir)], self.cleanup)
