@@ -16,9 +16,10 @@ Run the sweep (a background job; re-running it skips the runs that finished)::
         --cleanrl-python /work/peers/cleanrl-venv/bin/python \\
         --cleanrl-script /work/peers/cleanrl/ppo_continuous_action.py --stop-at 03:00 &
 
-Order (so partial results stay balanced): Zoo seed 1 and CleanRL seed 1 per env,
-interleaved (their wall-clock times are then measured under the same load), then Zoo
-seeds 2 and 3 per env, then CleanRL's further seeds. At most ``--parallel`` runs at a time,
+Order (so partial results stay balanced): Zoo and CleanRL seed 1 on Hopper side by side
+(their wall-clock times measured under the same load), Zoo seed 1 on HalfCheetah and
+Walker2d, CleanRL seed 1 on those two, then Zoo seeds 2 and 3 per env, then CleanRL's
+further seeds. At most ``--parallel`` runs at a time,
 each under ``nice`` and ``timeout`` (never past ``--stop-at``, UTC). Each run's command,
 exit code, wall-clock time and load average go to ``<out>/jobs.jsonl``; Zoo runs write to
 ``<out>/zoo/<name>``, CleanRL's output (its ``global_step=..., episodic_return=...``
@@ -67,9 +68,10 @@ def jobs(seeds: list[int], cleanrl_seeds: list[int], steps: int) -> list[dict]:
         return {"job": f"cleanrl-{env}-s{seed}", "kind": "cleanrl", "env": env, "seed": seed, "steps": steps}
 
     order: list[dict] = []
-    first = seeds[:1]
-    for env in ENVS:
-        order += [zoo(env, s) for s in first] + [cleanrl(env, s) for s in cleanrl_seeds[:1]]
+    first, cl_first = seeds[:1], cleanrl_seeds[:1]
+    order += [zoo(ENVS[0], s) for s in first] + [cleanrl(ENVS[0], s) for s in cl_first]
+    order += [zoo(env, s) for env in ENVS[1:] for s in first]
+    order += [cleanrl(env, s) for env in ENVS[1:] for s in cl_first]
     for seed in seeds[1:]:
         order += [zoo(env, seed) for env in ENVS]
     for seed in cleanrl_seeds[1:]:
