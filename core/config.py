@@ -106,7 +106,13 @@ class PolicyConfig:
     """Torch device of the inference network: cpu, cuda, cuda:N or mps. With several policy
     workers, ``cuda`` puts worker m on GPU m mod (GPUs visible); ``cuda:N`` puts all on GPU N."""
     threads: int = field(default=1, metadata=bounded(ge=1))
-    """Torch CPU threads of each policy worker (actors use none)."""
+    """Torch CPU threads of each policy worker, or of each actor with ``policy.inline``
+    (otherwise actors use none)."""
+    inline: bool = False
+    """True: no policy worker; each actor runs the policy itself on its CPU (one forward pass
+    over all its envs per step) and pulls new parameters between rollouts (SRL's inline
+    inference, for cheap policies and many CPU actors; docs/graph.md). ``policy.count`` must
+    then stay 1 and ``policy.device`` cpu; ``max_batch`` and ``max_wait_ms`` do not apply."""
     precision: Literal["float32", "bfloat16"] = "float32"
     """Arithmetic of the inference forward pass. ``bfloat16`` runs it under
     ``torch.autocast`` (matrix products and convolutions in bfloat16, their weights stored in
@@ -537,6 +543,25 @@ def supervision_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
     return out
 
 
+def inline_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
+    """``(field, message)`` for each policy option that contradicts ``policy.inline=true``
+    (the policy inside each actor, on its CPU, with no policy worker): ``policy.count`` other
+    than 1 and ``policy.device`` other than ``cpu``. Empty when ``policy.inline`` is false."""
+    p = cfg.policy
+    if not p.inline:
+        return []
+    problems = []
+    if p.count != 1:
+        problems.append(("policy.count", f"policy.count={p.count} contradicts policy.inline=true: inline inference "
+                         "runs the policy inside each actor, with no policy worker; drop "
+                         f"--set policy.count={p.count}, or set policy.inline=false to run {p.count} policy workers"))
+    if p.device != "cpu":
+        problems.append(("policy.device", f"policy.device={p.device!r} contradicts policy.inline=true: inline "
+                         "inference runs the policy on each actor's CPU; set --set policy.device=cpu, or "
+                         f"policy.inline=false to run inference on {p.device} in a policy worker"))
+    return problems
+
+
 def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True) -> None:
     """Check cross-field rules; every problem is reported at once.
 
@@ -547,7 +572,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     non-zero; with ``check_budget`` and ``cfg.spec`` set, a budget of at least one update
     (:func:`steps_per_update`: a smaller one would end the run with 0 updates); devices
     are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` and
-    ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor); ``launcher`` is a registered
+    ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor);
+    no option contradicting ``policy.inline`` (:func:`inline_problems`); ``launcher`` is a registered
     launcher; every
     ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one)
     and ``streams.*.options`` are options of that transport with values it accepts
@@ -584,8 +610,9 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         ))
     p = cfg.policy
     problems += supervision_problems(cfg)
+    problems += inline_problems(cfg)
     # The trainer's network lives where the algorithm's own `device` option says.
-    devices = [("policy.device", p.device)]
+    devices = [] if p.inline else [("policy.device", p.device)]  # inline: inline_problems says it
     if isinstance(getattr(cfg.algo, "device", None), str):
         devices.append(("algo.device", cfg.algo.device))
     for path, dev in devices:

@@ -13,6 +13,9 @@ Distributed Reinforcement Learning to Over Ten Thousand Cores", arXiv 2306.16688
 - Each policy worker answers on its own inference endpoint, ``inference-<m>``; each
   trainer pulls its own sample endpoint, ``sample-<k>``; trainer 0 alone publishes on
   ``parameter``, to which every policy worker subscribes (:func:`endpoint`).
+- With ``policy.inline`` there are no policy workers (M = 0): every actor runs the policy
+  itself (:mod:`zoo.core.workers.inline`) and subscribes to ``parameter``; the inference
+  stream has no endpoint.
 
 :func:`write_graph` records every worker's role and index and these assignments in
 ``<run_dir>/graph.json``.
@@ -38,12 +41,15 @@ def endpoint(stream: str, index: int) -> str:
 
 
 PARAMETER_ENDPOINT = "parameter"
-"""The one parameter endpoint: trainer 0 publishes, every policy worker subscribes."""
+"""The one parameter endpoint: trainer 0 publishes, every policy worker (inline: every actor) subscribes."""
 
 
 @dataclass(frozen=True)
 class Graph:
-    """Worker counts and the actor -> policy worker / trainer assignment (module docstring)."""
+    """Worker counts and the actor -> policy worker / trainer assignment (module docstring).
+
+    ``policies == 0``: inline inference (``policy.inline``), no policy worker.
+    """
 
     actors: int
     policies: int
@@ -51,16 +57,30 @@ class Graph:
 
     @classmethod
     def from_config(cls, cfg: Any) -> "Graph":
-        return cls(cfg.actors.count, cfg.policy.count, cfg.trainer.count)
+        return cls(cfg.actors.count, 0 if getattr(cfg.policy, "inline", False) else cfg.policy.count,
+                   cfg.trainer.count)
+
+    @property
+    def inline(self) -> bool:
+        """True when the actors run the policy themselves (no policy worker)."""
+        return self.policies == 0
+
+    def stream_roles(self) -> dict[str, tuple[str, ...]]:
+        """The roles at the ends of each stream (what :mod:`zoo.core.placement` resolves
+        transports from): inference: actor and policy (inline: none); sample: actor and
+        trainer; parameter: trainer and policy (inline: trainer and actor)."""
+        if self.inline:
+            return {"inference": (), "sample": ("actor", "trainer"), "parameter": ("trainer", "actor")}
+        return {"inference": ("actor", "policy"), "sample": ("actor", "trainer"), "parameter": ("trainer", "policy")}
 
     def workers(self) -> list[tuple[str, int]]:
         """Every ``(role, index)``: trainers first, then policy workers, then actors."""
         return ([("trainer", k) for k in range(self.trainers)] + [("policy", m) for m in range(self.policies)]
                 + [("actor", i) for i in range(self.actors)])
 
-    def policy_of(self, actor: int) -> int:
-        """The policy worker that answers actor ``actor``: ``actor mod M``."""
-        return actor % self.policies
+    def policy_of(self, actor: int) -> int | None:
+        """The policy worker that answers actor ``actor``: ``actor mod M`` (None: inline)."""
+        return None if self.inline else actor % self.policies
 
     def trainer_of(self, actor: int) -> int:
         """The trainer that takes actor ``actor``'s samples: ``actor mod K``."""
@@ -83,12 +103,16 @@ class Graph:
             workers.append({"role": "policy", "index": m, "serves": endpoint("inference", m),
                             "subscribes": PARAMETER_ENDPOINT, "actors": self.actors_of_policy(m)})
         for i in range(self.actors):
-            workers.append({"role": "actor", "index": i, "policy": self.policy_of(i), "trainer": self.trainer_of(i),
-                            "requests": endpoint("inference", self.policy_of(i)),
+            if self.inline:  # the policy runs in the actor, which pulls the parameters itself
+                inference = {"policy": None, "inference": "inline", "subscribes": PARAMETER_ENDPOINT}
+            else:
+                inference = {"policy": self.policy_of(i), "requests": endpoint("inference", self.policy_of(i))}
+            workers.append({"role": "actor", "index": i, **inference, "trainer": self.trainer_of(i),
                             "pushes": endpoint("sample", self.trainer_of(i))})
+        assignment = ("actor i runs the policy inline, trainer i mod trainer.count" if self.inline else
+                      "actor i -> policy worker i mod policy.count, trainer i mod trainer.count")
         return {"counts": {"actor": self.actors, "policy": self.policies, "trainer": self.trainers},
-                "assignment": "actor i -> policy worker i mod policy.count, trainer i mod trainer.count",
-                "workers": workers}
+                "assignment": assignment, "workers": workers}
 
 
 def write_graph(cfg: Any, run_dir: str) -> str:

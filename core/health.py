@@ -100,22 +100,25 @@ def percent(fraction: float) -> str:
 
 
 def bottleneck(actors: dict[str, float] | None, policy_busy: float | None,
-               trainer_busy: float | None) -> tuple[str | None, str]:
+               trainer_busy: float | None, inline: bool = False) -> tuple[str | None, str]:
     """Name what limits the run, from measured fractions of time.
 
     Args:
         actors: the actors' mean fractions of time ``{"env", "inference", "push"}`` (stepping
-            envs; sending requests and waiting for actions; pushing samples, which blocks while
-            the trainer does not take them), or None before any was measured.
+            envs; sending requests and waiting for actions, or with ``inline`` running the
+            policy; pushing samples, which blocks while the trainer does not take them), or
+            None before any was measured.
         policy_busy: the policy workers' mean busy fraction, or None.
         trainer_busy: the trainers' mean busy fraction, or None.
+        inline: the actors run the policy themselves (``policy.inline``: no policy worker).
 
     Returns:
         ``(kind, sentence)``. ``kind`` is where the actors spend most of their time (ties in
         this order): ``"trainer"`` (push), ``"inference"`` (waiting for actions while the policy
         worker is busy at least :data:`POLICY_BUSY_BOUND`, or unmeasured),
         ``"inference-latency"`` (waiting for actions while the policy worker is mostly idle:
-        batching delay, transport, too few env groups), ``"env"`` (stepping envs); None with
+        batching delay, transport, too few env groups), ``"env"`` (stepping envs); with
+        ``inline``, ``"inference"`` means the actors' own forward passes; None with
         ``"measuring..."`` until the actors reported twice. Unless the kind is ``"trainer"``, a
         trainer busy at least :data:`TRAINER_BUSY_NOTE` is added: updates then fall behind
         sampling (the policy lag grows, stale samples are dropped).
@@ -130,7 +133,12 @@ def bottleneck(actors: dict[str, float] | None, policy_busy: float | None,
         if trainer_busy is not None:
             text += f" (trainer busy {percent(trainer_busy)})"
         return kind, text
-    if inference == top:
+    if inference == top and inline:
+        kind = "inference"
+        text = (f"inference-bound: actors run the policy {percent(inference)} of the time (policy.inline; try a "
+                "larger actors.envs_per_actor for larger forward passes, or policy.inline=false for a policy "
+                "worker that batches every actor's envs)")
+    elif inference == top:
         if policy_busy is not None and policy_busy < POLICY_BUSY_BOUND:
             kind = "inference-latency"
             text = (f"inference-latency-bound: actors wait {percent(inference)} of the time for actions but the "
@@ -220,6 +228,8 @@ class Health:
                  listener: Callable[[dict[str, Any]], None] | None = None, window_s: float = WINDOW_S,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self.workers: dict[tuple[str, int], _Worker] = {(r, i): _Worker(r, i) for r, i in workers}
+        # the graph has actors but no policy worker: they run the policy inline (policy.inline)
+        self.inline = any(r == "actor" for r, _ in self.workers) and not any(r == "policy" for r, _ in self.workers)
         self.path = os.path.join(run_dir, "live.json") if run_dir else None
         self.interval_s, self.listener, self.window_s = interval_s, listener, window_s
         self.clock, self.wall = clock, wall
@@ -328,7 +338,7 @@ class Health:
                      if actors else None)
         policy_busy = _mean(r.get("busy_frac") for r in rows if r["role"] == "policy")
         trainer_busy = _mean(r.get("busy_frac") for r in rows if r["role"] == "trainer")
-        kind, text = bottleneck(fractions, policy_busy, trainer_busy)
+        kind, text = bottleneck(fractions, policy_busy, trainer_busy, self.inline)
         queue = self._queue()
         for r in rows:
             if r["role"] == "trainer":
@@ -347,7 +357,7 @@ class Health:
                                                  if any(r is not None for r in rates) else None),
                        "samples_waiting": queue},
             "bottleneck": {"kind": kind, "text": text, "actors": fractions,
-                           "policy_busy": policy_busy, "trainer_busy": trainer_busy},
+                           "policy_busy": policy_busy, "trainer_busy": trainer_busy, "inline": self.inline},
         }
 
     def _queue(self) -> int | None:
@@ -375,6 +385,8 @@ class Health:
         win = w.window()
         if w.role == "actor":
             row.update(env_steps_per_s=None, env_frac=None, inference_frac=None, push_frac=None)
+            if self.inline:
+                row["inference"] = "inline"
             if win:
                 first, last, dt = win
                 row["env_steps_per_s"] = _delta(first, last, "env_steps") / dt

@@ -19,6 +19,9 @@ parameter      trainer, policy
 control        the controller and every worker   nng (ipc on one host, tcp across hosts)
 =============  ================================  ===============================================
 
+With ``policy.inline`` (no policy worker) the parameter stream joins the trainer and the
+actors, and the inference stream has no ends (:meth:`zoo.core.graph.Graph.stream_roles`).
+
 :func:`write_placement` records the placement of every worker (role, index, host, pid) and
 each stream's resolved transport in ``<run_dir>/graph.json`` next to the worker graph
 (:mod:`zoo.core.graph`), so one file says who runs where and what connects them.
@@ -60,9 +63,10 @@ def plan(launcher: Any, workers: Iterable[tuple[str, int]], controller_host: str
     return [Place(*CONTROLLER, here)] + [Place(role, index, launcher.host_of(role, index)) for role, index in workers]
 
 
-def stream_hosts(places: Iterable[Place], stream: str) -> list[str]:
-    """The distinct hosts of the workers at the ends of ``stream``, sorted."""
-    roles = STREAM_ROLES[stream]
+def stream_hosts(places: Iterable[Place], stream: str, ends: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """The distinct hosts of the workers at the ends of ``stream``, sorted (``ends``: the roles
+    at each stream's ends, default :data:`STREAM_ROLES`; the control stream's are always those)."""
+    roles = {**STREAM_ROLES, **(ends or {})}[stream]
     return sorted({p.host for p in places if p.role in roles})
 
 
@@ -78,19 +82,22 @@ def resolve_streams(registry: Any, cfg: Any, places: list[Place]) -> dict[str, t
         ConfigError: a stream's options do not fit its transport (checked before, in
             :func:`zoo.core.config.build_config`).
     """
+    from zoo.core.graph import Graph
+
+    ends = Graph.from_config(cfg).stream_roles()
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for stream in STREAMS:
         name = getattr(cfg.streams, stream).transport
         options = transport_options(registry, cfg, stream)
         choose = getattr(registry.get("transport", name).load(), "choose", None)
-        out[stream] = choose(stream_hosts(places, stream), options) if callable(choose) else (name, options)
+        out[stream] = choose(stream_hosts(places, stream, ends), options) if callable(choose) else (name, options)
     cross = len(stream_hosts(places, CONTROL)) > 1
     out[CONTROL] = (CONTROL_TRANSPORT, {**CONTROL_OPTIONS, **({"scheme": "tcp", "host": "0.0.0.0"} if cross else {})})
     return out
 
 
 def placement_record(places: list[Place], streams: dict[str, tuple[str, dict[str, Any]]],
-                     configured: dict[str, str]) -> dict[str, Any]:
+                     configured: dict[str, str], ends: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """The ``controller`` and ``streams`` parts of ``graph.json``:
     ``{"controller": {"host", "pid"}, "streams": {stream: {"configured", "transport",
     "options", "hosts"}}}``.
@@ -104,7 +111,7 @@ def placement_record(places: list[Place], streams: dict[str, tuple[str, dict[str
         "controller": None if ctl is None else {"host": ctl.host, "pid": ctl.pid},
         "streams": {s: {"configured": configured.get(s, name), "transport": name,
                         "options": {k: ("***" if "token" in k else v) for k, v in options.items()},
-                        "hosts": stream_hosts(places, s)}
+                        "hosts": stream_hosts(places, s, ends)}
                     for s, (name, options) in streams.items()},
     }
 
@@ -115,13 +122,14 @@ def write_placement(run_dir: str, cfg: Any, places: list[Place], streams: dict[s
     gets its ``host`` and ``pid`` (of its first process). Returns the path."""
     from zoo.core.graph import Graph
 
-    graph = Graph.from_config(cfg).to_dict()
+    g = Graph.from_config(cfg)
+    graph = g.to_dict()
     configured = {s: getattr(cfg.streams, s).transport for s in STREAMS}
     where = {(p.role, p.index): p for p in places}
     record = dict(graph)
     record["workers"] = [{**w, "host": where[(w["role"], w["index"])].host, "pid": where[(w["role"], w["index"])].pid}
                          if (w["role"], w["index"]) in where else w for w in graph.get("workers", [])]
-    record.update(placement_record(places, streams, configured))
+    record.update(placement_record(places, streams, configured, g.stream_roles()))
     path = os.path.join(run_dir, "graph.json")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:

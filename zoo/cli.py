@@ -370,7 +370,8 @@ def train_command(
         Text.assemble(("zoo train ", "bold"), (cfg.name, "bold cyan"),
                       f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
                       f"{cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs, "
-                      f"{_plural(cfg.policy.count, 'policy worker')}, {_plural(cfg.trainer.count, 'trainer')}, "
+                      f"{'policy inline in each actor' if cfg.policy.inline else _plural(cfg.policy.count, 'policy worker')}, "
+                      f"{_plural(cfg.trainer.count, 'trainer')}, "
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),
         soft_wrap=True, highlight=False)
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)

@@ -151,6 +151,7 @@ def worker_activity(row: dict[str, Any]) -> str:
     """What one worker of a ``live.json`` snapshot is doing, in one line, e.g.
 
     - actor: ``1,050 env steps/s · envs 60% · waits for actions 30% · waits for trainer 5%``
+      (an actor running the policy inline, ``"inference": "inline"``: ``runs policy 30%``)
     - policy: ``batch 64.0 rows · latency 3.2 ms · busy 40% · version 12``
     - trainer: ``busy 45% · 8.0 samples/update · 2 samples waiting · 0.50 updates/s``
 
@@ -162,10 +163,12 @@ def worker_activity(row: dict[str, Any]) -> str:
     if role == "actor":
         if _is_number(row.get("env_steps_per_s")):
             parts.append(f"{_rate(row['env_steps_per_s'])} env steps/s")
-        for key, label in (("env_frac", "envs"), ("inference_frac", "waits for actions"),
-                           ("push_frac", "waits for trainer")):
+        acting = "runs policy" if row.get("inference") == "inline" else "waits for actions"
+        for key, label in (("env_frac", "envs"), ("inference_frac", acting), ("push_frac", "waits for trainer")):
             if (text := _pct(row.get(key))) is not None:
                 parts.append(f"{label} {text}")
+        if row.get("waiting_for"):
+            parts.append(f"waiting for {row['waiting_for']}")
     elif role == "policy":
         if _is_number(row.get("batch_rows")):
             parts.append(f"batch {float(row['batch_rows']):.1f} rows")

@@ -2,6 +2,10 @@
 
 Actor ``i`` asks policy worker ``i mod policy.count`` (endpoint ``inference-<m>``) and
 pushes to trainer ``i mod trainer.count`` (endpoint ``sample-<k>``); see :mod:`zoo.core.graph`.
+With ``policy.inline`` there is no policy worker: the actor runs the policy itself, one
+forward pass over all its envs per step, and pulls parameters between rollouts
+(:mod:`zoo.core.workers.inline`); samples, resets and meters are as below, but the ring
+overlaps nothing (the pass runs before the groups are stepped).
 
 The actor's ``envs_per_actor`` environments are split into ``ring_size`` groups. Each
 group has at most one inference request in flight; while the policy worker computes a
@@ -51,7 +55,8 @@ do not replay the first episodes of the run's start. Environment state itself (p
 run starts new episodes.
 
 Its heartbeats carry where its time goes (:class:`zoo.core.health.Meter`): ``env``
-(stepping a group), ``inference`` (sending requests, waiting for replies), ``push``
+(stepping a group), ``inference`` (sending requests, waiting for replies; inline: the
+forward passes and loading parameters), ``push``
 (pushing a sample, which blocks while the trainer does not take it), measured with one
 clock read per phase of a group step, never per environment.
 """
@@ -277,6 +282,18 @@ class EnvGroup:
         return [{**stats, "return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])}]
 
 
+def inference_client(ctx: WorkerContext, graph: Graph):
+    """Where the actor's requests for actions go: its policy worker's ``inference-<m>`` endpoint
+    (a request client of the inference stream), or, with ``policy.inline``, an
+    :class:`~zoo.core.workers.inline.InlineClient` running the policy in this process. Both
+    have ``send(request, meta, timeout)``, ``recv(timeout)`` and ``close()``."""
+    if ctx.cfg.policy.inline:
+        from zoo.core.workers.inline import InlineClient
+
+        return InlineClient(ctx)
+    return ctx.transport("inference").request_client(endpoint("inference", graph.policy_of(ctx.index)), ctx.index)
+
+
 def run(ctx: WorkerContext) -> None:
     cfg = ctx.cfg
     n_groups = cfg.actors.ring_size
@@ -289,7 +306,7 @@ def run(ctx: WorkerContext) -> None:
         seeds = all_seeds[g * per_group:(g + 1) * per_group]
         groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, g * per_group, return_gamma))
     graph = Graph.from_config(cfg)
-    client = ctx.transport("inference").request_client(endpoint("inference", graph.policy_of(ctx.index)), ctx.index)
+    client = inference_client(ctx, graph)
     samples = ctx.transport("sample").pusher(endpoint("sample", graph.trainer_of(ctx.index)))
     buffers = [SampleBuffer(cfg.sample_length, g.obs, return_gamma is not None) for g in groups]
     episodes: list[dict[str, Any]] = []

@@ -109,41 +109,86 @@ def inference_autocast(precision: str, device: str):
     raise ValueError(f"policy.precision must be 'float32' or 'bfloat16', got {precision!r}")
 
 
+class Inference:
+    """The policy network one process acts with, kept at the newest parameters it was sent.
+
+    Built the same way wherever inference runs: in a policy worker, and in an actor with
+    ``policy.inline`` (:mod:`zoo.core.workers.inline`), so both sample the same actions from
+    the same weights (module doc of :mod:`zoo.core.workers.inline`). Building it sets this
+    process's torch CPU threads (``policy.threads``) and seeds torch's generator, from which
+    actions are sampled, with ``derive_seed(seed, "policy", index, resume)``
+    (:mod:`zoo.core.seeding`); ``index`` is the policy worker's index, or the inline actor's.
+
+    Attributes:
+        policy: the algorithm's network (``build_policy``), in eval mode, on ``device``
+            (:func:`zoo.core.graph.worker_device` of ``policy.device``), weights cast for
+            ``policy.precision`` (:func:`cast_for_precision`).
+        version: the policy version of the loaded weights, -1 before the first.
+        attempt: the attempt of the trainer that made them (a restarted trainer's versions
+            start again at its checkpoint's).
+        states: the recurrent states of every (client, ring group, agent-slot)
+            (:class:`RecurrentStates`), or None for a feed-forward policy.
+    """
+
+    def __init__(self, ctx: WorkerContext, index: int) -> None:
+        import torch
+
+        from zoo.core.graph import worker_device
+
+        cfg = ctx.cfg
+        torch.set_num_threads(cfg.policy.threads)
+        # Sampled actions come from torch's generator: seeded per policy worker (zoo.core.seeding).
+        torch.manual_seed(derive_seed(cfg.seed, "policy", index, resume=int(getattr(cfg, "resume", 0) or 0)))
+        self.device = worker_device(cfg.policy.device, index)
+        algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
+        self.policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(self.device)
+        self.policy.eval()
+        cast_for_precision(self.policy, cfg.policy.precision)
+        state_shape = getattr(self.policy, "state_shape", None)
+        self.states = RecurrentStates(state_shape) if state_shape else None
+        self.autocast = inference_autocast(cfg.policy.precision, self.device)
+        self.version, self.attempt = -1, 0
+
+    def refresh(self, params, timeout: float) -> bool:
+        """Load the newest value of the parameter subscriber ``params`` (waiting up to
+        ``timeout`` s) if it is newer than the loaded weights, or the first of a restarted
+        trainer (whose version restarts at its checkpoint's); True if weights were loaded."""
+        msg = params.latest(timeout)
+        if msg is None:
+            return False
+        key = (int(msg[1].get("trainer_attempt", 0)), int(msg[1]["policy_version"]))
+        if key <= (self.attempt, self.version):
+            return False
+        load_parameters(self.policy, msg[0])
+        self.attempt, self.version = key
+        return True
+
+    def act(self, batch: list) -> list[dict[str, np.ndarray]]:
+        """One forward pass over every request of ``batch`` (:func:`infer`) under
+        ``policy.precision``'s autocast; the outputs of each request, in order."""
+        with self.autocast:
+            return infer(self.policy, batch, self.device, self.states)
+
+
 def run(ctx: WorkerContext) -> None:
-    import torch
+    from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
 
-    from zoo.core.graph import PARAMETER_ENDPOINT, endpoint, worker_device
-
-    torch.set_num_threads(ctx.cfg.policy.threads)
     cfg = ctx.cfg
-    # Sampled actions come from torch's generator: seeded per policy worker (zoo.core.seeding).
-    torch.manual_seed(derive_seed(cfg.seed, "policy", ctx.index, resume=int(getattr(cfg, "resume", 0) or 0)))
-    device = worker_device(cfg.policy.device, ctx.index)
-    algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
-    policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(device)
-    policy.eval()
-    cast_for_precision(policy, cfg.policy.precision)
+    net = Inference(ctx, ctx.index)
     server = ctx.transport("inference").reply_server(endpoint("inference", ctx.index))
     params = ctx.transport("parameter").subscriber(PARAMETER_ENDPOINT)
-    version, attempt = -1, 0  # the weights' policy version and the attempt of the trainer that made them
     max_wait = cfg.policy.max_wait_ms / 1000
-    state_shape = getattr(policy, "state_shape", None)
-    states = RecurrentStates(state_shape) if state_shape else None
     watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic())
-    autocast = inference_autocast(cfg.policy.precision, device)
     if ctx.meter is None:
         ctx.meter = Meter("policy")
     meter, counts = ctx.meter, ctx.meter.counts  # busy time, batch sizes, latency: sent with the heartbeats
     try:
-        while version < 0 and not ctx.stop:  # serve nothing before the trainer's first weights
+        while net.version < 0 and not ctx.stop:  # serve nothing before the trainer's first weights
             ctx.heartbeat(waiting_for="parameters")
-            msg = params.latest(POLL_S)
-            if msg is not None:
-                load_parameters(policy, msg[0])
-                version, attempt = int(msg[1]["policy_version"]), int(msg[1].get("trainer_attempt", 0))
+            if net.refresh(params, POLL_S):
                 watch.new_version(time.monotonic())
         while not ctx.stop:
-            ctx.heartbeat(policy_version=version)
+            ctx.heartbeat(policy_version=net.version)
             first = server.recv(POLL_S)
             if first is not None:
                 received = time.perf_counter()
@@ -157,25 +202,19 @@ def run(ctx: WorkerContext) -> None:
                     batch.append(nxt)
                     rows += nxt[2]["rows"]
                 start = time.perf_counter()
-                with autocast:
-                    _answer(policy, server, batch, version, device, states, ctx.index)
+                _reply(server, batch, net.act(batch), net.version, ctx.index)
                 answered = meter.lap("busy", start)
                 meter.time_s["latency"] += answered - received
                 counts["batches"] += 1
                 counts["rows"] += rows
                 watch.served()
-            msg = params.latest(0)
-            # newer weights, or the first of a restarted trainer (its version restarts at its checkpoint's)
-            if msg is not None and (int(msg[1].get("trainer_attempt", 0)), int(msg[1]["policy_version"])) \
-                    > (attempt, version):
-                start = time.perf_counter()
-                load_parameters(policy, msg[0])
+            start = time.perf_counter()
+            if net.refresh(params, 0):  # newer weights, or the first of a restarted trainer
                 meter.lap("busy", start)
-                version, attempt = int(msg[1]["policy_version"]), int(msg[1].get("trainer_attempt", 0))
                 watch.new_version(time.monotonic())
             elif cfg.trainer.learn and watch.due(now := time.monotonic()):
                 message = (f"no new parameters for {now - watch.since:.0f} s: still serving policy version "
-                           f"{version} ({watch.batches} inference batches since it arrived); actors act with "
+                           f"{net.version} ({watch.batches} inference batches since it arrived); actors act with "
                            "stale weights and the policy lag grows (samples older than "
                            f"trainer.max_policy_lag={cfg.trainer.max_policy_lag} versions are dropped). "
                            "Is the trainer stalled, or much slower than sampling?")
@@ -219,14 +258,27 @@ class RecurrentStates:
         self._rows(key, slots)[slots] = new_state
 
 
-def _answer(policy, server, batch, version: int, device: str, states: RecurrentStates | None = None,
-            worker: int = 0) -> None:
-    """Run ``policy`` once on every request of ``batch`` and reply to each client; the reply's
-    meta is ``{request_id, policy_version, policy}`` (``policy``: this worker's index ``worker``).
+def infer(policy, batch: list, device: str, states: RecurrentStates | None = None) -> list[dict[str, np.ndarray]]:
+    """Run ``policy`` once on every request of ``batch``; the outputs of each request, in order.
 
-    Recurrent policies (``policy.state_shape`` not None) get the slots' states from
-    ``states``; the reply then also carries ``rnn_state``, the state fed at this step
-    (``float32 [rows, *state_shape]``), which the actor stores in its sample.
+    This is the one place where actions are sampled, for a policy worker and for an actor
+    with ``policy.inline`` alike (action masks are applied inside ``policy.act``; Box
+    actions are returned unclipped, clipped later by the actor for the env only).
+
+    Args:
+        batch: ``[(client_id, request, meta)]``: ``request`` holds ``obs`` (nested arrays,
+            ``[rows, ...]`` per key), ``slot`` int64 ``[rows]`` (the agent-slots of the
+            client's ring group) and ``on_reset`` bool ``[rows]``; ``meta`` holds ``rows``
+            and ``group`` (the ring group; 0 when absent).
+        device: the torch device the observations go to (the network's).
+        states: the recurrent states (for a policy with ``state_shape``), or None.
+
+    Returns:
+        per request, ``{"action": [rows, ...], <extras>: [rows, ...]}`` as numpy arrays
+        (reduced-precision outputs as float32). Recurrent policies get each slot's state from
+        ``states`` (zeros where ``on_reset``), the new states are stored back, and the outputs
+        also carry ``rnn_state``, the state fed at this step (``float32 [rows, *state_shape]``),
+        which the actor stores in its sample.
     """
     import torch
 
@@ -246,11 +298,26 @@ def _answer(policy, server, batch, version: int, device: str, states: RecurrentS
     if state_in is not None:
         new_state = out.pop("state").astype(np.float32)
         out["rnn_state"] = state_in
-    start = 0
+    replies, start = [], 0
     for client_id, bundle, meta in batch:
         end = start + meta["rows"]
         if state_in is not None:
             states.scatter((client_id, meta.get("group", 0)), bundle["slot"], new_state[start:end])
-        server.reply(client_id, {k: v[start:end] for k, v in out.items()},
-                     {"request_id": meta["request_id"], "policy_version": version, "policy": worker}, timeout=1.0)
+        replies.append({k: v[start:end] for k, v in out.items()})
         start = end
+    return replies
+
+
+def _reply(server, batch, replies: list[dict[str, np.ndarray]], version: int, worker: int) -> None:
+    """Send each request of ``batch`` its outputs; meta ``{request_id, policy_version, policy}``."""
+    for (client_id, _, meta), reply in zip(batch, replies):
+        server.reply(client_id, reply, {"request_id": meta["request_id"], "policy_version": version, "policy": worker},
+                     timeout=1.0)
+
+
+def _answer(policy, server, batch, version: int, device: str, states: RecurrentStates | None = None,
+            worker: int = 0) -> None:
+    """Run ``policy`` once on every request of ``batch`` (:func:`infer`) and reply to each client;
+    the reply's meta is ``{request_id, policy_version, policy}`` (``policy``: this worker's index
+    ``worker``)."""
+    _reply(server, batch, infer(policy, batch, device, states), version, worker)

@@ -1,0 +1,53 @@
+"""`zoo train ppo --env CartPole-v1 --set policy.inline=true`, end to end: no policy worker
+runs, the budget is reached, nothing is left behind."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.integration.test_train import leftovers, marked_processes, read_metrics
+from zoo.core.testing import subprocess_env
+
+pytestmark = pytest.mark.integration
+
+
+def test_ppo_cartpole_with_inline_inference_runs_no_policy_worker_and_reaches_its_budget(tmp_path):
+    mark = uuid.uuid4().hex
+    budget = 3000
+    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps",
+                             str(budget), "--name", "inl", "--set", f"runs_dir={tmp_path}", "--set", "policy.inline=true"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=subprocess_env(ZOO_TEST_MARK=mark))
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    assert "policy inline in each actor" in out and "done: " in out
+    run = tmp_path / "inl"
+    # the preset's 2 actors and 1 trainer were started, each with a pid; no policy worker
+    graph = json.loads((run / "graph.json").read_text())
+    assert graph["counts"] == {"actor": 2, "policy": 0, "trainer": 1}
+    assert [(w["role"], w["index"], w.get("inference"), w.get("subscribes")) for w in graph["workers"]] == [
+        ("trainer", 0, None, None), ("actor", 0, "inline", "parameter"), ("actor", 1, "inline", "parameter")]
+    assert all(isinstance(w["pid"], int) for w in graph["workers"])
+    live = json.loads((run / "live.json").read_text())
+    assert live["ended"] is True
+    assert sorted((w["role"], w["index"]) for w in live["workers"]) == [("actor", 0), ("actor", 1), ("trainer", 0)]
+    assert "policy worker" not in live["bottleneck"]["text"]
+    # the budget was reached: the end row's env steps, status finished
+    rows = read_metrics(run)
+    updates = [r for r in rows if r["type"] == "update"]
+    assert rows[-1]["type"] == "end" and rows[-1]["env_steps"] >= budget
+    assert [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
+    status = json.loads((run / "status.json").read_text())
+    assert (status["status"], status["exit_code"]) == ("finished", 0)
+    # nothing left behind: no process, no transport file or segment, only the run folder
+    assert marked_processes(mark) == [] and leftovers(proc.pid) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["inl"]
