@@ -22,7 +22,10 @@ per forward pass, so all its groups start a new sample of ``T = sample_length`` 
 together, at forward passes ``0, T, 2T, ...``. Before those passes (and only then) the
 client loads the newest parameters the trainer published, if newer: every step of a sample
 carries one ``policy_version``. Before the first pass it waits for the trainer's first
-parameters (heartbeating with ``waiting_for="parameters"``), as a policy worker does.
+parameters (heartbeating with ``waiting_for="parameters"``), as a policy worker does, and
+like one it sends a ``parameter-stall`` warning when no newer version arrived for
+``policy.stall_warning_s`` seconds while it acts (:class:`~zoo.core.workers.policy.StallWatch`;
+not when ``trainer.learn`` is false).
 
 **Same samples as the remote path.** With one actor served by one policy worker, the same
 seed, and a policy worker that batches all of the actor's groups (``actors.ring_size=1``, or
@@ -37,6 +40,7 @@ Torch threads: ``policy.threads`` (default 1) per inline actor.
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -59,7 +63,7 @@ class InlineClient:
 
     def __init__(self, ctx: WorkerContext, net: Any = None, params: Any = None) -> None:
         from zoo.core.graph import PARAMETER_ENDPOINT
-        from zoo.core.workers.policy import Inference
+        from zoo.core.workers.policy import Inference, StallWatch
 
         self.ctx = ctx
         self.net = net if net is not None else Inference(ctx, ctx.index)
@@ -68,6 +72,8 @@ class InlineClient:
         self.waiting: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # group -> (request, meta)
         self.answered: list[tuple[int, dict[str, np.ndarray], dict[str, Any]]] = []  # (group, reply, meta) not taken
         self.passes = 0  # forward passes so far
+        cfg = ctx.cfg
+        self.watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic()) if cfg.trainer.learn else None
 
     def send(self, request: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
         """Queue ``request`` of ring group ``meta["group"]``; never blocks, always True.
@@ -98,6 +104,8 @@ class InlineClient:
             self.waiting.clear()
             replies = self.net.act(batch)
             self.passes += 1
+            if self.watch is not None:
+                self.watch.served()
             self.answered = [(g, reply, {"request_id": meta["request_id"], "policy_version": self.net.version})
                              for g, (_, _, meta), reply in zip(groups, batch, replies)]
             self.answered.reverse()  # popped from the end: group order
@@ -111,12 +119,24 @@ class InlineClient:
         for them). False when asked to stop while waiting."""
         if self.passes % self.sample_length:
             return True
-        self.net.refresh(self.params, 0)
+        loaded = self.net.refresh(self.params, 0)
         while self.net.version < 0:
             if self.ctx.stop:
                 return False
             self.ctx.heartbeat(waiting_for="parameters")
-            self.net.refresh(self.params, POLL_S)
+            loaded = self.net.refresh(self.params, POLL_S)
+        if self.watch is not None:
+            if loaded:
+                self.watch.new_version(time.monotonic())
+            elif self.watch.due(now := time.monotonic()):
+                cfg = self.ctx.cfg
+                message = (f"no new parameters for {now - self.watch.since:.0f} s: still acting with policy version "
+                           f"{self.net.version} (inline inference, {self.watch.batches} forward passes since it "
+                           "arrived); the policy lag grows (samples older than "
+                           f"trainer.max_policy_lag={cfg.trainer.max_policy_lag} versions are dropped). "
+                           "Is the trainer stalled, or much slower than sampling?")
+                if self.ctx.send_control("warning", timeout=0.05, key="parameter-stall", message=message):
+                    self.watch.warned()
         return True
 
     def close(self) -> None:

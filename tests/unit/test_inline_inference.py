@@ -277,7 +277,11 @@ def test_inline_client_one_pass_per_step_new_weights_between_rollouts_and_re_sen
 
     from zoo.core.workers.inline import InlineClient
 
-    ctx = SimpleNamespace(index=0, stop=False, cfg=SimpleNamespace(sample_length=2), heartbeat=lambda **kw: None)
+    warnings = []
+    cfg = SimpleNamespace(sample_length=2, policy=SimpleNamespace(stall_warning_s=1e-9),
+                          trainer=SimpleNamespace(learn=True, max_policy_lag=1))
+    ctx = SimpleNamespace(index=0, stop=False, cfg=cfg, heartbeat=lambda **kw: None,
+                          send_control=lambda kind, timeout, **meta: warnings.append((kind, meta)) or True)
     published = [0]
     net = FakeNet(published)
     client = InlineClient(ctx, net=net, params=SimpleNamespace(close=lambda: None))
@@ -304,3 +308,12 @@ def test_inline_client_one_pass_per_step_new_weights_between_rollouts_and_re_sen
     send(1, 6)
     assert [recv(), recv()] == [(3, 5, 2), (3, 6, 2)]  # pass 3 starts rollout 2: version 2 loaded
     assert (client.passes, net.passes) == (3, 3)
+    assert warnings == []  # every rollout so far started with newer weights
+    for request_id in range(7, 15, 2):  # passes 4-7, no newer version: a stall (threshold 1e-9 s)
+        send(0, request_id)
+        send(1, request_id + 1)
+        assert recv()[2] == recv()[2] == 2
+    # warned once, at pass 5 (the first rollout start without newer weights), not again at pass 7
+    assert [(kind, meta["key"]) for kind, meta in warnings] == [("warning", "parameter-stall")]
+    assert "still acting with policy version 2 (inline inference, 2 forward passes since it arrived)" in \
+        warnings[0][1]["message"]
