@@ -9,7 +9,9 @@ Loop: take the first pending request (waiting up to 0.2 s), then keep collecting
 run the network once on the concatenated observations; split the outputs by request
 and reply to each client. Between batches it pulls the newest parameters from the
 parameter stream; every reply carries the ``policy_version`` of the weights that
-produced it.
+produced it. The network, its parameters and the sampling of actions (:class:`Inference`,
+:func:`infer`) are shared with actors that run the policy themselves (``policy.inline``,
+:mod:`zoo.core.workers.inline`).
 
 If no newer version arrives for ``policy.stall_warning_s`` seconds while the worker keeps
 answering with the weights it has (:class:`StallWatch`), it sends one ``warning`` control
