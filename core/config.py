@@ -277,6 +277,9 @@ class ExperimentConfig:
     launcher: str = "local"
     """Registered launcher that starts the worker processes (``zoo train --launcher NAME``,
     see `zoo list launchers`); ``local``: spawned processes on this host."""
+    launcher_options: dict[str, Any] = field(default_factory=dict)
+    """Options of that launcher by name, e.g. ``--set launcher_options.strategy=SPREAD`` for
+    ``ray`` (docs/cluster.md); checked against the launcher's ``Options`` when the config is built."""
     algo: Any = None
     """The algorithm's ``Config`` dataclass instance (``--set algo.X=...``)."""
     env: Any = None
@@ -475,6 +478,10 @@ def build_config(
             cfg.name = name
         if launcher is not None:
             cfg.launcher = launcher
+        implied = registry.get("launcher", cfg.launcher).option("resolver") if cfg.launcher in registry.names(
+            "launcher") else None
+        if implied and cfg.resolver.name == "files" and not cfg.resolver.options:
+            cfg.resolver.name = implied  # e.g. ray: listeners on any node are found
         if steps is not None:
             cfg.env_steps, cfg.frames = int(steps), 0
         if frames is not None:
@@ -508,7 +515,33 @@ def build_config(
     for stream in STREAMS:  # typed values ("16" from --set -> 16) for config.json and the workers
         getattr(cfg.streams, stream).options = transport_options(registry, cfg, stream)
     cfg.resolver.options = resolver_options(registry, cfg)
+    cfg.launcher_options = launcher_options(registry, cfg)
     return cfg
+
+
+def launcher_options(registry: Registry, cfg: ExperimentConfig) -> dict[str, Any]:
+    """The typed ``launcher_options`` of ``cfg.launcher`` (see :func:`zoo.core.streams.check_options`).
+
+    Raises:
+        ConfigError: an option the launcher does not have, or a value it refuses.
+    """
+    if not cfg.launcher_options:
+        return {}
+    factory = registry.get("launcher", cfg.launcher).load()
+    return check_options(factory, cfg.launcher, cfg.launcher_options, "launcher_options", kind="launcher")
+
+
+def missing_package(registry: Registry, kind: str, name: str, path: str) -> tuple[str, str] | None:
+    """``(path, message)`` when component ``kind``/``name`` declares ``requires=PACKAGE`` at
+    registration and that package is not installed (the message gives its ``install`` hint)."""
+    import importlib.util
+
+    component = registry.get(kind, name)
+    package = component.option("requires")
+    if package and importlib.util.find_spec(package) is None:
+        return path, (f"{path}={name!r} needs the Python package {package!r}, which is not installed: "
+                      f"{component.option('install') or f'pip install {package}'}")
+    return None
 
 
 def resolver_options(registry: Registry, cfg: ExperimentConfig) -> dict[str, Any]:
@@ -611,14 +644,21 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     p = cfg.policy
     problems += supervision_problems(cfg)
     problems += inline_problems(cfg)
-    # The trainer's network lives where the algorithm's own `device` option says.
+    # The trainer's network lives where the algorithm's own `device` option says. A launcher
+    # registered with remote=True (ray) runs workers on other machines: their devices are theirs.
+    reg0 = registry
+    if reg0 is None:
+        from zoo.core.plugins import get_registry
+
+        reg0 = get_registry()
+    remote = cfg.launcher in reg0.names("launcher") and bool(reg0.get("launcher", cfg.launcher).option("remote"))
     devices = [] if p.inline else [("policy.device", p.device)]  # inline: inline_problems says it
     if isinstance(getattr(cfg.algo, "device", None), str):
         devices.append(("algo.device", cfg.algo.device))
     for path, dev in devices:
         if not _DEVICE_RE.match(dev):
             need(False, path, f"{path}={dev!r} is not a device; use cpu, cuda, cuda:N or mps")
-        elif dev != "cpu":
+        elif dev != "cpu" and not remote:
             need(*_device_available(path, dev))
     need(not (cfg.env_steps and cfg.frames), "env_steps",
          f"both env_steps={cfg.env_steps} and frames={cfg.frames} are set; set only one budget "
@@ -641,6 +681,12 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         problems.append(("launcher", f"launcher={cfg.launcher!r} is not a registered launcher (--launcher NAME); "
                          + (f"did you mean {' or '.join(map(repr, close))}? " if close else "")
                          + f"installed: {', '.join(launchers) or 'none'} (see `zoo list launchers`)"))
+    else:
+        problems += [p for p in [missing_package(reg, "launcher", cfg.launcher, "launcher")] if p]
+        try:
+            launcher_options(reg, cfg)
+        except ConfigError as exc:
+            problems += [(exc.field, m) for m in exc.problems]
     transports = reg.names("transport")
     for stream in ("inference", "sample", "parameter"):
         path = f"streams.{stream}.transport"
@@ -674,6 +720,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
                          + (f"did you mean {' or '.join(map(repr, close))}? " if close else "")
                          + f"installed: {', '.join(resolvers) or 'none'}"))
     else:
+        problems += [p for p in [missing_package(reg, "resolver", cfg.resolver.name, "resolver.name")] if p]
         try:
             resolver_options(reg, cfg)
         except ConfigError as exc:

@@ -8,7 +8,8 @@ optimiser step, so every rank applies the same update and all K hold identical w
 and PyTorch DDP: Li et al., arXiv 2006.15704). One update thus trains on the global batch
 of ``K x trainer.batch_samples`` samples.
 
-Rendezvous (:meth:`TrainerGroup.join`): rank 0 opens a ``TCPStore`` on loopback at a port
+Rendezvous (:meth:`TrainerGroup.join`): rank 0 opens a ``TCPStore`` on loopback (or on the
+address in ``ZOO_ADVERTISE_HOST``, which the ``ray`` launcher sets to the node's IP) at a port
 the OS picks and publishes ``{host, port, world_size}`` through the run's resolver
 (:mod:`zoo.core.resolver`) under the key ``<run_id>/trainers.store``; the others look it up
 there, and rank 0 removes it when it leaves (the controller also clears the run's keys). Backend:
@@ -42,7 +43,7 @@ import torch
 
 STORE_KEY = "trainers.store"
 """The resolver key name (under the run id) of rank 0's rendezvous store."""
-HOST = "127.0.0.1"
+HOST = os.environ.get("ZOO_ADVERTISE_HOST") or "127.0.0.1"
 JOIN_TIMEOUT_S = 300.0
 """Longest wait for rank 0's address and for every rank to arrive at the start (spawning K
 processes and importing torch on a loaded machine can take a minute)."""
@@ -229,8 +230,8 @@ class TrainerGroup:
         global _GROUP
         import torch.distributed as dist
 
-        iface = loopback_interface()
-        if iface:  # every trainer of the local launcher is on this host: keep gloo/NCCL on loopback
+        iface = loopback_interface() if HOST.startswith("127.") else None
+        if iface:  # every trainer is on this host (ZOO_ADVERTISE_HOST unset): keep gloo/NCCL on loopback
             os.environ.setdefault("GLOO_SOCKET_IFNAME", iface)
             os.environ.setdefault("NCCL_SOCKET_IFNAME", iface)
         from zoo.core.resolver import run_key

@@ -35,7 +35,8 @@ must return promptly: none of them may block longer than its ``timeout``):
 - :meth:`WorkerHandle.wait`: wait up to ``timeout`` seconds for the exit; returns
   :meth:`exitcode`.
 - ``pid`` (int or None where the engine has none) and ``host`` (host name) say where the
-  worker runs, for messages, ``status.json`` and the live display.
+  worker runs, for messages, ``status.json`` and the live display; :meth:`WorkerHandle.end_note`
+  may add what the launcher knows of the end (a lost node), which failures then name.
 
 Workers always exit by themselves when the controller is gone (SIGKILL included): see
 :func:`zoo.core.workers.base.worker_main`. A launcher on another engine must keep that true
@@ -78,6 +79,11 @@ class WorkerHandle(abc.ABC):
     def wait(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` seconds for the process to end; returns :meth:`exitcode`."""
 
+    def end_note(self) -> str:
+        """What the launcher knows of where or why the worker ended, added to its failure's
+        reason (e.g. ``"Ray node 10.0.0.7/1a2b3c4d5e6f died"``); ``""`` when nothing."""
+        return ""
+
     def describe(self) -> str:
         """``"pid 1234 on host"`` (or ``"on host"`` without a pid), for messages."""
         where = f"on {self.host}" if self.host else ""
@@ -101,6 +107,11 @@ class Launcher(abc.ABC):
         """The host worker ``(role, index)`` will run on, known before any worker starts: the
         controller picks each stream's transport from it (:mod:`zoo.core.placement`; ``auto``
         is shm within a host). Default: this host (``socket.gethostname()``)."""
+        return socket.gethostname()
+
+    def controller_host(self) -> str:
+        """The host of the controller (this process) in the same terms as :meth:`host_of`.
+        Default: this host (``socket.gethostname()``)."""
         return socket.gethostname()
 
     def close(self) -> None:

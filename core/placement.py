@@ -59,7 +59,7 @@ class Place:
 def plan(launcher: Any, workers: Iterable[tuple[str, int]], controller_host: str | None = None) -> list[Place]:
     """The placement before anything starts: the controller on ``controller_host`` (default
     this host), each worker on ``launcher.host_of(role, index)``."""
-    here = controller_host or socket.gethostname()
+    here = controller_host or getattr(launcher, "controller_host", socket.gethostname)()
     return [Place(*CONTROLLER, here)] + [Place(role, index, launcher.host_of(role, index)) for role, index in workers]
 
 

@@ -46,6 +46,7 @@ BUILTIN_PLUGINS = (
     "zoo.plugins.launchers.local.plugin",
     "zoo.commands.plugin",
     "zoo.plugins.resolvers.files.plugin",
+    "zoo.plugins.launchers.ray.plugin",
 )
 HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers", "register_resolvers")
 KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport",

@@ -15,7 +15,8 @@ budget from the current step on), ``log.*``, ``trainer.checkpoint_interval``,
 ``trainer.checkpoint_interval_s``, ``trainer.keep_checkpoints``, ``trainer.threads``,
 ``trainer.max_nonfinite_updates``, ``policy.threads``, ``policy.device``,
 ``policy.max_wait_ms``, ``policy.stall_warning_s``, ``algo.device``, ``streams.*`` (how data
-travels, not what is learned), ``supervision.*`` and ``launcher`` (how workers are run).
+travels, not what is learned), ``supervision.*``, ``launcher``, ``launcher_options.*`` and ``resolver.*`` (how workers are run
+and find each other).
 Anything else that differs from ``config.json`` (an algorithm hyperparameter, the seed, the
 environment or its options, the number of actors, the sample length...) is refused with
 the list of differing keys, and so is an environment whose spec (spaces, agents,
@@ -40,7 +41,7 @@ SAFE_TO_CHANGE = (
     "env_steps", "frames", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
     "trainer.keep_checkpoints", "trainer.threads", "trainer.max_nonfinite_updates", "policy.threads",
     "policy.device", "policy.max_wait_ms", "policy.stall_warning_s", "algo.device", "streams.", "supervision.",
-    "launcher",
+    "launcher", "launcher_options.", "resolver.",
 )
 """Config keys a resume may change; an entry ending in ``.`` covers every key below it."""
 

@@ -147,9 +147,10 @@ class Supervisor:
             return "raised an exception", w.error
         code = w.handle.exitcode() if w.handle is not None else None
         if code is not None:
+            note = getattr(w.handle, "end_note", lambda: "")()
             if code == 0:
-                return None if w.role == "trainer" else ("exited before the run ended", "")
-            return _exit_reason(code), "(no traceback: killed by a signal?)"
+                return None if w.role == "trainer" else ("exited before the run ended" + (f" ({note})" if note else ""), "")
+            return _exit_reason(code) + (f" ({note})" if note else ""), "(no traceback: killed by a signal?)"
         if w.last_seen is None or w.busy == "start-up":
             if now - w.started > sv.start_timeout_s:
                 return (f"did not finish starting within supervision.start_timeout_s={sv.start_timeout_s:g} s"

@@ -6,7 +6,8 @@ Commands:
   heavy dependencies (no torch, ale-py or mujoco).
 - ``zoo plugins``: plugin distributions, versions, the hooks they implement, failures.
 - ``zoo train ALGO --env ENV [--seed N] [--config FILE] [--set key=value ...]
-  [--steps N | --frames N] [--name NAME] [--launcher NAME]``: resolve the config, then run the controller.
+  [--steps N | --frames N] [--name NAME] [--launcher NAME] [--ray-address ADDR]``: resolve the config,
+  then run the controller (``--ray-address`` implies ``--launcher ray``: docs/cluster.md).
 - ``zoo train --resume RUN_DIR [--steps N | --frames N] [--set key=value ...]`` and
   ``zoo resume NAME [--runs-dir DIR] [...]``: continue a stopped, crashed or finished run
   in its run directory from ``checkpoints/latest.pt`` (:mod:`zoo.core.resume`); a changed
@@ -326,6 +327,9 @@ def train_command(
                                        "starting with '.' or '-' (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
     launcher: Optional[str] = typer.Option(None, "--launcher", metavar="NAME",
                                            help="How workers are started (see `zoo list launchers`; default local)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR",
+                                              help="With --launcher ray: the Ray cluster, auto (the one on this "
+                                              "machine), local (a new one for this run) or the head's IP:PORT."),
     resume: Optional[Path] = typer.Option(None, "--resume", file_okay=False, metavar="RUN_DIR",
                                           help="Continue the run in this run directory (e.g. runs/NAME) from its last "
                                           "checkpoint; --steps/--frames extend its budget (counted from its start)."),
@@ -334,6 +338,7 @@ def train_command(
     host = get_host()
     if steps is not None and frames is not None:
         raise _fail("--steps and --frames are mutually exclusive: give the budget in env steps or in frames")
+    launcher, overrides = _ray_address(launcher, ray_address, overrides)
     if resume is not None:
         if name is not None:
             raise _fail("--name with --resume: a resumed run keeps its run directory and name; drop --name")
@@ -380,6 +385,19 @@ def train_command(
     _launch(cfg, console, run_dir)
 
 
+def _ray_address(launcher: str | None, address: str | None, overrides: List[str]) -> tuple[str | None, List[str]]:
+    """``--ray-address ADDR`` as ``--launcher ray --set launcher_options.address=ADDR``.
+
+    Raises:
+        typer.Exit: (2) with another ``--launcher``.
+    """
+    if address is None:
+        return launcher, list(overrides)
+    if launcher not in (None, "ray"):
+        raise _fail(f"--ray-address is an option of --launcher ray, not of --launcher {launcher}; drop one of them")
+    return "ray", [*overrides, f"launcher_options.address={address}"]
+
+
 def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any) -> None:
     """Continue the run ``target`` names (a run directory, or a run name under ``runs_dir``)."""
     from zoo.core.resume import find_run_dir, resume_config
@@ -409,6 +427,7 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
 def _launch(cfg: Any, console: Console, run_dir: str) -> None:
     """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code."""
     from zoo.core.controller import run
+    from zoo.core.launcher import LaunchError
     from zoo.core.transport import TransportError
     from zoo.display import Display, final_status, format_summary
 
@@ -422,6 +441,8 @@ def _launch(cfg: Any, console: Console, run_dir: str) -> None:
         raise _fail(f"interrupted ({'Ctrl-C' if signum == 2 else f'signal {signum}'})", 128 + signum) from None
     except TransportError as exc:  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
         raise _fail(f"transport: {exc}") from None
+    except LaunchError as exc:  # e.g. Ray cannot place the workers: nothing was started
+        raise _fail(f"launcher {cfg.launcher}: {exc}", EXIT_FAILURE) from None
     if not code:
         last = final_status(display.last, os.path.join(run_dir, "metrics.jsonl"))
         console.print(format_summary(last, time.monotonic() - started, run_dir),
@@ -442,10 +463,13 @@ def resume_command(
                                         "e.g. --set log.interval_s=10 (others are refused)."),
     launcher: Optional[str] = typer.Option(None, "--launcher",
                                            help="How workers are started (see `zoo list launchers`; default: the run's)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR",
+                                              help="With --launcher ray: the Ray cluster (auto, local or IP:PORT)."),
 ) -> None:
     """Continue a stopped, crashed or finished run from its last checkpoint, in its run directory."""
     if steps is not None and frames is not None:
         raise _fail("--steps and --frames are mutually exclusive: give the budget in env steps or in frames")
+    launcher, overrides = _ray_address(launcher, ray_address, overrides)
     _resume(get_host(), run, str(runs_dir), config_file=config_file, overrides=overrides, steps=steps, frames=frames,
             launcher=launcher)
 # ----------------------------------------------------------------------------- zoo watch

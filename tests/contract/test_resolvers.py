@@ -7,15 +7,18 @@ import pytest
 from zoo.core.plugins import get_registry
 from zoo.core.testing.resolver_checks import CHECKS, ResolverUnderTest
 
-EXPECTED = ("files",)
+EXPECTED = ("files", "ray")
 REGISTERED = get_registry().names("resolver")
 
 
 @pytest.mark.parametrize("name", sorted(set(REGISTERED) | set(EXPECTED)))
 @pytest.mark.parametrize("check", list(CHECKS))
-def test_conformance(name: str, check: str) -> None:
+def test_conformance(name: str, check: str, request) -> None:
     if name not in REGISTERED:
         pytest.skip(f"resolver {name!r} is not registered in this checkout")
+    if name == "ray":  # keys in a one-node Ray cluster's store (skips without Ray)
+        CHECKS[check](ResolverUnderTest(name, {"address": request.getfixturevalue("ray_cluster")}))
+        return
     CHECKS[check](ResolverUnderTest(name))
 
 

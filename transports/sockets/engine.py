@@ -542,10 +542,16 @@ WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
 def publish_port(published: Published, host: str, port: int) -> None:
     """Publish ``{"host", "port", "hostname"}`` of a listener bound to ``host``:``port``.
 
-    ``hostname`` (:func:`socket.gethostname`) lets a dialer on another machine reach a
+    ``hostname`` (:func:`advertised_host`) lets a dialer on another machine reach a
     listener bound to a wildcard address (see :func:`dial_host`).
     """
-    published.publish({"host": host, "port": int(port), "hostname": socket.gethostname()})
+    published.publish({"host": host, "port": int(port), "hostname": advertised_host()})
+
+
+def advertised_host() -> str:
+    """The name other machines reach this one by: ``ZOO_ADVERTISE_HOST`` when set (the ``ray``
+    launcher sets it to the Ray node's IP address), else :func:`socket.gethostname`."""
+    return os.environ.get("ZOO_ADVERTISE_HOST") or socket.gethostname()
 
 
 def dial_host(info: dict[str, Any], connect_host: str | None = None) -> str:
@@ -557,7 +563,7 @@ def dial_host(info: dict[str, Any], connect_host: str | None = None) -> str:
     host = info["host"]
     if host in WILDCARDS:
         other = info.get("hostname")
-        return other if other and other != socket.gethostname() else WILDCARDS[host]
+        return other if other and other != advertised_host() else WILDCARDS[host]
     return host
 
 
