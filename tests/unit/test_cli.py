@@ -157,13 +157,21 @@ def test_list_launchers_shows_the_local_launcher_only(host):
     assert "nng" not in result.output and "a fake algorithm" not in result.output
 
 
-def test_list_launchers_with_the_real_plugins():
-    from zoo.core.plugins import get_host
+def test_list_launchers_with_the_real_plugins(monkeypatch):
+    """Both built-in launchers; without Ray installed the ray one says how to install it."""
+    import importlib.util
 
-    assert get_host().registry.names("launcher") == ["local"]
-    result = runner.invoke(cli.app, ["list", "launchers"])
+    from zoo.core.plugins import PluginHost, get_host
+
+    assert get_host().registry.names("launcher") == ["local", "ray"]
+    result = runner.invoke(cli.app, ["list", "launchers"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "every worker a spawned process on this host (the default)" in result.output
+    assert "every worker a Ray actor placed by its resources on a Ray cluster" in result.output
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    summary = PluginHost().registry.get("launcher", "ray").summary
+    assert summary.endswith('; Ray is not installed: pip install "zoo-rl[ray]"')
 
 
 def test_list_bad_kind_is_usage_error(host):

@@ -1,4 +1,4 @@
-"""A one-node Ray cluster shared by the contract checks of the ``ray`` launcher and resolver
+"""A one-node Ray cluster shared by the tests of the ``ray`` launcher and resolver (contract and integration)
 (started on first use, stopped at the end of the session; those checks skip without Ray)."""
 from __future__ import annotations
 

@@ -1,0 +1,140 @@
+"""`zoo train --launcher ray` end to end on a one-node Ray cluster on loopback (issue 12).
+
+The cluster (:class:`zoo.core.testing.ray_cluster.LocalRayCluster`, the session fixture
+``ray_cluster`` of ``tests/conftest.py``) runs with token authentication set off explicitly.
+Each test runs one real ``zoo train`` against it, bounded in time, and checks that nothing
+of the run is left: no worker process (found by ``ZOO_RUN_ID=<run id>`` in its environment,
+which the launcher's worker hosts set), no shared-memory segment or transport folder, no
+key in Ray's key-value store. Skipped when Ray is not installed. Runs across several nodes
+are tested on the 3-node loopback cluster (docs/cluster.md).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+LABEL = re.compile(r"^\d+\.\d+\.\d+\.\d+/[0-9a-f]{12}$")
+"""A worker's host: "<node IP>/<first 12 hex digits of its Ray node id>"."""
+RUN_S = 240
+"""Bound on one zoo train run (start-up of the Ray actors and workers on a loaded 2-core machine)."""
+
+
+def train(cluster: str, tmp_path: Path, *args: str) -> subprocess.Popen:
+    from zoo.core.testing.ray_cluster import ENV
+
+    env = {**os.environ, **ENV}
+    env.pop("RAY_ADDRESS", None)  # --ray-address says which cluster
+    return subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--name", "r",
+                             "--launcher", "ray", "--ray-address", cluster, "--set", f"runs_dir={tmp_path}", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def run_processes(controller_pid: int) -> list[int]:
+    """Live processes whose environment holds ``ZOO_RUN_ID=<controller pid>-...`` (the run's workers)."""
+    needle = f"ZOO_RUN_ID={controller_pid}-".encode()
+    out = []
+    for environ in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            data = Path(environ).read_bytes()
+            status = Path(environ).with_name("stat").read_text()
+        except OSError:
+            continue
+        if any(v.startswith(needle) for v in data.split(b"\0")) and ") Z " not in status:
+            out.append(int(Path(environ).parent.name))
+    return out
+
+
+def left_behind(cluster: str, controller_pid: int) -> list[str]:
+    """Everything of the run controlled by ``controller_pid`` still there (should be [])."""
+    from ray._raylet import GcsClient
+
+    keys = GcsClient(address=cluster).internal_kv_keys(f"{controller_pid}-".encode(), b"zoo", timeout=10)
+    return ([f"pid {p}" for p in run_processes(controller_pid)] + glob.glob(f"/dev/shm/*zoo-{controller_pid}-*")
+            + glob.glob(f"/tmp/zoo-{controller_pid}-*") + [f"key {k.decode()}" for k in keys])
+
+
+def finish(proc: subprocess.Popen, timeout: float = RUN_S) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"zoo train did not end within {timeout} s:\n{err[-3000:]}")
+    return proc.returncode, out, err
+
+
+def eventually_empty(cluster: str, pid: int, within: float = 15.0) -> list[str]:
+    """What is left of the run once clean-up had ``within`` seconds (Ray ends actor processes asynchronously)."""
+    deadline = time.monotonic() + within
+    while (left := left_behind(cluster, pid)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left
+
+
+def test_cartpole_on_ray_reaches_its_budget_and_leaves_nothing(ray_cluster, tmp_path):
+    proc = train(ray_cluster, tmp_path, "--steps", "512", "--set", "actors.count=2")
+    code, out, err = finish(proc)
+    assert code == 0, err[-3000:]
+    assert "done: " in out
+    rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    updates = [r for r in rows if r["type"] == "update"]
+    # PPO's CartPole presets: 2 actors x 4 envs x 32 steps = 256 env steps per update; 512 -> 2 updates
+    assert [u["env_steps"] >= 256 * (i + 1) for i, u in enumerate(updates)] == [True, True]
+    graph = json.loads((tmp_path / "r" / "graph.json").read_text())
+    hosts = {(w["role"], w["index"]): w["host"] for w in graph["workers"]}
+    assert sorted(hosts) == [("actor", 0), ("actor", 1), ("policy", 0), ("trainer", 0)]
+    assert len(set(hosts.values())) == 1 and LABEL.match(next(iter(hosts.values())))  # one Ray node
+    assert graph["controller"]["host"] == next(iter(hosts.values()))  # the driver runs on it too
+    streams = {s: (v["transport"], v["options"].get("scheme")) for s, v in graph["streams"].items()}
+    assert streams == {"inference": ("shm", None), "sample": ("shm", None), "parameter": ("shm", None),
+                       "control": ("nng", None)}  # nng over ipc (its default scheme): one node
+    assert eventually_empty(ray_cluster, graph["controller"]["pid"]) == []
+
+
+def test_a_run_ray_cannot_place_is_refused_naming_what_is_missing(ray_cluster, tmp_path):
+    proc = train(ray_cluster, tmp_path, "--steps", "512", "--set", "launcher_options.placement_timeout_s=2",
+                 "--set", "launcher_options.policy_resources={'CPU': 1, 'GPU': 1}")
+    code, out, err = finish(proc, 120)
+    assert code == 1, err[-3000:]
+    text = " ".join(err.split())
+    assert "Ray could not place the run's 4 workers within launcher_options.placement_timeout_s=2 s" in text
+    assert "policy worker 0 asks for CPU=1, GPU=1, and no node has GPU=1" in text
+    assert "the run asks for GPU=1 in all, the cluster has GPU=0" in text
+    assert not (tmp_path / "r" / "status.json").exists()  # no worker was started
+
+
+def test_a_killed_actor_ends_the_run_naming_it_and_its_node(ray_cluster, tmp_path):
+    proc = train(ray_cluster, tmp_path, "--steps", "1000000", "--set", "actors.count=2",
+                 "--set", "supervision.max_restarts=0")
+    deadline = time.monotonic() + RUN_S
+    actor = None
+    while actor is None and time.monotonic() < deadline and proc.poll() is None:
+        for pid in run_processes(proc.pid):
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if title.startswith("zoo: actor 1 "):
+                actor = pid
+        time.sleep(0.3)
+    assert actor is not None, "actor 1 never started"
+    time.sleep(3)  # past its start-up
+    os.kill(actor, signal.SIGKILL)
+    code, out, err = finish(proc, 120)
+    assert code == 1, err[-3000:]
+    text = " ".join(err.split())
+    assert re.search(r"actor worker 1 failed \(killed by SIGKILL \(on Ray node [\d.]+/[0-9a-f]{12}\)\); "
+                     r"stopping the run", text), text[-2000:]
+    status = json.loads((tmp_path / "r" / "status.json").read_text())
+    assert (status["status"], status["failed_worker"]["role"], status["failed_worker"]["index"]) == ("crashed", "actor", 1)
+    assert eventually_empty(ray_cluster, proc.pid) == []
