@@ -194,7 +194,9 @@ class ResolverConfig:
 
     name: str = "files"
     """Registered resolver (see `zoo list resolvers`). Default ``files``: one file per key in
-    the run's temporary folder (one host, or hosts that share ``resolver.options.root``)."""
+    the run's temporary folder (one host, or hosts that share ``resolver.options.root``). A
+    launcher registered with ``resolver=NAME`` replaces ``files`` by its own unless
+    ``resolver.options.root`` is set (``--launcher ray`` uses ``ray``, Ray's key-value store)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Options of that resolver by name, e.g. ``--set resolver.options.root=/shared/zoo``;
     checked against the resolver's ``Options`` when the config is built."""
@@ -480,8 +482,8 @@ def build_config(
             cfg.launcher = launcher
         implied = registry.get("launcher", cfg.launcher).option("resolver") if cfg.launcher in registry.names(
             "launcher") else None
-        if implied and cfg.resolver.name == "files" and not cfg.resolver.options:
-            cfg.resolver.name = implied  # e.g. ray: listeners on any node are found
+        if implied and cfg.resolver.name == "files" and "root" not in cfg.resolver.options:
+            cfg.resolver.name = implied  # e.g. ray: listeners on any node are found (a files root keeps files)
         if steps is not None:
             cfg.env_steps, cfg.frames = int(steps), 0
         if frames is not None:
@@ -613,6 +615,10 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     (:func:`zoo.core.streams.check_options`), and the transport can be built with them as a
     worker builds it (a bad ``ZOO_*`` environment variable is reported here);
     ``resolver.name`` is a registered resolver and ``resolver.options`` are its options;
+    ``launcher_options`` are options of the launcher (its ``Options``); a launcher or
+    resolver registered with ``requires=PACKAGE`` needs that package installed (the message
+    gives its ``install`` hint, e.g. ``pip install "zoo-rl[ray]"``); with a launcher
+    registered ``remote=True`` the devices are not checked on this machine (the workers' are);
     the algorithm's and the env's Config dataclasses are rebuilt with
     ``dataclasses.replace`` (re-running their ``__post_init__`` checks) and their
     ``validate()`` is called when they have one; a ``ValueError``/``TypeError`` from either
