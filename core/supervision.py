@@ -23,7 +23,9 @@ backoff (``restart_backoff_s``, doubled for each further restart of that worker,
 up to ``supervision.trainer_restarts`` times, continuing from the run's last checkpoint. Each
 restart is returned to the caller as a :class:`Restart` (the controller prints it, writes a
 ``restart`` row to ``metrics.jsonl`` and tells the live display). One failure more stops the
-run: :meth:`Supervisor.check` raises :class:`WorkerCrashed`.
+run: :meth:`Supervisor.check` raises :class:`WorkerCrashed`; so does the failure of a worker
+whose handle says ``restartable`` is False (the ``ray`` launcher: its node died, and with it
+the placement its streams were chosen for).
 
 Stopping (:meth:`Supervisor.stop_all`): every worker is asked to stop (SIGTERM for local
 processes). Actors and policy workers get :data:`STOP_GRACE_S` seconds, then are killed.
@@ -198,8 +200,10 @@ class Supervisor:
                 poll(0.5)
                 failed = self.failure(w, self.clock()) or failed
             reason, detail = failed
-            if w.restarts >= self.allowed(w):
-                limit = (f" (restarted {w.restarts} times already: the limit)" if self.allowed(w) else "")
+            restartable = getattr(w.handle, "restartable", True)  # False: e.g. the worker's Ray node died
+            if w.restarts >= self.allowed(w) or not restartable:
+                limit = (f" (restarted {w.restarts} times already: the limit)"
+                         if self.allowed(w) and restartable else "")
                 raise WorkerCrashed(w.role, w.index, detail or reason, reason + limit)
             if w.handle is not None and w.handle.alive():
                 w.handle.kill()

@@ -193,7 +193,23 @@ class DeadOnNode:
 
 def test_a_failure_names_the_node_the_launcher_reports():
     sv = Supervisor(launcher=None, make_context=lambda *a: None)
-    sv.workers[("actor", 1)] = w = __import__("zoo.core.supervision", fromlist=["Worker"]).Worker("actor", 1)
+    from zoo.core.supervision import Worker
+
+    sv.workers[("actor", 1)] = w = Worker("actor", 1)
     w.handle = DeadOnNode()
     assert sv.failure(w, 0.0) == ("killed by SIGKILL (Ray node 10.0.0.2/bbbbbbbbbbbb died)",
                                   "(no traceback: killed by a signal?)")
+
+
+def test_a_worker_whose_node_died_is_not_restarted():
+    from zoo.core.supervision import Worker, WorkerCrashed
+
+    handle = DeadOnNode()
+    handle.restartable = False
+    sv = Supervisor(launcher=None, make_context=lambda *a: None)  # max_restarts 3 by default
+    sv.workers[("actor", 1)] = w = Worker("actor", 1, handle=handle)
+    with pytest.raises(WorkerCrashed) as crash:
+        sv.check()
+    assert (crash.value.role, crash.value.index, crash.value.reason) == (
+        "actor", 1, "killed by SIGKILL (Ray node 10.0.0.2/bbbbbbbbbbbb died)")
+    assert w.restarts == 0

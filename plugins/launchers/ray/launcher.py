@@ -40,6 +40,7 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,9 @@ PID_WAIT_S = 30.0
 """Longest the controller waits for a worker's pid (its Ray actor starting) when asked for it."""
 CLEAN_TIMEOUT_S = 20.0
 """Longest the node agents' clean-up may take at the end of a run."""
+NODE_DEATH_S = 10.0
+"""After a worker's actor became unreachable, how long its end waits for Ray to say whether
+its node died (Ray marks a dead node about 3 s after its actors become unreachable)."""
 
 
 @dataclass
@@ -177,6 +181,10 @@ class RayHandle(WorkerHandle):
         self._pid: int | None = None
         self._code: int | None = None
         self._note = ""
+        self._error: BaseException | None = None
+        self._error_at = 0.0
+        self.restartable = True
+        """False once the worker's node died: its bundle and the streams chosen for it are gone."""
 
     @property
     def pid(self) -> int | None:  # type: ignore[override]
@@ -193,19 +201,27 @@ class RayHandle(WorkerHandle):
         return self._pid
 
     def _settle(self) -> None:
+        """Take the exit status once the actor answered; an actor that died is ended with -9 as
+        soon as Ray says whether its node died too (at most :data:`NODE_DEATH_S` later)."""
         import ray
 
-        try:
-            self._code = int(ray.get(self._wait_ref))
-        except ray.exceptions.RayError as exc:
-            self._code = -int(signal.SIGKILL)
-            self._note = death_note(self.node_id, self.ip, exc)
+        if self._error is None:
+            try:
+                self._code = int(ray.get(self._wait_ref))
+            except ray.exceptions.RayError as exc:
+                self._error, self._error_at = exc, time.monotonic()
+        if self._error is not None:
+            lost = node_dead(self.node_id) or isinstance(self._error, getattr(ray.exceptions, "NodeDiedError", ()))
+            if not lost and time.monotonic() - self._error_at < NODE_DEATH_S:
+                return  # not decided yet: still "running"
+            self._code, self.restartable = -int(signal.SIGKILL), not lost
+            self._note = death_note(self.node_id, self.ip, self._error, lost)
         ray.kill(self.actor, no_restart=True)  # its bundle is free for a restart
 
     def exitcode(self) -> int | None:
         import ray
 
-        if self._code is None and ray.wait([self._wait_ref], timeout=0)[0]:
+        if self._code is None and (self._error is not None or ray.wait([self._wait_ref], timeout=0)[0]):
             self._settle()
         return self._code
 
@@ -220,22 +236,30 @@ class RayHandle(WorkerHandle):
     def wait(self, timeout: float) -> int | None:
         import ray
 
-        if self._code is None:
-            ray.wait([self._wait_ref], timeout=max(0.0, timeout))
-        return self.exitcode()
+        deadline = time.monotonic() + max(0.0, timeout)
+        while self.exitcode() is None and time.monotonic() < deadline:
+            if self._error is None:
+                ray.wait([self._wait_ref], timeout=max(0.0, deadline - time.monotonic()))
+            else:  # the actor died: waiting for Ray's word on its node
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        return self._code
 
     def end_note(self) -> str:
         """Where the worker ran, or that its actor or node died (added to its failure's reason)."""
         return self._note or f"on Ray node {self.host}"
 
 
-def death_note(node_id: str, ip: str, exc: BaseException) -> str:
-    """``"Ray node <ip>/<id> died"`` when the worker's node is dead, else that its actor died
-    (with the first line of Ray's error)."""
+def node_dead(node_id: str) -> bool:
+    """Whether Ray reports the node ``node_id`` dead (or no longer knows it)."""
     import ray
 
-    alive = {n["NodeID"]: n["Alive"] for n in ray.nodes()}
-    if not alive.get(node_id, False) or isinstance(exc, getattr(ray.exceptions, "NodeDiedError", ())):
+    return not {n["NodeID"]: n["Alive"] for n in ray.nodes()}.get(node_id, False)
+
+
+def death_note(node_id: str, ip: str, exc: BaseException, lost: bool) -> str:
+    """``"Ray node <ip>/<id> died"`` when the worker's node is ``lost``, else that its actor died
+    (with the first line of Ray's error)."""
+    if lost:
         return f"Ray node {node_label(node_id, ip)} died"
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"its Ray actor on node {node_label(node_id, ip)} died: {first}"
