@@ -22,6 +22,12 @@ a leading agent axis ``A = len(spec.agents)``:
 
 The actor owns resets: when every agent is terminated or truncated it calls ``reset``;
 no adapter may reset by itself.
+
+A :class:`VectorEnv` is the one exception, by contract: ``n`` environments stepped by one
+call (ale-py's C++ ``AtariVectorEnv``), so an environment whose episode ends is reset inside
+that call and the actor is told so (``info["ended"]``). An env plugin offers one through
+its ``vector_factory`` registration (:mod:`zoo.core.hookspecs`); the actor then steps each
+ring group with one call instead of one call per env.
 """
 from __future__ import annotations
 
@@ -35,8 +41,8 @@ import numpy as np
 from zoo.core.spaces import (ACTION_MASK_KEY, ENV_MASK_KEY, GLOBAL_STATE_KEY, OBS_KEY, ObsFlattener,
                              as_mask, check_action_space, mask_size)
 
-__all__ = ["OBS_KEY", "ACTION_MASK_KEY", "GLOBAL_STATE_KEY", "EnvSpec", "Env", "GymnasiumEnv", "PettingZooEnv",
-           "close_envs", "CLOSE_BUDGET_S", "SLOW_CLOSE_S"]
+__all__ = ["OBS_KEY", "ACTION_MASK_KEY", "GLOBAL_STATE_KEY", "EnvSpec", "Env", "VectorEnv", "GymnasiumEnv",
+           "PettingZooEnv", "close_envs", "CLOSE_BUDGET_S", "SLOW_CLOSE_S"]
 
 
 @dataclass
@@ -68,6 +74,42 @@ class Env(Protocol):
     spec: EnvSpec
 
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class VectorEnv(Protocol):
+    """``num_envs`` environments of one kind stepped together by one call (what the actor
+    drives when an env plugin registers a ``vector_factory``; see the module docstring).
+
+    Arrays hold one row per agent-slot, ``S = num_envs * A`` rows (``A = spec.num_agents``),
+    slot ``s`` = env ``s // A``, agent ``s % A``, as a ring group's stacked arrays:
+
+    - ``reset(seeds)``: ``seeds`` (``num_envs`` ints, from :func:`zoo.core.seeding.env_seeds`)
+      start every env's first episode; returns ``(obs, info)`` with ``obs`` a dict of
+      ``[S, *space.shape]`` arrays (``spec.observation_space``'s keys and dtypes). Called once.
+    - ``step(action)``: ``action`` ``[S, *action_space.shape]``; returns ``(obs, reward
+      float32 [S], terminated bool [S], truncated bool [S], info)``. ``info`` may hold
+
+      - ``"ended"``: bool ``[num_envs]``, the envs whose episode ended at this step (all their
+        agents terminated or truncated) and which the call has already reset: their ``obs``
+        rows are the *next* episode's first observation (no step is spent on the reset);
+        absent means none;
+      - ``"final_obs"``: when a slot is truncated and not terminated, a dict like ``obs``
+        whose rows of those slots hold the ended episode's real last observation (what a
+        truncated step bootstraps from);
+      - ``"episode"``: ``{"env": int [m], "return": float [m], "length": int [m]}``, whole
+        episodes (the game score) that ended at this step, for ``spec.reports_episodes``;
+      - ``"active"``: bool ``[S]`` (multi-agent), as for :class:`Env`.
+    - ``close()``: release every env (threads included) within :data:`CLOSE_BUDGET_S`.
+    """
+
+    spec: EnvSpec
+    num_envs: int
+
+    def reset(self, seeds: list[int]) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]: ...
 

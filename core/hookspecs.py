@@ -37,7 +37,8 @@ def register_envs(register: Callable[..., None]) -> None:
 
     Called once per process when the registry is first built.
     ``register(name, factory, *, summary, config="module:ConfigClass", aliases=(),
-    default_budget=("env_steps", N) or ("frames", N), resolves=None, renderer=None)``.
+    default_budget=("env_steps", N) or ("frames", N), resolves=None, renderer=None,
+    vector_factory=None)``.
     ``factory(arg, config, seed) -> zoo.core.env.Env``; ``arg`` is the part after the colon
     of ``--env NAME:ARG`` (or None). ``resolves``, optional ``"module:function"``, takes an
     id such as ``CartPole-v1`` and returns True when this plugin serves it without a prefix.
@@ -45,6 +46,11 @@ def register_envs(register: Callable[..., None]) -> None:
     picture of an env built by ``factory`` as it is now (called after each ``reset`` and
     ``step``; every frame of one env must have the same size); ``zoo eval --video`` records
     with it. Without one, ``zoo eval --video`` refuses the env.
+    ``vector_factory``, optional ``"module:function"``: ``vector_factory(arg, config,
+    num_envs) -> zoo.core.env.VectorEnv | None``, the env's own vectorised backend; the
+    actor builds one per ring group (``num_envs`` = envs per group) and steps it with one
+    call, or builds ``factory`` envs one by one when it returns None (a config that asks
+    for the per-env path). ``factory`` still builds single envs (config check, ``zoo eval``).
     """
 
 

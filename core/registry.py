@@ -67,7 +67,8 @@ class Component:
     def option(self, key: str, default: Any = None) -> Any:
         """An extra registration keyword (``config``, ``default_budget``...), loaded if a path."""
         value = self.options.get(key, default)
-        return load_object(value) if key in ("config", "resolves", "default_budget", "renderer") else value
+        return load_object(value) if key in ("config", "resolves", "default_budget", "renderer",
+                                                          "vector_factory") else value
 
 
 class Registry:

@@ -178,11 +178,12 @@ def _probe_spec(component: Component, arg: str | None, env_config: Any, seed: in
     ``step`` with random actions (no determinism replay, no observation-bounds check): an
     env whose arrays lack the agent axis, or whose dtypes or keys differ from its spec, is
     refused here, naming the call and the array, instead of failing later in a worker
-    (e.g. inside the policy network).
+    (e.g. inside the policy network). A vector backend the plugin offers for this config is
+    checked too (:func:`_probe_vector`).
 
     Raises:
         ConfigError: the env failed to build, its spec is not an ``EnvSpec``, it breaks the
-            env contract, or ``reset``/``step`` raised.
+            env contract, or ``reset``/``step`` raised (the same for its vector env).
     """
     from zoo.core.testing.env_check import EnvCheckError, check_env
 
@@ -212,4 +213,44 @@ def _probe_spec(component: Component, arg: str | None, env_config: Any, seed: in
             env.close()
         except Exception:  # noqa: BLE001
             pass
+    _probe_vector(component, arg, env_config, seed, env_name, spec)
     return spec
+
+
+def _probe_vector(component: Component, arg: str | None, env_config: Any, seed: int, env_name: str,
+                  spec: EnvSpec) -> None:
+    """When the env plugin has a ``vector_factory`` that gives a vector env for this config,
+    build one of 2 envs and check it (:func:`zoo.core.testing.check_vector_env`: its spec
+    equals ``spec``, one reset and one step), so that a vector backend that cannot work is
+    refused before any worker starts.
+
+    Raises:
+        ConfigError: the vector env failed to build, breaks the contract or raised.
+    """
+    from zoo.core.testing.env_check import EnvCheckError, check_vector_env
+
+    factory = component.option("vector_factory")
+    if factory is None:
+        return
+    try:
+        venv = factory(arg, env_config, 2)
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported as a setup error before any worker starts
+        raise ConfigError(f"--env {env_name}: the vector env failed to build: {type(exc).__name__}: {exc}",
+                          field="env") from exc
+    if venv is None:
+        return
+    try:
+        check_vector_env(venv, spec, seed=seed, steps=1, close=False)
+    except EnvCheckError as exc:
+        raise ConfigError(f"--env {env_name}: env plugin {component.plugin!r}'s vector env breaks Zoo's vector "
+                          f"env contract (zoo.core.testing.check_vector_env): {exc}", field="env") from None
+    except Exception as exc:  # noqa: BLE001 - the env's own failure, before any worker starts
+        raise ConfigError(f"--env {env_name}: the vector env failed in its first reset/step: "
+                          f"{type(exc).__name__}: {exc}", field="env") from exc
+    finally:
+        try:
+            venv.close()
+        except Exception:  # noqa: BLE001
+            pass

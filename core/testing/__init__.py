@@ -1,6 +1,7 @@
 """Helpers for testing Zoo and Zoo plugins.
 
-- :func:`check_env`: validate an environment against :mod:`zoo.core.env`'s contract.
+- :func:`check_env`: validate an environment against :mod:`zoo.core.env`'s contract
+  (:func:`check_vector_env`: a vector env, against its own and the single env's spec).
 - Deterministic fake environments (:class:`CountingEnv`, :class:`CrashingEnv`,
   :class:`SlowEnv`) with their configs and ``factory(arg, config, seed)`` functions;
   :mod:`zoo.core.testing.plugin` registers them as ``fake-counting``, ``fake-crashing``
@@ -11,7 +12,7 @@
 
 Importing this package imports numpy only (gymnasium when an env is built or checked).
 """
-from zoo.core.testing.env_check import AUTORESET_INFO_KEYS, EnvCheckError, EnvCheckReport, check_env
+from zoo.core.testing.env_check import AUTORESET_INFO_KEYS, EnvCheckError, EnvCheckReport, check_env, check_vector_env
 from zoo.core.testing.fake_envs import (
     CountingConfig,
     CountingEnv,
@@ -37,6 +38,7 @@ __all__ = [
     "SlowConfig",
     "SlowEnv",
     "check_env",
+    "check_vector_env",
     "make_boom",
     "make_counting",
     "make_crashing",

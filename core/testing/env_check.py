@@ -237,3 +237,59 @@ def check_env(env: Any, *, seed: int = 0, episodes: int = 2, max_steps: int = 1_
     if close:
         env.close()
     return EnvCheckReport(steps, done_episodes)
+
+
+def check_vector_env(venv: Any, spec: Any, *, seed: int = 0, steps: int = 3, close: bool = True) -> None:
+    """Validate a :class:`zoo.core.env.VectorEnv` against its contract and against ``spec``,
+    the spec of the same env built alone (the actor's policy is built for that one).
+
+    Checks that ``venv.spec`` has ``spec``'s agents, observation space, action space and
+    frame skip; that ``reset(seeds)`` (``num_envs`` seeds from ``seed``) and ``steps`` calls of
+    ``step`` with random actions return ``S = num_envs x A`` rows of the spec's keys, shapes
+    and dtypes (observations inside their bounds), rewards ``float32 [S]`` (finite), flags
+    ``bool [S]``, and, when present, ``info["ended"]`` bool ``[num_envs]`` and
+    ``info["final_obs"]`` with the observation's keys and shapes.
+
+    Raises:
+        EnvCheckError: the first violation, naming the env, the call and the problem.
+        Any exception the vector env itself raises propagates unchanged.
+    """
+    env_id, a = _check_spec(venv)
+    for name in ("agents", "observation_space", "action_space", "frame_skip"):
+        mine, single = getattr(venv.spec, name), getattr(spec, name)
+        if mine != single:
+            _fail(env_id, f"vector env spec.{name}", f"is {mine!r}; the env built alone has {single!r}: "
+                  "the actors' vector envs must match the env the policy is built for")
+    n = getattr(venv, "num_envs", None)
+    if not isinstance(n, numbers.Integral) or n < 1:
+        _fail(env_id, "vector env num_envs", f"must be an int >= 1, got {n!r}")
+    rows = int(n) * a
+    out = venv.reset([seed + i for i in range(int(n))])
+    if not isinstance(out, tuple) or len(out) != 2 or not isinstance(out[1], dict):
+        _fail(env_id, "vector env reset(seeds)", f"must return a tuple (obs, info dict), got {out!r:.200}")
+    _check_obs(venv, env_id, "vector env reset(seeds)", out[0], rows, True)
+    sample = _sampler(venv, seed)
+    for t in range(1, steps + 1):
+        where = f"vector env step #{t}"
+        action = np.concatenate([sample() for _ in range(int(n))])
+        out = venv.step(action)
+        if not isinstance(out, tuple) or len(out) != 5:
+            _fail(env_id, where, "must return a tuple (obs, reward, terminated, truncated, info)")
+        obs, reward, terminated, truncated, info = out
+        _check_obs(venv, env_id, where, obs, rows, True)
+        for name, value, dtype in (("reward", reward, np.float32), ("terminated", terminated, np.bool_),
+                                   ("truncated", truncated, np.bool_)):
+            if not isinstance(value, np.ndarray) or value.shape != (rows,) or value.dtype != dtype:
+                _fail(env_id, where, f"{name} must be an np.ndarray of {np.dtype(dtype)} [{rows}] = [num_envs x A], "
+                      f"got {value!r:.200}")
+        if not np.all(np.isfinite(reward)):
+            _fail(env_id, where, f"reward is not finite: {reward!r}")
+        if not isinstance(info, dict):
+            _fail(env_id, where, f"info must be a dict, got {type(info).__name__}")
+        ended = info.get("ended")
+        if ended is not None and (not isinstance(ended, np.ndarray) or ended.dtype != bool or ended.shape != (n,)):
+            _fail(env_id, where, f"info['ended'] must be a bool np.ndarray of shape ({n},), got {ended!r:.200}")
+        if "final_obs" in info:
+            _check_obs(venv, env_id, where + " info['final_obs']", info["final_obs"], rows, False)
+    if close:
+        venv.close()

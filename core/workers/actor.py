@@ -13,6 +13,12 @@ group's actions the actor steps another group, so the CPU does not sit idle (SRL
 section 3.2). One request carries all agent-slots of a group: never one message per
 environment.
 
+When the env plugin offers a vector env for the run's config (its ``vector_factory``, e.g.
+``--env atari:Pong --set env.backend=vector``), each group is one
+:class:`zoo.core.env.VectorEnv` (:class:`VectorEnvGroup`): one ``step`` call steps all the
+group's envs, and it resets the envs whose episode ended inside that call, so the samples
+are laid out exactly as with per-env resets.
+
 Each group records a time-major sample buffer of ``T = sample_length`` steps for its
 ``n_envs x A`` agent-slots (layout in :mod:`zoo.core.algorithm`). When ``T`` steps are
 done, row ``T`` of the observations receives the bootstrap observation, the sample is
@@ -168,20 +174,23 @@ class EnvGroup:
 
     def __init__(self, envs: list, seeds: list[int], actor: int = 0, env_offset: int = 0,
                  return_gamma: float | None = None) -> None:
-        self.envs = envs
-        self.A = envs[0].spec.num_agents
-        self.actor, self.env_offset = actor, env_offset
-        self.steps = 0  # group steps so far: each env of the group was stepped this many times
+        self.envs = envs  # what the actor closes at the end
+        self._setup(envs[0].spec, len(envs), actor, env_offset, return_gamma)
         obs, infos = zip(*(env.reset(seed=s) for env, s in zip(envs, seeds)))
         self.obs = self._stack(obs)
         self.check_finite(None, self.obs)
         self.active = self._active(infos)
         self.on_reset = np.ones(self.active.shape, bool)  # the observation starts an episode
-        n = len(envs)
+
+    def _setup(self, spec, n: int, actor: int, env_offset: int, return_gamma: float | None) -> None:
+        self.spec, self.n_envs = spec, n
+        self.A = spec.num_agents
+        self.actor, self.env_offset = actor, env_offset
+        self.steps = 0  # group steps so far: each env of the group was stepped this many times
         self.ep_return = np.zeros((n, self.A), np.float64)
         self.ep_length = np.zeros(n, np.int64)
         self.request_id = -1
-        self.to_env = ActionClipper(envs[0].spec.action_space)
+        self.to_env = ActionClipper(spec.action_space)
         # reward normalisation: R = gamma R + r per agent-slot, reset when the agent's episode ends
         self.return_gamma = return_gamma
         self.disc_ret = np.zeros(n * self.A, np.float64)
@@ -210,7 +219,7 @@ class EnvGroup:
             row = flat[int(bad[0])]
             value = row[~np.isfinite(row)][0]
             raise NonFiniteEnvError(
-                f"env {self.envs[env].spec.env_id} (actor {self.actor}, env {self.env_offset + env}, agent {agent}) "
+                f"env {self.spec.env_id} (actor {self.actor}, env {self.env_offset + env}, agent {agent}) "
                 f"returned a non-finite {what} ({value}){when} at its env step {self.steps}"
                 + (" (its first reset)" if not self.steps else f" (step {int(self.ep_length[env])} of its episode)"
                    if self.ep_length[env] else " (an episode ended at this step)")
@@ -227,7 +236,7 @@ class EnvGroup:
         Raises:
             ValueError: ``action`` does not have ``n * A`` rows (e.g. only the active agents' rows).
         """
-        A, n = self.A, len(self.envs)
+        A, n = self.A, self.n_envs
         if len(action) != n * A:
             raise ValueError(f"actions for {len(action)} agent-slots; this group has {n} envs x {A} agents = "
                              f"{n * A} (inactive slots included)")
@@ -257,13 +266,18 @@ class EnvGroup:
                     episodes.append({"return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])})
             next_obs.append(obs)
             next_infos.append(info)
-        self.steps += 1
         self.obs = self._stack(next_obs)
+        self.active = self._active(next_infos)
+        self._record(rewards, terminated, truncated, buf, n_final)
+
+    def _record(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, buf: SampleBuffer,
+                n_final: int) -> None:
+        """Check and record a group step whose results are in ``self.obs`` / ``self.active``."""
+        self.steps += 1
         self.check_finite(rewards, self.obs)
         for _, slot, final in buf.final_obs[n_final:]:  # the real last observations of truncated agents
             self.check_finite(None, {k: v[None] for k, v in final.items()}, " as the last observation of an episode",
                               slot)
-        self.active = self._active(next_infos)
         if self.return_gamma is not None:
             self.disc_ret = self.disc_ret * self.return_gamma + rewards
             buf.disc_return[buf.t] = self.disc_ret
@@ -278,8 +292,78 @@ class EnvGroup:
         if "episode" not in info:
             # An env that reports whole episodes itself (Atari: the raw game score over all
             # lives) ends training episodes without one (a lost life): not logged as an episode.
-            return [] if self.envs[i].spec.reports_episodes else [stats]
+            return [] if self.spec.reports_episodes else [stats]
         return [{**stats, "return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])}]
+
+
+class VectorEnvGroup(EnvGroup):
+    """A ring group whose ``n`` envs are one :class:`zoo.core.env.VectorEnv`: every group
+    step is one ``step`` call for all of them (no per-env Python loop), and the vector env
+    resets the envs whose episode ended inside that call (``info["ended"]``)."""
+
+    def __init__(self, venv, seeds: list[int], actor: int = 0, env_offset: int = 0,
+                 return_gamma: float | None = None) -> None:
+        self.venv = venv
+        self.envs = [venv]  # what the actor closes at the end
+        self._setup(venv.spec, int(venv.num_envs), actor, env_offset, return_gamma)
+        if len(seeds) != self.n_envs:
+            raise ValueError(f"{len(seeds)} seeds for a vector env of {self.n_envs} envs")
+        self.obs, info = venv.reset(list(seeds))
+        self.check_finite(None, self.obs)
+        self.active = self._vector_active(info)
+        self.on_reset = np.ones(self.active.shape, bool)
+
+    def _vector_active(self, info: dict[str, Any]) -> np.ndarray:
+        return np.asarray(info.get("active", np.ones(self.n_envs * self.A, bool)), bool)
+
+    def step(self, action: np.ndarray, buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+        """Step all ``n`` envs with ``action`` ``[n * A, ...]`` in one call (see :meth:`EnvGroup.step`)."""
+        A, n = self.A, self.n_envs
+        if len(action) != n * A:
+            raise ValueError(f"actions for {len(action)} agent-slots; this group has {n} envs x {A} agents = "
+                             f"{n * A} (inactive slots included)")
+        n_final = len(buf.final_obs)
+        self.on_reset &= ~self.active
+        obs, rewards, terminated, truncated, info = self.venv.step(self.to_env(action))
+        rewards = np.asarray(rewards, np.float32)
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        self.ep_return += rewards.reshape(n, A)
+        self.ep_length += 1
+        cut = np.flatnonzero(truncated & ~terminated)  # truncated: keep the real last observation
+        if cut.size:
+            final = info["final_obs"]
+            buf.final_obs.extend((buf.t, int(s), {k: v[s].copy() for k, v in final.items()}) for s in cut)
+        ended = np.flatnonzero(np.asarray(info.get("ended", np.zeros(n, bool)), bool))
+        if ended.size:
+            self._episodes_ended(ended, info, episodes)
+            self.on_reset.reshape(n, A)[ended] = True
+        self.obs = obs
+        self.active = self._vector_active(info)
+        self._record(rewards, terminated, truncated, buf, n_final)
+
+    def _episodes_ended(self, ended: np.ndarray, info: dict[str, Any], episodes: list[dict[str, Any]]) -> None:
+        if not self.spec.reports_episodes:
+            episodes.extend({"return": float(r), "length": int(n)}
+                            for r, n in zip(self.ep_return[ended].mean(axis=1), self.ep_length[ended]))
+        self.ep_return[ended] = 0
+        self.ep_length[ended] = 0
+        whole = info.get("episode")
+        if whole is not None:  # whole episodes (the game score, over all lives) that ended at this step
+            episodes.extend({"return": float(r), "length": int(n)} for r, n in zip(whole["return"], whole["length"]))
+
+
+def make_group(ctx: WorkerContext, seeds: list[int], env_offset: int, return_gamma: float | None) -> EnvGroup:
+    """The ring group of envs ``env_offset ..`` of this actor: one
+    :class:`VectorEnvGroup` when the env plugin's ``vector_factory`` gives a vector env for
+    this config, else an :class:`EnvGroup` of envs built one by one."""
+    from zoo.core.config import resolve_env
+
+    component, arg = resolve_env(ctx.registry, ctx.cfg.env_name)
+    vector_factory = component.option("vector_factory")
+    venv = vector_factory(arg, ctx.cfg.env, len(seeds)) if vector_factory is not None else None
+    if venv is not None:
+        return VectorEnvGroup(venv, seeds, ctx.index, env_offset, return_gamma)
+    return EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, env_offset, return_gamma)
 
 
 def inference_client(ctx: WorkerContext, graph: Graph):
@@ -304,7 +388,7 @@ def run(ctx: WorkerContext) -> None:
     groups: list[EnvGroup] = []
     for g in range(n_groups):
         seeds = all_seeds[g * per_group:(g + 1) * per_group]
-        groups.append(EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, g * per_group, return_gamma))
+        groups.append(make_group(ctx, seeds, g * per_group, return_gamma))
     graph = Graph.from_config(cfg)
     client = inference_client(ctx, graph)
     samples = ctx.transport("sample").pusher(endpoint("sample", graph.trainer_of(ctx.index)))
@@ -366,8 +450,8 @@ def run(ctx: WorkerContext) -> None:
             action = buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
             group.step(action, buf, episodes)
             t = meter.lap("env", t)
-            env_steps_unsent += len(group.envs)
-            counts["env_steps"] += len(group.envs)
+            env_steps_unsent += group.n_envs
+            counts["env_steps"] += group.n_envs
             if buf.full:
                 meta = {"actor": ctx.index, "env_offset": g * per_group, "agents": group.A,
                         "env_steps": env_steps_unsent, "episodes": episodes, "dropped_at_actor": dropped_unsent}

@@ -14,7 +14,7 @@ import pytest
 
 from zoo.core.plugins import PluginHost
 from zoo.core.registry import UnknownComponentError
-from zoo.core.testing import CrashingConfig, check_env
+from zoo.core.testing import CrashingConfig, check_env, check_vector_env
 from zoo.core.testing import plugin as testing_plugin
 
 # name -> the args to build it with (the part after the colon of --env NAME:ARG).
@@ -31,6 +31,8 @@ OVERRIDES = {
     "fake-slow": {"step_latency": 0.0005},
     "pettingzoo": {"kwargs": "N=3,max_cycles=25"},
 }
+# name -> config overrides under which its vector_factory gives a vector env (not None).
+VECTOR_OVERRIDES = {"atari": {"backend": "vector"}}
 # Expected in a complete checkout; skipped with a reason when not registered.
 EXPECTED = ("gym", "atari", "hide-and-seek", "corridor", "fake-counting", "fake-crashing", "fake-slow")
 MAX_STEPS = 300
@@ -96,6 +98,27 @@ def test_env_spec_is_consistent_with_its_registration(name, arg):
             assert unit in ("env_steps", "frames") and isinstance(n, int) and n > 0, budget
     finally:
         env.close()
+
+
+@pytest.mark.parametrize(("name", "arg"), _cases())
+def test_a_registered_vector_factory_gives_a_vector_env_matching_the_single_env(name, arg):
+    """``vector_factory(arg, config, 3)``: None or a VectorEnv passing ``check_vector_env``
+    against the single env's spec, for the default config and for ``VECTOR_OVERRIDES``."""
+    registered = name in HOST.registry.names("env")
+    vector_factory = HOST.registry.get("env", name).option("vector_factory") if registered else None
+    if vector_factory is None:
+        pytest.skip(f"env {name!r} registers no vector_factory")
+    for overrides in ({}, VECTOR_OVERRIDES.get(name, {})):
+        env = build(name, arg, **overrides)
+        config = HOST.registry.get("env", name).option("config")
+        config = dataclasses.replace(config(), **{**OVERRIDES.get(name, {}), **overrides}) if config else None
+        venv = vector_factory(arg, config, 3)
+        try:
+            if venv is not None:
+                check_vector_env(venv, env.spec, seed=0, steps=5)
+        finally:
+            env.close()
+    assert name not in VECTOR_OVERRIDES or venv is not None
 
 
 def test_fake_crashing_env_from_the_registry_raises_boom_at_step_5():

@@ -288,7 +288,8 @@ def test_plugin_registers_without_importing_ale_gymnasium_or_torch():
         "import sys; import zoo.plugins.envs.atari.plugin as p; names = []\n"
         "p.register_envs(lambda name, factory, **kw: names.append((name, factory, kw)))\n"
         "assert names == [('atari', 'zoo.plugins.envs.atari.env:make', {'summary': names[0][2]['summary'],"
-        " 'config': 'zoo.plugins.envs.atari.env:AtariConfig', 'default_budget': ('frames', 10_000_000), 'renderer': 'zoo.plugins.envs.atari.env:render'})], names\n"
+        " 'config': 'zoo.plugins.envs.atari.env:AtariConfig', 'default_budget': ('frames', 10_000_000), 'renderer': 'zoo.plugins.envs.atari.env:render',"
+        " 'vector_factory': 'zoo.plugins.envs.atari.env:make_vector'})], names\n"
         "heavy = [m for m in ('ale_py', 'gymnasium', 'torch', 'cv2') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

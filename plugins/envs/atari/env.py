@@ -22,13 +22,18 @@ Wrapper stack, innermost first (:func:`wrap`):
    with the reset frame; each returned stack is a fresh array.
 
 Units: an env step is one agent decision = ``frame_skip`` ALE frames.
+
+``env.backend="vector"`` replaces this stack, in the actors, by ale-py's C++
+``AtariVectorEnv`` stepping a whole ring group per call, set up to give the same training
+signal (:mod:`zoo.plugins.envs.atari.vector`; the differences are listed in docs/envs.md).
+Single envs (the config check, ``zoo eval``) always use this Python stack.
 """
 from __future__ import annotations
 
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -58,6 +63,12 @@ class AtariConfig:
     - ``max_episode_frames``: a game is ``truncated`` at the first env step at which it has
       run this many ALE frames (no-op reset frames included); 0 means no limit.
       108,000 frames = 30 minutes of play at 60 Hz.
+    - ``backend``: how the actors step their games: ``"python"``, one gymnasium wrapper
+      stack per game (this module); ``"vector"``, one ale-py ``AtariVectorEnv`` per ring
+      group, preprocessing in C++ threads (:mod:`zoo.plugins.envs.atari.vector`; needs
+      ale-py >= 0.12.1). Single envs (the config check, ``zoo eval``) always use the Python path.
+    - ``vector_threads``: C++ threads stepping each ring group's games with the vector
+      backend (ale-py's ``num_threads``; 0 = one per game, up to the machine's cores).
 
     Raises:
         ValueError: a field is out of range (the message names it and the valid range).
@@ -73,6 +84,8 @@ class AtariConfig:
     clip_rewards: bool = True
     full_action_space: bool = False
     max_episode_frames: int = field(default=108_000, metadata=bounded(ge=0, hint="0 = no limit"))
+    backend: Literal["python", "vector"] = "python"
+    vector_threads: int = field(default=1, metadata=bounded(ge=0, hint="0 = one per game, up to the cores"))
 
     def __post_init__(self) -> None:
         check_bounds(self, "env.")
@@ -284,22 +297,35 @@ class AtariEnv(GymnasiumEnv):
         return super().reset(seed)
 
 
+def _resolved(ale_id: str, config: AtariConfig) -> dict[str, Any]:
+    import ale_py
+
+    return {"ale_id": ale_id, "frame_skip": config.frame_skip, "sticky_action_prob": float(config.sticky_action_prob),
+            "noop_max": config.noop_max, "max_episode_frames": config.max_episode_frames,
+            "ale_py_version": ale_py.__version__, "backend": config.backend}
+
+
 def make(arg: str | None, config: AtariConfig | None = None, seed: int | None = 0) -> AtariEnv:
     """Build the ALE game ``arg`` (``"Pong"``, ``"Breakout"``, ``"ALE/Pong-v5"``...) with
     DeepMind-style preprocessing (module docstring).
 
     ``spec.frame_skip`` is ``config.frame_skip`` (frames = env steps x frame_skip) and
     ``spec.resolved`` holds ``ale_id``, ``frame_skip``, ``sticky_action_prob``, ``noop_max``,
-    ``max_episode_frames`` and ``ale_py_version`` for the run's config.
+    ``max_episode_frames``, ``ale_py_version`` and ``backend`` for the run's config. The
+    env is always the Python stack, whatever ``config.backend`` (the actors build the
+    vector backend through :func:`make_vector`).
 
     Raises:
         ValueError: unknown game (naming the closest ALE games) or a bad config field.
-        ImportError: OpenCV is not installed.
+        ImportError: OpenCV is not installed, or ``config.backend == "vector"`` and ale-py is
+            older than 0.12.1.
     """
-    import ale_py
-
     config = config if config is not None else AtariConfig()
     ale_id = resolve_game(arg)
+    if config.backend == "vector":  # refused here, in the config check, before any worker starts
+        from zoo.plugins.envs.atari.vector import check_ale_py
+
+        check_ale_py()
     base = gym.make(
         ale_id,
         frameskip=1,
@@ -309,15 +335,26 @@ def make(arg: str | None, config: AtariConfig | None = None, seed: int | None = 
         max_num_frames_per_episode=None,  # GameScore truncates, at an env-step boundary
         disable_env_checker=True,
     )
-    resolved = {
-        "ale_id": ale_id,
-        "frame_skip": config.frame_skip,
-        "sticky_action_prob": float(config.sticky_action_prob),
-        "noop_max": config.noop_max,
-        "max_episode_frames": config.max_episode_frames,
-        "ale_py_version": ale_py.__version__,
-    }
-    return AtariEnv(base, config, ale_id, seed, resolved)
+    return AtariEnv(base, config, ale_id, seed, _resolved(ale_id, config))
+
+
+def make_vector(arg: str | None, config: AtariConfig | None, num_envs: int):
+    """The ``vector_factory`` of the plugin: with ``config.backend == "vector"``, an
+    :class:`~zoo.plugins.envs.atari.vector.AtariVector` of ``num_envs`` games ``arg``
+    (one ring group of an actor); with ``"python"``, None (the actor builds :func:`make`
+    envs one by one).
+
+    Raises:
+        ValueError: unknown game, or ``num_envs < 1``.
+        ImportError: ale-py older than 0.12.1.
+    """
+    config = config if config is not None else AtariConfig()
+    if config.backend != "vector":
+        return None
+    from zoo.plugins.envs.atari.vector import AtariVector
+
+    ale_id = resolve_game(arg)
+    return AtariVector(ale_id, config, num_envs, _resolved(ale_id, config))
 
 
 def render(env: AtariEnv) -> np.ndarray:
@@ -329,5 +366,5 @@ def render(env: AtariEnv) -> np.ndarray:
     return env.env.unwrapped.ale.getScreenRGB()
 
 
-__all__ = ["AtariConfig", "AtariEnv", "EpisodicLife", "GameScore", "game_names", "make", "render", "resolve_game",
-           "sign_reward", "wrap"]
+__all__ = ["AtariConfig", "AtariEnv", "EpisodicLife", "GameScore", "game_names", "make", "make_vector", "render",
+           "resolve_game", "sign_reward", "wrap"]

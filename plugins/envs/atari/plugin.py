@@ -15,4 +15,5 @@ def register_envs(register):
         config="zoo.plugins.envs.atari.env:AtariConfig",
         default_budget=("frames", 10_000_000),
         renderer="zoo.plugins.envs.atari.env:render",
+        vector_factory="zoo.plugins.envs.atari.env:make_vector",
     )
