@@ -8,7 +8,9 @@
     env stepping + batched inference + transports. With ``--learn`` the trainer trains
     as in a real run: the whole pipeline (issue 5's measure).
 
-Both report env steps/s, frames/s and agent steps/s (env steps x agents, for
+(a) and (b) are the measurements of ``zoo bench`` (:mod:`zoo.bench.measure`), which adds the
+CPU-work bound, the end-to-end run, each role's CPU share and the bottleneck at a named
+workload; this script keeps the free ``--env``/``--algo``/``--set`` choice. Both report env steps/s, frames/s and agent steps/s (env steps x agents, for
 multi-agent envs) measured after a warm-up, and (b)/(a).
 
     python benchmarks/sampling_bench.py --env atari:Pong --seconds 30
@@ -18,80 +20,30 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import platform
-import time
 
 
-def _raw_worker(env_name: str, n_envs: int, seconds: float, warmup: float, seed: int, out) -> None:
-    import numpy as np
+def raw_rate(env_name: str, processes: int, n_envs: int, seconds: float, warmup: float, env_cfg=None) -> float:
+    """(a): :func:`zoo.bench.measure.raw_ceiling` (the same measurement ``zoo bench`` makes)."""
+    from zoo.bench.measure import raw_ceiling
 
-    from zoo.core.plugins import get_registry
-
-    registry = get_registry()
-    from zoo.core.config import resolve_env
-
-    component, arg = resolve_env(registry, env_name)
-    cfg_cls = component.option("config")
-    envs = [component.load()(arg, cfg_cls() if cfg_cls else None, seed + i) for i in range(n_envs)]
-    space = envs[0].spec.action_space
-    A = envs[0].spec.num_agents
-    rng = np.random.default_rng(seed)
-    for env in envs:
-        env.reset(seed=int(rng.integers(1 << 30)))
-    steps, start, counted_from = 0, time.monotonic(), None
-    while True:
-        now = time.monotonic()
-        if counted_from is None and now - start >= warmup:
-            counted_from, steps = now, 0
-        if now - start >= warmup + seconds:
-            break
-        for env in envs:
-            action = np.stack([space.sample() for _ in range(A)])
-            _, _, term, trunc, info = env.step(action)
-            if np.all(term | trunc):
-                env.reset()
-            steps += 1
-    out.put(steps / (time.monotonic() - counted_from))
-
-
-def raw_rate(env_name: str, processes: int, n_envs: int, seconds: float, warmup: float) -> float:
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_raw_worker, args=(env_name, n_envs, seconds, warmup, 1000 * i, out))
-             for i in range(processes)]
-    for p in procs:
-        p.start()
-    total = sum(out.get() for _ in procs)
-    for p in procs:
-        p.join()
-    return total
+    return raw_ceiling(env_name, env_cfg, processes, n_envs, seconds, warmup).env_steps_per_s
 
 
 def zoo_rate(env_name: str, algo: str, seconds: float, warmup: float, overrides: list[str],
              learn: bool = False) -> tuple[float, object]:
-    from zoo.core.config import build_config
-    from zoo.core.controller import run
-    from zoo.core.plugins import get_registry
+    """(b): :func:`zoo.bench.measure.measure_run` over ``seconds`` after ``warmup``."""
+    import tempfile
 
-    cfg = build_config(get_registry(), algo, env_name, steps=10**9, name=f"bench-sampling-{int(time.time())}",
-                       overrides=[f"trainer.learn={str(learn).lower()}", "log.interval_s=0.5", "log.tensorboard=false",
-                                  "runs_dir=/tmp/zoo-bench-runs", *overrides])
-    points: list[tuple[float, int]] = []
+    from zoo.bench.measure import bench_config, measure_run
+    from zoo.bench.report import rate
 
-    def on_status(status: dict) -> None:
-        now = time.monotonic()
-        points.append((now, status["env_steps"]))
-        if points and now - points[0][0] > warmup + seconds:
-            raise KeyboardInterrupt  # stop the run: the controller cleans up
-
-    import contextlib
-    import io
-
-    with contextlib.redirect_stderr(io.StringIO()):
-        run(cfg, cfg.spec, on_status)
-    first = next(p for p in points if p[0] - points[0][0] >= warmup)
-    last = points[-1]
-    return (last[1] - first[1]) / (last[0] - first[0]), cfg
+    runs_dir = tempfile.mkdtemp(prefix="zoo-bench-")
+    cfg = bench_config(algo, env_name, overrides, learn=learn, runs_dir=runs_dir, name="bench-sampling")
+    run = measure_run(cfg, seconds=seconds, warmup=warmup, limit_s=warmup + seconds + 600)
+    os.rmdir(runs_dir)
+    return rate(run.start, run.end, "env_steps", run.t1 - run.t0), cfg
 
 
 def main() -> None:
@@ -106,7 +58,7 @@ def main() -> None:
                         help="processes for raw stepping (default: one per core)")
     args = parser.parse_args()
     zoo, cfg = zoo_rate(args.env, args.algo, args.seconds, args.warmup, args.overrides, args.learn)
-    raw = raw_rate(args.env, args.raw_processes, cfg.actors.envs_per_actor, args.seconds, args.warmup)
+    raw = raw_rate(args.env, args.raw_processes, cfg.actors.envs_per_actor, args.seconds, args.warmup, cfg.env)
     fs, agents = cfg.spec.frame_skip, cfg.spec.num_agents
     print(f"machine: {platform.machine()}, {mp.cpu_count()} cores, Python {platform.python_version()}")
     print(f"{args.algo} on {args.env}: {cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs "

@@ -1,0 +1,256 @@
+"""Run Zoo and its peers (CleanRL, Sample Factory, RLlib) at one named workload for a fixed time
+and measure their throughput the same way.
+
+Each system runs as its own process (peers in their own virtual environments, made by
+``setup.sh``: never Zoo's); its output lines are read as they come, each stamped with its
+arrival time, and turned into progress points ``(seconds, env steps, trained env steps)`` by
+the system's line parser below. The rate of a run is measured over a window: from the first
+point at least ``warmup`` seconds after the first point, to the last point before
+``warmup + seconds`` (:func:`window_rates`); then the process group is stopped.
+
+Zoo runs as ``zoo bench --workload W --phases train --json FILE`` (its own window, same
+definition) in the Python that runs this script.
+
+Systems and workloads are data: :data:`SYSTEMS` (how to start each, how to read it) and
+:data:`zoo.bench.workloads.WORKLOADS` (the shape each system is given).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+PEERS_DIR = Path(os.environ.get("ZOO_PEERS_DIR", Path.home() / ".cache" / "zoo-peers"))
+"""Where ``setup.sh`` put each peer: ``<PEERS_DIR>/<peer>/venv`` (outside the repository)."""
+
+Point = tuple[float, int, int]
+"""(seconds since the process started, env steps, trained env steps)."""
+
+
+# ----------------------------------------------------------------------------- line parsers
+_SPS = re.compile(r"^SPS: (\d+)\s*$")
+
+
+def parse_cleanrl(line: str, state: dict[str, Any], per_iteration: int) -> tuple[int, int] | None:
+    """CleanRL prints ``SPS: N`` once per iteration, after the update: iteration k has stepped
+    and trained on k x ``per_iteration`` (num_envs x num_steps) env steps. Returns
+    ``(env steps, trained env steps)`` at that line, else None."""
+    if not _SPS.match(line.strip()):
+        return None
+    state["k"] = state.get("k", 0) + 1
+    steps = state["k"] * per_iteration
+    return steps, steps
+
+
+_SF = re.compile(r"Total num frames: (\d+).*?Samples: (\d+)")
+
+
+def parse_sample_factory(line: str, state: dict[str, Any], frameskip: int) -> tuple[int, int] | None:
+    """Sample Factory's periodic report ``Fps is (...). Total num frames: F. Throughput: ...
+    Samples: S. ...``: F is the learner's env steps (frames: env steps x ``frameskip`` on
+    Atari) trained on, S the observations the samplers collected (env steps sampled). Returns
+    ``(S, F / frameskip)``, else None."""
+    m = _SF.search(line)
+    if not m:
+        return None
+    return int(m.group(2)), int(m.group(1)) // frameskip
+
+
+def parse_json_progress(line: str, state: dict[str, Any]) -> tuple[int, int] | None:
+    """``rllib_run.py``'s one JSON object per training iteration: ``{"env_steps": N,
+    "trained_env_steps": M}``. Returns ``(N, M)``, else None."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        row = json.loads(line)
+        return int(row["env_steps"]), int(row["trained_env_steps"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+# ----------------------------------------------------------------------------- rates
+def window_rates(points: list[Point], warmup: float, seconds: float) -> tuple[float, float, float] | None:
+    """``(env steps/s, trained env steps/s, window seconds)`` between the first point at least
+    ``warmup`` s after the first point and the last point no later than ``warmup + seconds`` s
+    after it; None without two such points.
+
+    Example: points at 0, 10, 20, 30 s with 0, 1,024, 3,072, 5,120 env steps, warm-up 5 s,
+    40 s: window 10 -> 30 s, (5,120 - 1,024) / 20 = 204.8 env steps/s.
+    """
+    if not points:
+        return None
+    t_first = points[0][0]
+    inside = [p for p in points if warmup <= p[0] - t_first <= warmup + seconds]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    (t0, s0, r0), (t1, s1, r1) = inside[0], inside[-1]
+    return (s1 - s0) / (t1 - t0), (r1 - r0) / (t1 - t0), t1 - t0
+
+
+def median(values: list[float]) -> float:
+    """The median (mean of the middle two for an even count). [3, 1, 2] -> 2; [4, 1, 3, 2] -> 2.5."""
+    v = sorted(values)
+    n = len(v)
+    if not n:
+        raise ValueError("median of no values")
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+# ----------------------------------------------------------------------------- the systems
+@dataclass(frozen=True)
+class System:
+    """One system of the table: how to start it at a workload and read its progress.
+
+    ``command(workload, workdir)`` -> argv (None when this system has no run for the
+    workload); ``parse(line, state, workload)`` -> ``(env steps, trained env steps)`` or None;
+    ``peer``: its ``setup.sh`` name (None for Zoo); ``label``: the table's row name.
+    """
+
+    name: str
+    label: str
+    peer: str | None
+    command: Callable[[Any, str], list[str] | None]
+    parse: Callable[[str, dict, Any], tuple[int, int] | None] | None = None
+
+
+def _venv_python(peer: str) -> str:
+    return str(PEERS_DIR / peer / "venv" / "bin" / "python")
+
+
+def _cleanrl_command(w, workdir: str) -> list[str] | None:
+    if not w.peer_script:
+        return None
+    return [_venv_python("cleanrl"), "-u", "-W", "ignore", str(HERE / "cleanrl_compat.py"),
+            str(PEERS_DIR / "cleanrl" / "src" / "cleanrl" / f"{w.peer_script}.py"),
+            "--env-id", w.gym_id, "--num-envs", str(w.num_envs), "--num-steps", str(w.rollout_steps),
+            "--num-minibatches", str(w.minibatches), "--update-epochs", str(w.epochs),
+            "--total-timesteps", str(10**9), "--no-cuda", "--seed", "1"]
+
+
+_SF_ATARI = {"PongNoFrameskip-v4": "atari_pong"}
+
+
+def _sample_factory_command(w, workdir: str) -> list[str] | None:
+    common = ["--experiment=bench", f"--train_dir={workdir}/train", "--device=cpu", "--train_for_env_steps=1000000000",
+              "--save_every_sec=100000", "--save_best_every_sec=100000", f"--num_workers={w.num_envs // 4 or 1}",
+              f"--num_envs_per_worker={min(4, w.num_envs)}", f"--rollout={w.rollout_steps}",
+              f"--num_epochs={w.epochs}", f"--num_batches_per_epoch={w.minibatches}",
+              f"--batch_size={w.minibatch_size}", "--experiment_summaries_interval=3", "--async_rl=False"]
+    if w.gym_id in _SF_ATARI:
+        return [_venv_python("sample-factory"), "-u", "-m", "sf_examples.atari.train_atari",
+                f"--env={_SF_ATARI[w.gym_id]}", *common]
+    return [_venv_python("sample-factory"), "-u", "-m", "sf_examples.train_gym_env", f"--env={w.gym_id}",
+            "--use_rnn=False", "--recurrence=1", "--with_vtrace=False", "--algo=APPO", *common]
+
+
+def _rllib_command(w, workdir: str) -> list[str] | None:
+    return [_venv_python("rllib"), "-u", str(HERE / "rllib_run.py"), "--env-id", w.gym_id,
+            "--num-envs", str(w.num_envs), "--num-steps", str(w.rollout_steps), "--epochs", str(w.epochs),
+            "--minibatch-size", str(w.minibatch_size)]
+
+
+def _zoo_command(suffix: str) -> Callable[[Any, str], list[str] | None]:
+    def command(w, workdir: str) -> list[str] | None:
+        from zoo.bench.workloads import WORKLOADS
+
+        name = w.name + suffix
+        if name not in WORKLOADS:
+            return None
+        return [sys.executable, "-m", "zoo", "bench", "--workload", name, "--phases", "train",
+                "--json", f"{workdir}/zoo.json"]
+    return command
+
+
+SYSTEMS: dict[str, System] = {s.name: s for s in (
+    System("zoo", "Zoo PPO (at the workload)", None, _zoo_command("")),
+    System("zoo-defaults", "Zoo PPO (its own defaults)", None, _zoo_command("-defaults")),
+    System("cleanrl", "CleanRL", "cleanrl", _cleanrl_command,
+           lambda line, st, w: parse_cleanrl(line, st, w.num_envs * w.rollout_steps)),
+    System("sample-factory", "Sample Factory 2.1.1 (sync PPO)", "sample-factory", _sample_factory_command,
+           lambda line, st, w: parse_sample_factory(line, st, 4 if w.gym_id in _SF_ATARI else 1)),
+    System("rllib", "RLlib 2.60.0 PPO", "rllib", _rllib_command,
+           lambda line, st, w: parse_json_progress(line, st)),
+)}
+
+
+def installed(system: System) -> bool:
+    """Zoo always; a peer once ``setup.sh <peer>`` finished (its ``installed.txt``)."""
+    return system.peer is None or (PEERS_DIR / system.peer / "installed.txt").is_file()
+
+
+# ----------------------------------------------------------------------------- running one
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT, then SIGTERM, then SIGKILL to the process's own group (it was started in a new session)."""
+    for sig, wait in ((signal.SIGINT, 10), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_system(system: System, w, seconds: float, warmup: float, limit_s: float, log: Path | None = None) -> dict:
+    """Run ``system`` at workload ``w``; ``{"env_steps_per_s", "trained_env_steps_per_s",
+    "window_s"}`` (or ``{"error": ...}``). Zoo reports its own window (``zoo bench``); a peer is
+    stopped once ``warmup + seconds`` of progress lines were seen, or at ``limit_s``."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-{system.name}-") as workdir:
+        argv = system.command(w, workdir)
+        if argv is None:
+            return {"error": "no run for this workload"}
+        if system.peer is None:
+            argv = [*argv, "--seconds", str(seconds), "--warmup", str(warmup), "--limit", str(limit_s)]
+        out = open(log, "w") if log else subprocess.DEVNULL
+        proc = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True, bufsize=1)
+        points: list[Point] = []
+        state: dict[str, Any] = {}
+        began = time.monotonic()
+
+        def read() -> None:
+            for line in proc.stdout:
+                if log:
+                    out.write(line)
+                if system.parse is None:
+                    continue
+                got = system.parse(line, state, w)
+                if got is not None:
+                    points.append((time.monotonic() - began, *got))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            while proc.poll() is None and time.monotonic() - began < limit_s:
+                if system.parse is not None and points and points[-1][0] - points[0][0] >= warmup + seconds:
+                    break
+                time.sleep(0.5)
+        finally:
+            _stop(proc)
+            reader.join(10)
+            if log:
+                out.close()
+        if system.peer is None:
+            try:
+                res = json.loads(Path(workdir, "zoo.json").read_text())["train"]
+            except (OSError, ValueError, KeyError, TypeError):
+                return {"error": f"zoo bench failed (exit {proc.returncode})"}
+            return {k: res[k] for k in ("env_steps_per_s", "trained_env_steps_per_s", "window_s", "dropped_fraction")}
+        rates = window_rates(points, warmup, seconds)
+        if rates is None:
+            return {"error": f"fewer than two progress lines in the window ({len(points)} in all, exit {proc.returncode})"}
+        return {"env_steps_per_s": rates[0], "trained_env_steps_per_s": rates[1], "window_s": rates[2]}

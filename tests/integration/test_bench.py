@@ -1,0 +1,56 @@
+"""``zoo bench --workload cartpole`` end to end with a budget of seconds: every phase measured,
+the table and the JSON written, nothing left behind."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _titled(fragment: str) -> list[int]:
+    """Pids of processes whose command line (setproctitle) holds ``fragment``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if fragment.encode() in f.read():
+                        out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
+def test_zoo_bench_cartpole_tiny(tmp_path):
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-bench-*")))
+    out = tmp_path / "bench.json"
+    proc = subprocess.Popen([sys.executable, "-m", "zoo", "bench", "--workload", "cartpole", "--seconds", "2",
+                             "--warmup", "0", "--limit", "150", "--json", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    text, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, text
+    got = json.loads(out.read_text())
+    assert got["workload"] == "cartpole" and got["frame_skip"] == 1
+    assert got["env_steps_per_update"] == 4 * 128  # 2 actors x 2 envs, 4 samples of 1 env x 128 steps
+    assert got["ceiling"]["processes"] == os.cpu_count() and got["ceiling"]["env_steps_per_s"] > 0
+    assert got["bound"]["env_ms_per_step"] > 0 and got["bound"]["inference_ms_per_step"] > 0
+    for phase in ("sampling", "train"):
+        p = got[phase]
+        assert p["env_steps_per_s"] > 0 and p["frames_per_s"] == p["env_steps_per_s"]
+        assert set(p["cpu_shares"]) == {"actor", "policy", "trainer", "controller", "other", "idle"}
+        assert p["cpu_shares"]["actor"] > 0 and p["cpu_shares"]["policy"] > 0  # workers found by their titles
+        assert p["bottleneck"]
+    for label in ("env ceiling (raw, ", "CPU-work bound", "zoo sampling (no training)", "zoo end to end (training)",
+                  "CPU share, end to end", "bottleneck, end to end: "):
+        assert label in text
+    # nothing left: no worker, no shared memory of its runs, no temporary runs folder
+    assert _titled("bench-cartpole-") == []
+    assert glob.glob(f"/dev/shm/*zoo-{proc.pid}-*") + glob.glob(f"/tmp/zoo-{proc.pid}-*") == []
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-bench-*"))) == before

@@ -1,0 +1,237 @@
+"""``zoo bench`` and the side-by-side benchmark: parsing, ratios and the bottleneck sentence,
+each with hand-worked values (no process is started here)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from zoo.bench import report
+from zoo.bench.measure import parse_title
+from zoo.bench.workloads import WORKLOADS, UnknownWorkload, get_workload
+from zoo.commands.bench import parse_phases
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "peers"))
+import peers  # noqa: E402
+import side_by_side  # noqa: E402
+
+runner = CliRunner()
+
+
+# ----------------------------------------------------------------------------- report arithmetic
+def test_rate_is_growth_over_seconds():
+    # (40,960 - 10,240) / 100 s = 307.2 env steps/s
+    assert report.rate({"env_steps": 10_240}, {"env_steps": 40_960}, "env_steps", 100.0) == pytest.approx(307.2)
+
+
+def test_trained_steps_prefers_the_trainer_counter():
+    # before the counter: 7 updates x 1,024 env steps = 7,168; with it: its value, whatever the updates
+    assert report.trained_steps({"updates": 7}, 1024) == 7168
+    assert report.trained_steps({"updates": 7, "trained_env_steps": 5000}, 1024) == 5000
+    assert report.trained_steps({"updates": 7, "trained_env_steps": None}, 1024) == 7168
+
+
+def test_dropped_fraction_counts_trainer_and_actor_drops():
+    # dropped: (130 - 10) + (25 - 5) = 140; used: 30,720 / 128 x 1 = 240 -> 140 / 380
+    start = {"dropped_samples": 10, "actor_dropped_samples": 5}
+    end = {"dropped_samples": 130, "actor_dropped_samples": 25}
+    assert report.dropped_fraction(start, end, 30_720, 128) == pytest.approx(140 / 380)
+    # 2 agents: used = 30,720 / 128 x 2 = 480 -> 140 / 620
+    assert report.dropped_fraction(start, end, 30_720, 128, agents=2) == pytest.approx(140 / 620)
+    assert report.dropped_fraction({}, {}, 0, 128) is None
+
+
+def test_cpu_work_bound():
+    # 2 cores / (2.0 ms + 0.5 ms) = 800 env steps/s
+    assert report.cpu_work_bound(2, 0.002, 0.0005) == pytest.approx(800.0)
+
+
+def test_cpu_shares_by_role_other_and_idle():
+    cpu = {("actor", 0): 12.0, ("actor", 1): 10.0, ("policy", 0): 20.0, ("trainer", 0): 60.0,
+           ("controller", 0): 2.0, ("machine", 0): 98.0, ("machine-total", 0): 100.0}
+    shares = report.cpu_shares(cpu, 50.0, 2)
+    # capacity 2 x 50 = 100 core-s: actor 22/100, policy 20/100, trainer 60/100, controller 2/100;
+    # the machine was busy 98 of 100 s and Zoo used 104 (ticks of different clocks): other 0, idle 0
+    assert shares == pytest.approx({"actor": 0.22, "policy": 0.2, "trainer": 0.6, "controller": 0.02,
+                                    "other": 0.0, "idle": 0.0})
+    # other processes used 30 core-s: busy 80 of 100, Zoo 50 -> other 0.3, idle 0.2
+    cpu2 = {("actor", 0): 10.0, ("policy", 0): 10.0, ("trainer", 0): 30.0, ("machine", 0): 80.0,
+            ("machine-total", 0): 100.0}
+    assert report.cpu_shares(cpu2, 50.0, 2) == pytest.approx(
+        {"actor": 0.1, "policy": 0.1, "trainer": 0.3, "controller": 0.0, "other": 0.3, "idle": 0.2})
+    # without the machine's figures: idle = 1 - Zoo's 0.5
+    assert report.cpu_shares({("trainer", 0): 50.0}, 50.0, 2)["idle"] == pytest.approx(0.5)
+
+
+def test_bottleneck_words_idle_shared_and_cpu_bound():
+    idle = {"actor": 0.2, "policy": 0.1, "trainer": 0.4, "controller": 0.01, "other": 0.0, "idle": 0.29}
+    assert report.bottleneck_words(idle, "trainer-bound: actors wait 60% of the time", 2) == (
+        "Zoo leaves 29% of the 2 cores idle, so its pipeline waits rather than the CPU running out "
+        "(core use: actor 20%, policy 10%, trainer 40%, controller 1%); "
+        "live display: trainer-bound: actors wait 60% of the time")
+    shared = {"actor": 0.1, "policy": 0.15, "trainer": 0.05, "controller": 0.0, "other": 0.65, "idle": 0.05}
+    assert report.bottleneck_words(shared, None, 2) == (
+        "the cores were shared: other processes used 65% of them, Zoo got the rest "
+        "(actor 10%, policy 15%, trainer 5%, controller 0%); the policy took the most")
+    busy = {"actor": 0.23, "policy": 0.2, "trainer": 0.55, "controller": 0.01, "other": 0.0, "idle": 0.01}
+    assert report.bottleneck_words(busy, None, 2) == (
+        "CPU-bound: the 2 cores are busy (99%), most of it in the trainer (55%; "
+        "actor 23%, policy 20%, trainer 55%, controller 1%)")
+
+
+def test_phase_figures_from_a_window():
+    # 100 s window: env steps 10,000 -> 40,000 (300/s); updates 10 -> 35 at 1,024 each = 25,600
+    # trained (256/s); frame-skip 4 -> 1,200 frames/s; ceiling 600 -> 0.5, bound 400 -> 0.75;
+    # dropped 50 of 50 + 25,600 / 128 = 200 used -> 0.2
+    run = SimpleNamespace(
+        t0=5.0, t1=105.0,
+        start={"env_steps": 10_000, "updates": 10, "dropped_samples": 0},
+        end={"env_steps": 40_000, "updates": 35, "dropped_samples": 50},
+        cpu_s={("actor", 0): 40.0, ("actor", 1): 40.0, ("policy", 0): 30.0, ("trainer", 0): 80.0,
+               ("controller", 0): 4.0, ("machine", 0): 194.0, ("machine-total", 0): 200.0},
+        live={"bottleneck": {"text": "env-bound: actors step envs 70% of the time"},
+              "workers": [{"role": "policy", "batch_rows": 6.0}, {"role": "actor"}]})
+    got = report.phase_figures(run, 1024, 128, 1, 4, 2, 600.0, 400.0)
+    assert got["env_steps_per_s"] == pytest.approx(300.0)
+    assert got["trained_env_steps_per_s"] == pytest.approx(256.0)
+    assert got["frames_per_s"] == pytest.approx(1200.0)
+    assert got["of_ceiling"] == pytest.approx(0.5) and got["of_bound"] == pytest.approx(0.75)
+    assert got["dropped_fraction"] == pytest.approx(0.2)
+    assert got["policy_batch_rows"] == 6.0
+    # shares: actor 80/200 = 0.4, policy 0.15, trainer 0.4, controller 0.02; idle 0.03
+    assert got["cpu_shares"]["actor"] == pytest.approx(0.4) and got["cpu_shares"]["idle"] == pytest.approx(0.03)
+    assert got["bottleneck"].startswith("CPU-bound: the 2 cores are busy (97%), most of it in the actor (40%")
+
+
+def test_format_table_rows():
+    result = {"workload": "pong", "summary": "s", "machine": "m", "frame_skip": 4,
+              "ceiling": {"env_steps_per_s": 600.0, "processes": 2},
+              "bound": {"env_steps_per_s": 400.0, "env_ms_per_step": 3.0, "inference_ms_per_step": 2.0, "batch": 4},
+              "sampling": None,
+              "train": {"env_steps_per_s": 300.0, "trained_env_steps_per_s": 256.0, "frames_per_s": 1200.0,
+                        "of_ceiling": 0.5, "of_bound": 0.75, "dropped_fraction": 0.2, "window_s": 100.0,
+                        "cpu_shares": {"actor": 0.4, "idle": 0.03}, "bottleneck": "b"}}
+    lines = report.format_table(result).splitlines()
+    assert lines[3].split() == ["env", "ceiling", "(raw,", "2", "processes)", "600", "2,400", "100%"]
+    assert lines[4].split() == ["CPU-work", "bound", "(env", "+", "inference)", "400", "1,600", "100%"]
+    assert lines[5].split() == ["zoo", "end", "to", "end", "(training)", "300", "256", "1,200", "50%", "75%", "20%"]
+    assert lines[-2] == "CPU share, end to end (100 s window): actor 40%, idle 3%"
+
+
+# ----------------------------------------------------------------------------- titles, phases, workloads
+def test_parse_title():
+    assert parse_title(b"zoo: actor 1 bench-pong-train\x00\x00", "bench-pong-train") == ("actor", 1)
+    assert parse_title(b"zoo: trainer 0 bench-pong-train   ", "bench-pong-train") == ("trainer", 0)
+    assert parse_title(b"zoo: actor 1 other-run", "bench-pong-train") is None
+    assert parse_title(b"python\x00-m\x00zoo\x00bench", "bench") is None
+
+
+def test_parse_phases():
+    assert parse_phases("train,ceiling") == ("ceiling", "train")
+    with pytest.raises(ValueError, match="unknown trian; give a comma-separated subset of ceiling,sampling,train"):
+        parse_phases("ceiling,trian")
+    with pytest.raises(ValueError, match="empty"):
+        parse_phases(",")
+
+
+def test_workloads_shapes():
+    pong, cartpole = WORKLOADS["pong"], WORKLOADS["cartpole"]
+    assert (pong.batch_env_steps, pong.minibatch_size) == (8 * 128, 1024 // 4)
+    assert (cartpole.batch_env_steps, cartpole.minibatch_size) == (4 * 128, 512 // 4)
+    with pytest.raises(UnknownWorkload, match="'pongg' is not a known workload; choose one of: pong, pong-defaults"):
+        get_workload("pongg")
+
+
+@pytest.mark.parametrize("name", ["pong", "cartpole"])
+def test_zoo_config_matches_the_workload_shape(name, tmp_path):
+    """Zoo at the workload trains on exactly num_envs x rollout_steps env steps per update, from
+    actors.count x actors.envs_per_actor envs, with the same epochs and minibatches."""
+    from zoo.bench.measure import bench_config
+    from zoo.core.config import steps_per_update
+
+    w = WORKLOADS[name]
+    cfg = bench_config(w.algo, w.env, list(w.overrides), learn=True, runs_dir=str(tmp_path), name="t")
+    assert steps_per_update(cfg, cfg.spec)[0] == w.batch_env_steps
+    assert cfg.actors.count * cfg.actors.envs_per_actor == w.num_envs
+    assert (cfg.sample_length, cfg.algo.epochs, cfg.algo.minibatches) == (w.rollout_steps, w.epochs, w.minibatches)
+
+
+def test_cli_bad_input_exits_2_before_anything_starts(tmp_path):
+    from zoo.cli import build_app
+    from zoo.core.plugins import get_host
+
+    app = build_app(get_host())  # with the plugin commands, `zoo bench` among them
+    got = runner.invoke(app, ["bench", "--workload", "pongg"])
+    assert got.exit_code == 2 and "not a known workload" in got.output
+    got = runner.invoke(app, ["bench", "--phases", "warp"])
+    assert got.exit_code == 2 and "unknown warp" in got.output
+    got = runner.invoke(app, ["bench", "--workload", "cartpole", "--set", "actors.count=0"])
+    assert got.exit_code == 2 and "actors.count" in got.output
+    got = runner.invoke(app, ["bench", "--json", str(tmp_path / "missing" / "x.json")])
+    assert got.exit_code == 2 and "does not exist" in got.output
+
+
+# ----------------------------------------------------------------------------- peers' output
+def test_parse_cleanrl_counts_iterations():
+    st = {}
+    assert peers.parse_cleanrl("global_step=1000, episodic_return=[-21.]", st, 1024) is None
+    assert peers.parse_cleanrl("SPS: 210\n", st, 1024) == (1024, 1024)
+    assert peers.parse_cleanrl("SPS: 215", st, 1024) == (2048, 2048)
+
+
+def test_parse_sample_factory_line():
+    line = ("\x1b[36m[2026-12-02 00:34:19,655][31860] Fps is (10 sec: 812.0, 60 sec: 790.1, 300 sec: nan). "
+            "Total num frames: 8192. Throughput: 0: 203.0. Samples: 2560. Policy #0 lag: (min: 0.0)\x1b[0m")
+    # sampled: Samples = 2,560 env steps; trained: 8,192 frames / frame-skip 4 = 2,048 env steps
+    assert peers.parse_sample_factory(line, {}, 4) == (2560, 2048)
+    assert peers.parse_sample_factory("Collected {0: 0}", {}, 4) is None
+
+
+def test_parse_json_progress():
+    assert peers.parse_json_progress('{"env_steps": 4096, "trained_env_steps": 3072}\n', {}) == (4096, 3072)
+    assert peers.parse_json_progress("(PPO pid=1) {not json", {}) is None
+    assert peers.parse_json_progress('{"other": 1}', {}) is None
+
+
+def test_window_rates():
+    points = [(0.0, 0, 0), (10.0, 1024, 1024), (20.0, 3072, 2048), (30.0, 5120, 4096), (50.0, 9999, 9999)]
+    # warm-up 5 s, 30 s: points at 10, 20, 30 s -> (5,120 - 1,024) / 20 = 204.8, (4,096 - 1,024) / 20 = 153.6
+    assert peers.window_rates(points, 5.0, 30.0) == pytest.approx((204.8, 153.6, 20.0))
+    assert peers.window_rates(points[:2], 5.0, 30.0) is None
+    assert peers.window_rates([], 0.0, 1.0) is None
+
+
+def test_median():
+    assert peers.median([3, 1, 2]) == 2
+    assert peers.median([4, 1, 3, 2]) == 2.5
+    with pytest.raises(ValueError):
+        peers.median([])
+
+
+def test_side_by_side_table():
+    rows = [{"workload": "pong", "system": "zoo", "label": "Zoo", "env_steps_per_s": e, "trained_env_steps_per_s": t}
+            for e, t in ((310, 300), (290, 280), (330, 320))]
+    rows += [{"workload": "pong", "system": "cleanrl", "label": "CleanRL", "env_steps_per_s": v,
+              "trained_env_steps_per_s": v} for v in (200, 220, 210)]
+    rows.append({"workload": "pong", "system": "rllib", "label": "RLlib", "round": 2, "error": "boom"})
+    text = side_by_side.format_side_by_side(rows)
+    # Zoo median trained 300; CleanRL's 210 -> 300 / 210 = 1.43x
+    assert "| Zoo | 310 (310, 290, 330) | 300 (300, 280, 320) | 1.00x |" in text
+    assert "| CleanRL | 210 (200, 220, 210) | 210 (200, 220, 210) | 1.43x |" in text
+    assert "- RLlib, round 2: boom" in text
+
+
+def test_peer_commands_carry_the_workload():
+    w = WORKLOADS["pong"]
+    argv = peers.SYSTEMS["cleanrl"].command(w, "/tmp/x")
+    assert argv[argv.index("--env-id") + 1] == "PongNoFrameskip-v4"
+    assert [argv[argv.index(k) + 1] for k in ("--num-envs", "--num-steps", "--num-minibatches", "--update-epochs")] \
+        == ["8", "128", "4", "4"]
+    sf = peers.SYSTEMS["sample-factory"].command(w, "/tmp/x")
+    assert {"--env=atari_pong", "--num_workers=2", "--num_envs_per_worker=4", "--rollout=128", "--num_epochs=4",
+            "--num_batches_per_epoch=4", "--batch_size=256"} <= set(sf)
+    assert peers.SYSTEMS["zoo-defaults"].command(WORKLOADS["cartpole"], "/tmp/x")[5] == "cartpole-defaults"
+    assert peers.SYSTEMS["cleanrl"].command(WORKLOADS["pong-defaults"], "/tmp/x") is None

@@ -1,0 +1,334 @@
+"""Measurements of ``zoo bench`` (and of ``benchmarks/sampling_bench.py``).
+
+- :func:`raw_ceiling`: raw env stepping, one process per core, same env and preprocessing,
+  random actions, no inference and no transport: the env ceiling of this machine.
+- :func:`inference_cost`: CPU seconds of one policy forward pass (1 torch thread) at a batch.
+- :func:`measure_run`: a real Zoo run (``zoo.core.controller.run``) measured over a window:
+  the trainer's counters at the window's two ends, each worker's CPU from ``/proc/<pid>/stat``
+  (workers found by their process titles ``zoo: <role> <index> <run>``), and the last
+  ``live.json`` snapshot (:mod:`zoo.core.health`: bottleneck, policy batch rows).
+
+Every function stops what it started: worker processes are stopped by the controller
+(the run is ended as by Ctrl-C), the raw processes are joined, the run folder is kept
+under ``runs_dir`` only when asked.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing as mp
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BenchError", "RawResult", "RunResult", "TICKS", "cpu_seconds", "find_workers", "raw_ceiling",
+           "inference_cost", "measure_run"]
+
+TICKS = os.sysconf("SC_CLK_TCK")
+"""Clock ticks per second of ``/proc/<pid>/stat``'s utime and stime."""
+
+
+class BenchError(RuntimeError):
+    """A measurement could not be made (a run gave no status in time, a worker crashed)."""
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of process ``pid`` in seconds (``/proc/<pid>/stat`` fields 14 and 15);
+    None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def machine_cpu() -> tuple[float, float]:
+    """``(busy, total)`` core seconds of the whole machine since boot (``/proc/stat``'s ``cpu``
+    line: busy = user + nice + system + irq + softirq + steal, total adds idle + iowait)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = values
+    busy = user + nice + system + irq + softirq + steal
+    return busy / TICKS, (busy + idle + iowait) / TICKS
+
+
+def parse_title(cmdline: bytes, run_name: str) -> tuple[str, int] | None:
+    """``(role, index)`` from a worker's ``/proc/<pid>/cmdline`` when its title is
+    ``zoo: <role> <index> <run_name>`` (setproctitle; NULs and padding ignored); else None.
+
+    ``b"zoo: actor 1 bench-pong-1\\x00\\x00"`` with run ``bench-pong-1`` -> ``("actor", 1)``.
+    """
+    text = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+    parts = text.split(" ")
+    if len(parts) != 4 or parts[0] != "zoo:" or parts[3] != run_name or not parts[2].isdigit():
+        return None
+    return parts[1], int(parts[2])
+
+
+def find_workers(run_name: str) -> dict[tuple[str, int], int]:
+    """``{(role, index): pid}`` of this machine's processes titled ``zoo: <role> <index> <run_name>``."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                key = parse_title(f.read(), run_name)
+        except OSError:
+            continue
+        if key is not None:
+            found[key] = int(entry)
+    return found
+
+
+# ----------------------------------------------------------------------------- raw env ceiling
+@dataclass
+class RawResult:
+    """Raw stepping: ``env_steps_per_s`` summed over ``processes``, and ``cpu_s_per_step`` (core
+    seconds per env step, each process's ``time.process_time()`` over its steps, averaged)."""
+
+    env_steps_per_s: float
+    cpu_s_per_step: float
+    processes: int
+    envs_per_process: int
+
+
+def _raw_worker(env_name: str, env_cfg: Any, n_envs: int, seconds: float, warmup: float, seed: int, out) -> None:
+    import numpy as np
+
+    from zoo.core.config import resolve_env
+    from zoo.core.plugins import get_registry
+
+    component, arg = resolve_env(get_registry(), env_name)
+    envs = [component.load()(arg, env_cfg, seed + i) for i in range(n_envs)]
+    space, agents = envs[0].spec.action_space, envs[0].spec.num_agents
+    rng = np.random.default_rng(seed)
+    for env in envs:
+        env.reset(seed=int(rng.integers(1 << 30)))
+    steps, start, counted_from, cpu_from = 0, time.monotonic(), None, 0.0
+    try:
+        while True:
+            now = time.monotonic()
+            if counted_from is None and now - start >= warmup:
+                counted_from, cpu_from, steps = now, time.process_time(), 0
+            if counted_from is not None and now - counted_from >= seconds:
+                break
+            for env in envs:
+                _, _, term, trunc, _ = env.step(np.stack([space.sample() for _ in range(agents)]))
+                if np.all(term | trunc):
+                    env.reset()
+                steps += 1
+        out.put((steps, time.monotonic() - counted_from, time.process_time() - cpu_from))
+    finally:
+        for env in envs:
+            env.close()
+
+
+def raw_ceiling(env_name: str, env_cfg: Any, processes: int, envs_per_process: int, seconds: float,
+                warmup: float, timeout_s: float | None = None) -> RawResult:
+    """Step ``envs_per_process`` envs in each of ``processes`` spawned processes with random
+    actions for ``seconds`` after ``warmup`` seconds; the summed env-step rate and the CPU cost.
+
+    Raises:
+        BenchError: a process gave no result within ``timeout_s`` (default warmup + seconds + 120 s).
+    """
+    import queue
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_raw_worker, args=(env_name, env_cfg, envs_per_process, seconds, warmup, 1000 * i, out),
+                         daemon=True) for i in range(processes)]
+    limit = time.monotonic() + (timeout_s if timeout_s is not None else warmup + seconds + 120.0)
+    results = []
+    try:
+        for p in procs:
+            p.start()
+        for _ in procs:
+            try:
+                results.append(out.get(timeout=max(0.1, limit - time.monotonic())))
+            except queue.Empty:
+                raise BenchError(f"raw stepping of {env_name}: {len(results)} of {processes} processes reported "
+                                 "within the time limit") from None
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    rate = sum(steps / wall for steps, wall, _ in results)
+    cpu = sum(cpu / steps for steps, _, cpu in results) / len(results)
+    return RawResult(rate, cpu, processes, envs_per_process)
+
+
+# ----------------------------------------------------------------------------- inference cost
+def cpu_ms(fn, repeats: int) -> float:
+    """CPU milliseconds (``time.process_time``) per call of ``fn``, after 3 warm-up calls."""
+    for _ in range(3):
+        fn()
+    start = time.process_time()
+    for _ in range(repeats):
+        fn()
+    return (time.process_time() - start) / repeats * 1e3
+
+
+def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
+    """Core seconds per env step of the policy's forward pass (``act``) at ``batch`` observations on
+    one torch thread (the policy worker's ``policy.threads=1`` default), float32 or
+    ``cfg.policy.precision`` as the policy worker runs it; observations are the env's reset
+    observation repeated ``batch`` times. Per env step = per pass / ``batch`` x agents."""
+    import numpy as np
+    import torch
+
+    from zoo.core.config import resolve_env
+    from zoo.core.plugins import get_registry
+    from zoo.core.workers.policy import cast_for_precision, inference_autocast
+
+    registry = get_registry()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        algo_cls = registry.get("algorithm", cfg.algo_name).load()
+        component, arg = resolve_env(registry, cfg.env_name)
+        env = component.load()(arg, cfg.env, 0)
+        obs, _ = env.reset(seed=0)
+        env.close()
+        policy = algo_cls.build_policy(cfg.algo, cfg.spec).eval()
+        cast_for_precision(policy, cfg.policy.precision)
+        agents = cfg.spec.num_agents
+        rows = max(1, batch)
+        x = {k: torch.as_tensor(np.repeat(np.asarray(v), -(-rows // agents), axis=0)[:rows]) for k, v in obs.items()}
+        state = policy.zero_state(rows) if getattr(policy, "state_shape", None) is not None else None
+        with torch.inference_mode(), inference_autocast(cfg.policy.precision, "cpu"):
+            call = (lambda: policy.act(x, state=state)) if state is not None else (lambda: policy.act(x))
+            ms = cpu_ms(call, repeats)
+        return ms / 1e3 / rows * agents
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------- a measured Zoo run
+@dataclass
+class RunResult:
+    """What :func:`measure_run` saw over its window.
+
+    ``start`` and ``end``: the trainer's status at the window's two ends (``env_steps``,
+    ``updates``, ``dropped_samples``, ... and ``trained_env_steps`` when the trainer reports
+    it); ``t0``/``t1``: when they arrived (monotonic seconds); ``cpu_s``: core seconds per
+    ``(role, index)`` over the window (``("controller", 0)`` is this process, ``("machine", 0)``
+    every process of the machine, ``("machine-total", 0)`` the cores' seconds, idle included:
+    :func:`machine_cpu`); ``live``: the
+    last ``live.json`` snapshot; ``run_dir``: the run folder (removed unless kept)."""
+
+    start: dict[str, Any]
+    end: dict[str, Any]
+    t0: float
+    t1: float
+    cpu_s: dict[tuple[str, int], float]
+    live: dict[str, Any] | None = None
+    run_dir: str = ""
+    exit_code: int = 0
+    stderr: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+class _Window:
+    """The run's status listener: marks the window's ends and stops the run (as Ctrl-C) once the
+    window is measured or the time limit passed."""
+
+    def __init__(self, run_name: str, warmup: float, seconds: float, limit_s: float) -> None:
+        self.run_name, self.warmup, self.seconds = run_name, warmup, seconds
+        self.began = time.monotonic()
+        self.deadline = self.began + limit_s
+        self.first: float | None = None
+        self.start: tuple[float, dict, dict] | None = None  # (time, status, cpu)
+        self.end: tuple[float, dict, dict] | None = None
+        self.live: dict[str, Any] | None = None
+        self.stopping = False
+        self.timed_out = False
+
+    def cpu(self) -> dict[tuple[str, int], float]:
+        pids = find_workers(self.run_name)
+        out = {key: cpu_seconds(pid) for key, pid in pids.items()}
+        out[("controller", 0)] = cpu_seconds(os.getpid())
+        out[("machine", 0)], out[("machine-total", 0)] = machine_cpu()
+        return {k: v for k, v in out.items() if v is not None}
+
+    def _stop(self) -> None:
+        if not self.stopping:
+            self.stopping = True
+            raise KeyboardInterrupt
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if self.stopping:
+            return
+        if self.first is None:
+            self.first = now
+        if self.start is None and now - self.first >= self.warmup:
+            self.start = (now, dict(status), self.cpu())
+        elif self.start is not None and now - self.start[0] >= self.seconds:
+            self.end = (now, dict(status), self.cpu())
+            self._stop()
+        if now > self.deadline:
+            self.timed_out = True
+            self._stop()
+
+    def show_live(self, snapshot: dict[str, Any]) -> None:
+        if self.stopping:
+            return
+        self.live = snapshot
+        if time.monotonic() > self.deadline:
+            self.timed_out = True
+            self._stop()
+
+
+def bench_config(algo: str, env: str, overrides: list[str], *, learn: bool, runs_dir: str, name: str) -> Any:
+    """The resolved config of one measured run: ``algo`` on ``env`` with ``overrides``, an
+    unbounded budget (the window stops it), ``trainer.learn=learn``, status every second, no
+    TensorBoard, run folder under ``runs_dir``. Nothing is started.
+
+    Raises:
+        zoo.core.options.ConfigError: a bad option (field, value and fix in the message).
+        zoo.core.registry.UnknownComponentError: an unknown algorithm or env.
+    """
+    from zoo.core.config import build_config
+    from zoo.core.plugins import get_registry
+
+    return build_config(get_registry(), algo, env, steps=10**12, name=name, overrides=[
+        "log.interval_s=1", "log.tensorboard=false", f"runs_dir={runs_dir}", *overrides,
+        f"trainer.learn={str(learn).lower()}"])
+
+
+def measure_run(cfg: Any, *, seconds: float, warmup: float, limit_s: float, keep: bool = False) -> RunResult:
+    """Run Zoo with ``cfg`` (:func:`bench_config`) until ``seconds`` of measurement after
+    ``warmup`` seconds past its first trainer status; stop it as Ctrl-C does (every worker
+    stopped, transports removed); the run folder is removed unless ``keep``.
+
+    Raises:
+        BenchError: no measured window within ``limit_s`` seconds, or the run ended by itself.
+    """
+    from zoo.core.controller import prepare_run_dir, run
+
+    algo, env, learn = cfg.algo_name, cfg.env_name, cfg.trainer.learn
+    run_dir = prepare_run_dir(cfg)
+    window = _Window(os.path.basename(os.path.normpath(run_dir)), warmup, seconds, limit_s)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            code = run(cfg, cfg.spec, window, run_dir)
+    finally:
+        if not keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    if window.end is None:
+        why = (f"no measured window within {limit_s:g} s (warm-up {warmup:g} s + {seconds:g} s after the first "
+               "trainer status); the machine may be too loaded: raise --limit" if window.timed_out
+               else f"the run ended by itself (exit {code}) before the window was measured")
+        tail = err.getvalue().strip().splitlines()[-15:]
+        raise BenchError(f"{algo} on {env} ({'training' if learn else 'sampling'}): {why}"
+                         + ("\n" + "\n".join(tail) if tail else ""))
+    (t0, s0, c0), (t1, s1, c1) = window.start, window.end
+    cpu = {k: c1[k] - c0[k] for k in c1 if k in c0}
+    return RunResult(s0, s1, t0, t1, cpu, window.live, run_dir if keep else "", code, err.getvalue())

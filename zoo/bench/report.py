@@ -1,0 +1,181 @@
+"""The arithmetic of ``zoo bench`` on its measurements, and the printed table.
+
+Pure functions (no processes, no clocks), so each is unit-tested with hand-worked values.
+
+Definitions (units in brackets):
+
+- env steps/s: env steps the actors stepped (the trainer's ``env_steps`` counter) over the
+  measured window [env steps / s]; frames/s = env steps/s x frame-skip.
+- trained env steps/s: env steps whose samples the trainer used in updates over the window.
+  The trainer's ``trained_env_steps`` counter when its status carries it; before that
+  counter existed, ``updates x`` the env steps of one update
+  (:func:`zoo.core.config.steps_per_update`: whole samples of ``G`` envs x ``T`` steps).
+- dropped fraction: agent-slot samples dropped (too stale at the trainer, or at the actors)
+  over dropped + used, in the window; used = trained env steps / ``T`` x agents.
+- env ceiling: raw stepping of the same env with the same preprocessing on every core, random
+  actions, no inference or transport [env steps / s].
+- CPU-work bound: ``cores / (c_env + c_inf)`` where ``c_env`` is the core seconds of one raw
+  env step and ``c_inf`` of the policy's forward pass per env step (one thread, at the policy
+  worker's measured batch): the rate if every core did only that work [env steps / s].
+- CPU share of a role: its processes' core seconds (``/proc/<pid>/stat`` utime + stime) over
+  the window / (cores x window seconds); ``other`` is the rest of the machine's busy time
+  (``/proc/stat``: other users of the cores), ``idle`` what no process used.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+__all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
+           "phase_figures", "format_table", "ROLES"]
+
+ROLES = ("actor", "policy", "trainer", "controller")
+IDLE_NOTE = 0.15
+"""A window where at least this fraction of the cores was idle: Zoo leaves CPU unused (it waits)."""
+OTHER_NOTE = 0.15
+"""A window where other processes used at least this fraction of the cores: the machine was shared."""
+
+
+def rate(start: dict[str, Any], end: dict[str, Any], key: str, seconds: float) -> float:
+    """``(end[key] - start[key]) / seconds``. Example: env_steps 10,240 -> 40,960 over 100 s = 307.2."""
+    return (end[key] - start[key]) / seconds
+
+
+def trained_steps(status: dict[str, Any], per_update: int) -> int:
+    """Trained env steps at ``status``: its ``trained_env_steps`` when present, else
+    ``updates x per_update`` (e.g. 7 updates x 1,024 env steps = 7,168)."""
+    value = status.get("trained_env_steps")
+    return int(value) if value is not None else int(status.get("updates", 0)) * per_update
+
+
+def dropped_fraction(start: dict[str, Any], end: dict[str, Any], trained: float, sample_length: int,
+                     agents: int = 1) -> float | None:
+    """Dropped / (dropped + used) agent-slot samples in the window; None if neither happened.
+
+    ``dropped``: the growth of ``dropped_samples + actor_dropped_samples``; ``used``: ``trained``
+    (env steps trained on in the window) / ``sample_length`` x ``agents``. Example: 140 dropped,
+    30,720 trained env steps at T = 128 -> 240 used -> 140 / 380 = 0.368.
+    """
+    keys = ("dropped_samples", "actor_dropped_samples")
+    dropped = sum(end.get(k, 0) - start.get(k, 0) for k in keys)
+    used = trained / sample_length * agents
+    return dropped / (dropped + used) if dropped + used > 0 else None
+
+
+def cpu_work_bound(cores: int, env_s_per_step: float, inference_s_per_step: float) -> float:
+    """``cores / (env + inference core seconds per env step)``. Example: 2 cores, 2.0 ms + 0.5 ms
+    -> 2 / 0.0025 = 800 env steps/s."""
+    return cores / (env_s_per_step + inference_s_per_step)
+
+
+def cpu_shares(cpu_s: dict[tuple[str, int], float], seconds: float, cores: int) -> dict[str, float]:
+    """Fractions of the machine's cores over a window of ``seconds``, by role (:data:`ROLES`),
+    plus ``other`` (the machine's busy time not used by these processes, when
+    ``("machine", 0)`` is given) and ``idle`` (1 - all busy; from ``("machine-total", 0)`` when given).
+
+    Example: actors 12 + 10 s, policy 20 s, trainer 60 s, controller 2 s over 50 s on 2 cores ->
+    actor 0.22, policy 0.2, trainer 0.6, controller 0.02; machine busy 98 of 100 s -> other 0.0,
+    idle 0.02.
+    """
+    capacity = cores * seconds
+    shares = {role: sum(v for (r, _), v in cpu_s.items() if r == role) / capacity for role in ROLES}
+    ours = sum(shares.values())
+    if ("machine", 0) in cpu_s:
+        total = cpu_s.get(("machine-total", 0)) or capacity
+        busy = cpu_s[("machine", 0)] / total
+        shares["other"] = max(0.0, busy - ours)
+        shares["idle"] = max(0.0, 1.0 - max(busy, ours))
+    else:
+        shares["idle"] = max(0.0, 1.0 - ours)
+    return shares
+
+
+def _pct(x: float) -> str:
+    return f"{int(x * 100 + 0.5)}%"
+
+
+def bottleneck_words(shares: dict[str, float], health: str | None, cores: int) -> str:
+    """What limits Zoo in this window, in words, from the CPU shares and the live display's
+    bottleneck sentence (``health``, :func:`zoo.core.health.bottleneck`).
+
+    In this order: idle >= :data:`IDLE_NOTE`: Zoo's pipeline waits (the cores are not the limit);
+    other processes >= :data:`OTHER_NOTE`: the cores were shared; else CPU-bound, naming the role
+    with the largest share.
+    """
+    idle, other = shares.get("idle", 0.0), shares.get("other", 0.0)
+    top = max(ROLES, key=lambda r: shares.get(r, 0.0))
+    roles = ", ".join(f"{r} {_pct(shares.get(r, 0.0))}" for r in ROLES)
+    if idle >= IDLE_NOTE:
+        text = (f"Zoo leaves {_pct(idle)} of the {cores} cores idle, so its pipeline waits rather than "
+                f"the CPU running out (core use: {roles})")
+    elif other >= OTHER_NOTE:
+        text = (f"the cores were shared: other processes used {_pct(other)} of them, Zoo got the rest "
+                f"({roles}); the {top} took the most")
+    else:
+        text = (f"CPU-bound: the {cores} cores are busy ({_pct(1 - idle)}), most of it in the {top} "
+                f"({_pct(shares.get(top, 0.0))}; {roles})")
+    return text + (f"; live display: {health}" if health else "")
+
+
+def phase_figures(run: Any, per_update: int, sample_length: int, agents: int, frame_skip: int, cores: int,
+                  ceiling: float | None, bound: float | None) -> dict[str, Any]:
+    """The figures of one measured Zoo run (:class:`zoo.bench.measure.RunResult`) as plain data."""
+    seconds = run.t1 - run.t0
+    env = rate(run.start, run.end, "env_steps", seconds)
+    trained = (trained_steps(run.end, per_update) - trained_steps(run.start, per_update))
+    shares = cpu_shares(run.cpu_s, seconds, cores)
+    live = run.live or {}
+    health = (live.get("bottleneck") or {}).get("text")
+    return {
+        "window_s": seconds, "env_steps_per_s": env, "trained_env_steps_per_s": trained / seconds,
+        "frames_per_s": env * frame_skip,
+        "dropped_fraction": dropped_fraction(run.start, run.end, trained, sample_length, agents),
+        "of_ceiling": env / ceiling if ceiling else None, "of_bound": env / bound if bound else None,
+        "cpu_shares": shares, "health": health, "bottleneck": bottleneck_words(shares, health, cores),
+        "policy_batch_rows": _batch_rows(live.get("workers", ())),
+    }
+
+
+def _batch_rows(rows: Iterable[dict[str, Any]]) -> float | None:
+    got = [r["batch_rows"] for r in rows if r.get("role") == "policy" and r.get("batch_rows")]
+    return sum(got) / len(got) if got else None
+
+
+def _num(x: float | None, fmt: str = ",.0f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The printed report of ``zoo bench`` from its JSON result (see :func:`zoo.commands.bench`)."""
+    lines = [f"zoo bench: {result['workload']} - {result['summary']}",
+             f"machine: {result['machine']}",
+             f"{'':34}{'env steps/s':>12}{'trained/s':>11}{'frames/s':>10}{'of ceiling':>12}{'of CPU bound':>14}"
+             f"{'dropped':>9}"]
+    ceiling, bound = result.get("ceiling"), result.get("bound")
+    if ceiling:
+        lines.append(f"{'env ceiling (raw, ' + str(ceiling['processes']) + ' processes)':34}"
+                     f"{_num(ceiling['env_steps_per_s']):>12}{'':>11}"
+                     f"{_num(ceiling['env_steps_per_s'] * result['frame_skip']):>10}{'100%':>12}")
+    if bound:
+        lines.append(f"{'CPU-work bound (env + inference)':34}{_num(bound['env_steps_per_s']):>12}{'':>11}"
+                     f"{_num(bound['env_steps_per_s'] * result['frame_skip']):>10}{'':>12}{'100%':>14}")
+    for key, label in (("sampling", "zoo sampling (no training)"), ("train", "zoo end to end (training)")):
+        p = result.get(key)
+        if not p:
+            continue
+        pct = lambda x: "-" if x is None else _pct(x)  # noqa: E731
+        lines.append(f"{label:34}{_num(p['env_steps_per_s']):>12}"
+                     f"{_num(p['trained_env_steps_per_s']) if key == 'train' else '':>11}"
+                     f"{_num(p['frames_per_s']):>10}{pct(p['of_ceiling']):>12}{pct(p['of_bound']):>14}"
+                     f"{pct(p['dropped_fraction']) if key == 'train' else '':>9}")
+    if bound:
+        lines.append(f"CPU work per env step: env {bound['env_ms_per_step']:.3f} core-ms, inference "
+                     f"{bound['inference_ms_per_step']:.3f} core-ms (policy batch {bound['batch']} rows, 1 thread)")
+    for key, label in (("sampling", "sampling"), ("train", "end to end")):
+        p = result.get(key)
+        if not p:
+            continue
+        shares = p["cpu_shares"]
+        lines.append(f"CPU share, {label} ({p['window_s']:.0f} s window): "
+                     + ", ".join(f"{k} {_pct(v)}" for k, v in shares.items()))
+        lines.append(f"bottleneck, {label}: {p['bottleneck']}")
+    return "\n".join(lines)
