@@ -205,10 +205,13 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def run_system(system: System, w, seconds: float, warmup: float, limit_s: float, log: Path | None = None) -> dict:
+def run_system(system: System, w, seconds: float, warmup: float, limit_s: float, log: Path | None = None,
+               peer_threads: int | None = None) -> dict:
     """Run ``system`` at workload ``w``; ``{"env_steps_per_s", "trained_env_steps_per_s",
     "window_s"}`` (or ``{"error": ...}``). Zoo reports its own window (``zoo bench``); a peer is
-    stopped once ``warmup + seconds`` of progress lines were seen, or at ``limit_s``."""
+    stopped once ``warmup + seconds`` of progress lines were seen, or at ``limit_s``.
+    ``peer_threads``: OpenMP/MKL threads of a peer's processes (``OMP_NUM_THREADS``; None: the
+    peer's own default, torch's = the cores); Zoo chooses its threads per role itself."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{system.name}-") as workdir:
         argv = system.command(w, workdir)
         if argv is None:
@@ -216,8 +219,11 @@ def run_system(system: System, w, seconds: float, warmup: float, limit_s: float,
         if system.peer is None:
             argv = [*argv, "--seconds", str(seconds), "--warmup", str(warmup), "--limit", str(limit_s)]
         out = open(log, "w") if log else subprocess.DEVNULL
+        env = dict(os.environ)
+        if system.peer is not None and peer_threads:
+            env.update(OMP_NUM_THREADS=str(peer_threads), MKL_NUM_THREADS=str(peer_threads))
         proc = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True, bufsize=1)
+                                start_new_session=True, bufsize=1, env=env)
         points: list[Point] = []
         state: dict[str, Any] = {}
         began = time.monotonic()

@@ -75,6 +75,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds after the first progress report")
     parser.add_argument("--limit", type=float, default=420.0, help="give up on one run after this many seconds")
+    parser.add_argument("--peer-threads", type=int, default=None, metavar="N",
+                        help="OMP_NUM_THREADS for the peers (default: their own, torch's = the cores). On a machine "
+                        "shared with other work, 2 spinning OpenMP threads on 2 cores collapse (CleanRL ppo.py: "
+                        "41 SPS with 2 threads against 844 with 1 at load 25): use 1 there")
     parser.add_argument("--setup", action="store_true", help="run setup.sh for every peer not yet set up")
     parser.add_argument("--out", default=f"side-by-side-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     parser.add_argument("--logs", default=None, help="folder for each run's output (default: none kept)")
@@ -102,7 +106,8 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}; "
           f"{args.repeats} rounds x {len(args.workloads)} workloads x {len(systems)} systems, "
-          f"{args.seconds:g} s measured after {args.warmup:g} s warm-up each; results -> {args.out}", flush=True)
+          f"{args.seconds:g} s measured after {args.warmup:g} s warm-up each; peers' OMP threads: "
+          f"{args.peer_threads or 'their default'}; results -> {args.out}", flush=True)
     logs = Path(args.logs) if args.logs else None
     if logs:
         logs.mkdir(parents=True, exist_ok=True)
@@ -114,7 +119,7 @@ def main() -> None:
                 for s in systems:
                     load = os.getloadavg()[0]
                     log = logs / f"{wname}-{s.name}-{r}.log" if logs else None
-                    res = run_system(s, w, args.seconds, args.warmup, args.limit, log)
+                    res = run_system(s, w, args.seconds, args.warmup, args.limit, log, args.peer_threads)
                     if res.get("error") == "no run for this workload":
                         continue
                     row = {"round": r, "workload": wname, "system": s.name, "label": s.label,
