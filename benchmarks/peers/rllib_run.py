@@ -9,7 +9,8 @@ The workload: ``--num-envs`` envs over 2 env runners (processes), ``--num-steps`
 per iteration (RLlib's ``rollout_fragment_length``), a train batch of num-envs x num-steps,
 ``--epochs`` epochs of minibatches of ``--minibatch-size``; Atari through RLlib's own
 ``wrap_atari_for_new_api_stack`` (84 x 84 grey, 4 frames, frame-skip 4) with a Nature CNN
-(RLlib's default filters for 84 x 84), CleanRL's PPO hyperparameters. Each iteration prints
+(RLlib's default filters for 84 x 84), CleanRL's PPO hyperparameters; no sampling timeout (RLlib's default 60 s returns empty
+iterations on a heavily loaded machine). Each iteration prints
 ``{"env_steps": N, "trained_env_steps": N}`` with N the lifetime env steps sampled, every one
 of which an iteration of synchronous PPO trains on (RLlib's ``num_env_steps_trained_lifetime``
 counts each epoch's and minibatch's pass, about 18x that at 4 x 4 on CartPole); Ctrl-C or
@@ -69,7 +70,7 @@ def main() -> None:
     config = (PPOConfig()
               .environment(env, clip_rewards=True if atari else None)
               .env_runners(num_env_runners=runners, num_envs_per_env_runner=args.num_envs // runners,
-                           rollout_fragment_length=args.num_steps)
+                           rollout_fragment_length=args.num_steps, sample_timeout_s=3600.0)
               .training(train_batch_size_per_learner=args.num_envs * args.num_steps,
                         minibatch_size=args.minibatch_size, num_epochs=args.epochs, lr=2.5e-4, gamma=0.99,
                         lambda_=0.95, clip_param=0.1 if atari else 0.2, vf_loss_coeff=0.5, entropy_coeff=0.01,
