@@ -5,8 +5,10 @@ Each system runs as its own process (peers in their own virtual environments, ma
 ``setup.sh``: never Zoo's); its output lines are read as they come, each stamped with its
 arrival time, and turned into progress points ``(seconds, env steps, trained env steps)`` by
 the system's line parser below. The rate of a run is measured over a window: from the first
-point at least ``warmup`` seconds after the first point, to the last point before
-``warmup + seconds`` (:func:`window_rates`); then the process group is stopped.
+point at least ``warmup`` seconds after the first point, to the first point at least
+``seconds`` after that (:func:`window_bounds`, :func:`window_rates`: the same rule as
+``zoo bench``, so a system reporting once per 20 s iteration still gets whole iterations);
+then the process group is stopped.
 
 Zoo runs as ``zoo bench --workload W --phases train --json FILE`` (its own window, same
 definition) in the Python that runs this script.
@@ -80,21 +82,36 @@ def parse_json_progress(line: str, state: dict[str, Any]) -> tuple[int, int] | N
 
 
 # ----------------------------------------------------------------------------- rates
-def window_rates(points: list[Point], warmup: float, seconds: float) -> tuple[float, float, float] | None:
-    """``(env steps/s, trained env steps/s, window seconds)`` between the first point at least
-    ``warmup`` s after the first point and the last point no later than ``warmup + seconds`` s
-    after it; None without two such points.
-
-    Example: points at 0, 10, 20, 30 s with 0, 1,024, 3,072, 5,120 env steps, warm-up 5 s,
-    40 s: window 10 -> 30 s, (5,120 - 1,024) / 20 = 204.8 env steps/s.
-    """
+def window_bounds(points: list[Point], warmup: float, seconds: float) -> tuple[int, int | None] | None:
+    """Indices ``(start, end)`` of the measured window in ``points``: start is the first point at
+    least ``warmup`` s after the first point, end the first point at least ``seconds`` s after
+    start (None while there is none yet); None before start exists."""
     if not points:
         return None
     t_first = points[0][0]
-    inside = [p for p in points if warmup <= p[0] - t_first <= warmup + seconds]
-    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+    start = next((i for i, p in enumerate(points) if p[0] - t_first >= warmup), None)
+    if start is None:
         return None
-    (t0, s0, r0), (t1, s1, r1) = inside[0], inside[-1]
+    end = next((i for i in range(start + 1, len(points)) if points[i][0] - points[start][0] >= seconds), None)
+    return start, end
+
+
+def window_rates(points: list[Point], warmup: float, seconds: float) -> tuple[float, float, float] | None:
+    """``(env steps/s, trained env steps/s, window seconds)`` over the window of
+    :func:`window_bounds`; when the window never reached ``seconds`` (the run was stopped at its
+    time limit), up to the last point after its start; None without two points.
+
+    Example: points at 0, 10, 20, 30, 50 s with 0, 1,024, 3,072, 5,120, 9,216 env steps,
+    warm-up 5 s, 15 s: window 10 -> 30 s, (5,120 - 1,024) / 20 = 204.8 env steps/s.
+    """
+    bounds = window_bounds(points, warmup, seconds)
+    if bounds is None:
+        return None
+    start, end = bounds
+    end = len(points) - 1 if end is None else end
+    if end <= start or points[end][0] <= points[start][0]:
+        return None
+    (t0, s0, r0), (t1, s1, r1) = points[start], points[end]
     return (s1 - s0) / (t1 - t0), (r1 - r0) / (t1 - t0), t1 - t0
 
 
@@ -242,7 +259,8 @@ def run_system(system: System, w, seconds: float, warmup: float, limit_s: float,
         reader.start()
         try:
             while proc.poll() is None and time.monotonic() - began < limit_s:
-                if system.parse is not None and points and points[-1][0] - points[0][0] >= warmup + seconds:
+                bounds = window_bounds(points, warmup, seconds) if system.parse is not None else None
+                if bounds is not None and bounds[1] is not None:
                     break
                 time.sleep(0.5)
         finally:

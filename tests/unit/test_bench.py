@@ -197,10 +197,16 @@ def test_parse_json_progress():
 
 
 def test_window_rates():
-    points = [(0.0, 0, 0), (10.0, 1024, 1024), (20.0, 3072, 2048), (30.0, 5120, 4096), (50.0, 9999, 9999)]
-    # warm-up 5 s, 30 s: points at 10, 20, 30 s -> (5,120 - 1,024) / 20 = 204.8, (4,096 - 1,024) / 20 = 153.6
-    assert peers.window_rates(points, 5.0, 30.0) == pytest.approx((204.8, 153.6, 20.0))
-    assert peers.window_rates(points[:2], 5.0, 30.0) is None
+    points = [(0.0, 0, 0), (10.0, 1024, 1024), (20.0, 3072, 2048), (30.0, 5120, 4096), (50.0, 9216, 8192)]
+    # warm-up 5 s, 15 s: start at the 10 s point, end at the first point >= 25 s: the 30 s one
+    # -> (5,120 - 1,024) / 20 = 204.8 env steps/s, (4,096 - 1,024) / 20 = 153.6 trained
+    assert peers.window_bounds(points, 5.0, 15.0) == (1, 3)
+    assert peers.window_rates(points, 5.0, 15.0) == pytest.approx((204.8, 153.6, 20.0))
+    # 100 s never reached: up to the last point, (9,216 - 1,024) / 40 = 204.8
+    assert peers.window_bounds(points, 5.0, 100.0) == (1, None)
+    assert peers.window_rates(points, 5.0, 100.0) == pytest.approx((204.8, 7168 / 40, 40.0))
+    assert peers.window_rates(points[:2], 5.0, 30.0) is None  # one point in the window
+    assert peers.window_bounds(points[:1], 5.0, 30.0) is None
     assert peers.window_rates([], 0.0, 1.0) is None
 
 
