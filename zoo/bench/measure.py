@@ -269,7 +269,10 @@ class _Window:
             self.first = now
         if self.start is None and now - self.first >= self.warmup:
             self.start = (now, dict(status), self.cpu())
-        elif self.start is not None and now - self.start[0] >= self.seconds:
+        elif (self.start is not None and now - self.start[0] >= self.seconds
+              and status.get("env_steps", 0) > self.start[1].get("env_steps", 0)):
+            # the first status at least `seconds` later that shows progress (a trainer also reports
+            # while it waits for samples: a window ending there could be empty on a loaded machine)
             self.end = (now, dict(status), self.cpu())
             self._stop()
         if now > self.deadline:
