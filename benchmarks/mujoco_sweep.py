@@ -21,7 +21,8 @@ Order (so partial results stay balanced): Zoo and CleanRL seed 1 on Hopper side 
 Walker2d, CleanRL seed 1 on those two, then Zoo seeds 2 and 3 per env, then CleanRL's
 further seeds. At most ``--parallel`` runs at a time,
 each under ``nice`` and ``timeout`` (never past ``--stop-at``, UTC). Each run's command,
-exit code, wall-clock time and load average go to ``<out>/jobs.jsonl``; Zoo runs write to
+exit code, wall-clock time, CPU time (user + system, the run's whole process tree, sampled
+every 5 s) and load average go to ``<out>/jobs.jsonl``; Zoo runs write to
 ``<out>/zoo/<name>``, CleanRL's output (its ``global_step=..., episodic_return=...``
 lines) to ``<out>/cleanrl/<name>.log``.
 
@@ -57,6 +58,42 @@ _CLEANRL_LINE = re.compile(r"global_step=(\d+), episodic_return=\[?([-0-9.eE+]+)
 
 def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds of the process and of its reaped children) from /proc, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), sum(int(x) for x in fields[11:15]) / TICKS  # utime stime cutime cstime
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) used so far by process ``root`` and all its descendants.
+
+    Each live process counts its own time plus that of the children it has reaped, so a
+    CPU second is counted once whether the process that spent it still runs or not (a worker
+    that exited but was not yet reaped is missed until its parent reaps it).
+    """
+    stats = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (st := _stat(int(name))) is not None:
+            stats[int(name)] = st
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+            todo += children.get(pid, [])
+    return total
 
 
 def jobs(seeds: list[int], cleanrl_seeds: list[int], steps: int) -> list[dict]:
@@ -118,6 +155,7 @@ def run_sweep(args: argparse.Namespace) -> None:
         todo = [j for j in todo if j["kind"] == "zoo"]
     running: list[tuple[dict, subprocess.Popen, float, str, tuple, object]] = []
     log = open(out / "jobs.jsonl", "a", buffering=1)
+    cpu: dict[str, float] = {}
     while todo or running:
         while todo and len(running) < args.parallel:
             left = (stop_at - utc_now()).total_seconds() if stop_at else args.timeout_s
@@ -141,15 +179,51 @@ def run_sweep(args: argparse.Namespace) -> None:
         for item in list(running):
             job, proc, t0, started, load0, stdout = item
             if proc.poll() is None:
+                cpu[job["job"]] = tree_cpu_s(proc.pid)  # the last sample before it ends: at most 5 s old
                 continue
             running.remove(item)
             stdout.close()
             row = {**job, "rc": proc.returncode, "wall_s": round(time.monotonic() - t0, 1), "started": started,
                    "ended": f"{utc_now():%Y-%m-%dT%H:%M:%SZ}", "loadavg_start": load0, "loadavg_end": os.getloadavg(),
+                   "cpu_s": round(cpu.get(job["job"], 0.0), 1),
                    "cmd": " ".join(command(job, out, args)[0])}
             log.write(json.dumps(row) + "\n")
             print(f"{utc_now():%H:%M:%S} ended {job['job']}: rc {proc.returncode}, {row['wall_s']} s", flush=True)
     log.close()
+
+
+def job_of(cmdline: list[str]) -> str | None:
+    """The job name of a run's command line (``zoo-<Env>-s<seed>`` / ``cleanrl-<Env>-s<seed>``)."""
+    opts = {k: v for k, v in zip(cmdline, cmdline[1:]) if k.startswith("--")}
+    if "--name" in opts:
+        return opts["--name"]
+    if "--env-id" in opts and "--seed" in opts:
+        return f"cleanrl-{opts['--env-id'].rsplit('-', 1)[0]}-s{opts['--seed']}"
+    return None
+
+
+def watch_cpu(args: argparse.Namespace) -> None:
+    """CPU seconds of the runs of a sweep driver started without them (process ``--driver``):
+    every 5 s, per child of the driver, into ``<out>/cpu_watch.json``, until the driver ends."""
+    out = Path(args.out).resolve()
+    seen: dict[str, float] = {}
+    if (out / "cpu_watch.json").exists():
+        seen = json.loads((out / "cpu_watch.json").read_text())
+    while Path(f"/proc/{args.driver}").exists():
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or (st := _stat(int(name))) is None or st[0] != args.driver:
+                continue
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_text().split("\0")
+            except OSError:
+                continue
+            job = job_of(cmdline)
+            if job:
+                seen[job] = round(tree_cpu_s(int(name)), 1)
+        tmp = out / "cpu_watch.json.tmp"
+        tmp.write_text(json.dumps(seen, indent=1))
+        tmp.replace(out / "cpu_watch.json")
+        time.sleep(5)
 
 
 # ----------------------------------------------------------------------------- report
@@ -186,17 +260,21 @@ def _cell(values: list[float]) -> str:
     import numpy as np
 
     if not values:
-        return "not run"
+        return "none at the budget yet"
     v = np.array(values)
     return f"{v.mean():,.0f} +- {v.std():,.0f} (n={len(v)})"
 
 
-def _wall(rows: list[dict]) -> str:
+def _wall(rows: list[dict], cpu: dict[str, float]) -> str:
+    """Per run: wall-clock minutes / CPU minutes, and the 5-minute load average around it."""
     if not rows:
         return "-"
-    mins = [r["wall_s"] / 60 for r in rows]
-    load = [round((r["loadavg_start"][1] + r["loadavg_end"][1]) / 2, 1) for r in rows]
-    return ", ".join(f"{m:.0f}" for m in mins) + f" min (load {', '.join(map(str, load))})"
+    cells = []
+    for r in rows:
+        cpu_s = r.get("cpu_s") or cpu.get(r["job"], 0.0)
+        load = (r["loadavg_start"][1] + r["loadavg_end"][1]) / 2
+        cells.append(f"{r['wall_s'] / 60:.0f} / {cpu_s / 60:.0f} (load {load:.0f})")
+    return ", ".join(cells)
 
 
 def report(args: argparse.Namespace) -> None:
@@ -204,8 +282,9 @@ def report(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in (out / "jobs.jsonl").read_text().splitlines()] \
         if (out / "jobs.jsonl").exists() else []
     ok = {r["job"]: r for r in rows if r["rc"] == 0}
-    print("| env | Zoo (v5): mean of the last 100 episodes, mean +- std over seeds | Zoo wall-clock per run "
-          "| CleanRL published (v4) | CleanRL's script here (v4) | CleanRL wall-clock per run |")
+    cpu = json.loads((out / "cpu_watch.json").read_text()) if (out / "cpu_watch.json").exists() else {}
+    print("| env | Zoo (v5): last 100 episodes, mean +- std over seeds | Zoo per run: wall / CPU minutes "
+          "| CleanRL published (v4) | CleanRL's script here (v4) | CleanRL per run: wall / CPU minutes |")
     print("|---|---|---|---|---|---|")
     partial = []
     for env in ENVS:
@@ -228,18 +307,27 @@ def report(args: argparse.Namespace) -> None:
                 cl_rows.append(r)
         for d in sorted((out / "zoo").glob(f"zoo-{env}-s*")):
             if d.is_dir() and d.name not in ok:
-                partial.append(f"{d.name}: {zoo_returns(d)[1]:,} env steps (unfinished)")
+                returns, steps, _ = zoo_returns(d)
+                partial.append((d.name, steps, returns))
+        for log in sorted((out / "cleanrl").glob(f"cleanrl-{env}-s*.log")):
+            if log.stem not in ok:
+                returns, steps = cleanrl_returns(log)
+                partial.append((log.stem, steps, returns))
         pub = CLEANRL_PUBLISHED[env]
-        print(f"| {env} | {_cell(zoo_final)} | {_wall(zoo_rows)} | {pub[0]:,} +- {pub[1]} | {_cell(cl_final)} "
-              f"| {_wall(cl_rows)} |")
+        print(f"| {env} | {_cell(zoo_final)} | {_wall(zoo_rows, cpu)} | {pub[0]:,} +- {pub[1]} | {_cell(cl_final)} "
+              f"| {_wall(cl_rows, cpu)} |")
         if args.png_dir and runs:
             png = Path(args.png_dir) / f"mujoco_{env.lower()}.png"
             cmd = [sys.executable, "-m", "zoo", "plot", *runs, "--out", str(png),
                    "--title", f"Zoo PPO on {env}-v5, 1M env steps (benchmarks/mujoco_ppo.toml)"]
             print(f"<!-- {' '.join(cmd[1:])} -->", file=sys.stderr)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    for line in partial:
-        print(f"\n{line}", file=sys.stderr)
+    if partial:
+        print("\nNot (yet) at the budget:\n")
+    for name, steps, returns in partial:
+        last = returns[-LAST_EPISODES:]
+        mean = f"{sum(last) / len(last):,.0f}" if last else "n/a"
+        print(f"- {name}: {steps:,} env steps, mean of its last {len(last)} episodes {mean}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -256,14 +344,14 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--nice", type=int, default=5)
     r.add_argument("--timeout-s", type=int, default=4 * 3600, help="longest run")
     r.add_argument("--stop-at", default="", help="UTC HH:MM: start nothing after, stop every run by then")
+    w = sub.add_parser("watch-cpu", help="CPU seconds of the runs of a driver started without them")
+    w.add_argument("--out", required=True)
+    w.add_argument("--driver", type=int, required=True, help="pid of the `run` process")
     q = sub.add_parser("report", help="print the table, draw the curves")
     q.add_argument("--out", required=True)
     q.add_argument("--png-dir", default="", help="write mujoco_<env>.png here (zoo plot)")
     args = p.parse_args(argv)
-    if args.cmd == "run":
-        run_sweep(args)
-    else:
-        report(args)
+    {"run": run_sweep, "watch-cpu": watch_cpu, "report": report}[args.cmd](args)
 
 
 if __name__ == "__main__":
