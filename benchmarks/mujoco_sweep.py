@@ -27,7 +27,8 @@ every 5 s) and load average go to ``<out>/jobs.jsonl``; Zoo runs write to
 lines) to ``<out>/cleanrl/<name>.log``.
 
 The report (markdown table on stdout, one PNG of learning curves per env drawn by
-``zoo plot``: mean over the seeds that finished, +- std band, x in env steps)::
+``zoo plot``: Zoo's runs, mean over the seeds that finished +- std band, and CleanRL's runs
+on this machine, x in env steps; ``--unfinished`` also draws runs still going)::
 
     python benchmarks/mujoco_sweep.py report --out /work/peers/mujoco-runs --png-dir benchmarks
 
@@ -256,6 +257,23 @@ def cleanrl_returns(log: Path) -> tuple[list[float], int]:
     return returns, steps
 
 
+def cleanrl_run_folder(out: Path, job: str) -> str:
+    """CleanRL's episodes as a folder ``zoo plot`` reads (``<out>/cleanrl-curves/<job>``: a
+    ``config.json`` naming the script, env and seed, and episode rows in ``metrics.jsonl``),
+    so its curve is drawn next to Zoo's by the same code."""
+    returns_steps = [(int(m.group(1)), float(m.group(2))) for m in
+                     _CLEANRL_LINE.finditer((out / "cleanrl" / f"{job}.log").read_text(errors="replace"))]
+    _, env, seed = job.rsplit("-", 2)
+    folder = out / "cleanrl-curves" / f"cleanrl-script-{env}-v4-{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"algo_name": "CleanRL ppo_continuous_action.py", "env_name": f"{env}-v4", "seed": int(seed[1:]),
+              "name": folder.name, "runs_dir": str(folder.parent)}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "metrics.jsonl").write_text("".join(
+        json.dumps({"type": "episode", "env_steps": steps, "return": ret}) + "\n" for steps, ret in returns_steps))
+    return str(folder)
+
+
 def _cell(values: list[float]) -> str:
     import numpy as np
 
@@ -297,7 +315,7 @@ def report(args: argparse.Namespace) -> None:
                 zoo_final.append(sum(returns[-LAST_EPISODES:]) / len(returns[-LAST_EPISODES:]))
                 zoo_rows.append(r)
                 runs.append(str(out / "zoo" / name))
-        cl_final, cl_rows = [], []
+        cl_final, cl_rows, cl_runs = [], [], []
         for name, r in sorted(ok.items()):
             if r["kind"] != "cleanrl" or r["env"] != env:
                 continue
@@ -305,21 +323,26 @@ def report(args: argparse.Namespace) -> None:
             if steps >= r["steps"] - 2048 and returns:  # its last iteration ends at 488 x 2048 steps
                 cl_final.append(sum(returns[-LAST_EPISODES:]) / len(returns[-LAST_EPISODES:]))
                 cl_rows.append(r)
+                cl_runs.append(cleanrl_run_folder(out, name))
         for d in sorted((out / "zoo").glob(f"zoo-{env}-s*")):
             if d.is_dir() and d.name not in ok:
                 returns, steps, _ = zoo_returns(d)
                 partial.append((d.name, steps, returns))
+                if args.unfinished and returns:
+                    runs.append(str(d))
         for log in sorted((out / "cleanrl").glob(f"cleanrl-{env}-s*.log")):
             if log.stem not in ok:
                 returns, steps = cleanrl_returns(log)
                 partial.append((log.stem, steps, returns))
+                if args.unfinished and returns:
+                    cl_runs.append(cleanrl_run_folder(out, log.stem))
         pub = CLEANRL_PUBLISHED[env]
         print(f"| {env} | {_cell(zoo_final)} | {_wall(zoo_rows, cpu)} | {pub[0]:,} +- {pub[1]} | {_cell(cl_final)} "
               f"| {_wall(cl_rows, cpu)} |")
-        if args.png_dir and runs:
+        if args.png_dir and (runs or cl_runs):
             png = Path(args.png_dir) / f"mujoco_{env.lower()}.png"
-            cmd = [sys.executable, "-m", "zoo", "plot", *runs, "--out", str(png),
-                   "--title", f"Zoo PPO on {env}-v5, 1M env steps (benchmarks/mujoco_ppo.toml)"]
+            cmd = [sys.executable, "-m", "zoo", "plot", *runs, *cl_runs, "--out", str(png), "--title",
+                   f"{env}: Zoo PPO (v5, benchmarks/mujoco_ppo.toml) and CleanRL's script (v4), this machine"]
             print(f"<!-- {' '.join(cmd[1:])} -->", file=sys.stderr)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     if partial:
@@ -350,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
     q = sub.add_parser("report", help="print the table, draw the curves")
     q.add_argument("--out", required=True)
     q.add_argument("--png-dir", default="", help="write mujoco_<env>.png here (zoo plot)")
+    q.add_argument("--unfinished", action="store_true", help="also draw the runs not (yet) at the budget")
     args = p.parse_args(argv)
     {"run": run_sweep, "watch-cpu": watch_cpu, "report": report}[args.cmd](args)
 

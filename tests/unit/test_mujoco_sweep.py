@@ -63,7 +63,7 @@ def test_report_takes_the_last_100_episodes_of_finished_runs(sweep, tmp_path, ca
     (tmp_path / "jobs.jsonl").write_text(
         json.dumps({**done, "job": "zoo-Hopper-s1", "kind": "zoo", "cpu_s": 300.0}) + "\n"
         + json.dumps({**done, "job": "cleanrl-Hopper-s1", "kind": "cleanrl", "cpu_s": 540.0}) + "\n")
-    sweep.report(type("Args", (), {"out": str(tmp_path), "png_dir": ""})())
+    sweep.report(type("Args", (), {"out": str(tmp_path), "png_dir": "", "unfinished": False})())
     hopper = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| Hopper")]
     # wall 600 s = 10 min; CPU 300 s = 5 min and 540 s = 9 min; load (4 + 6) / 2 = 5
     assert hopper == ["| Hopper | 100 +- 0 (n=1) | 10 / 5 (load 5) | 2,383 +- 272 | 20 +- 0 (n=1) | 10 / 9 (load 5) |"]
