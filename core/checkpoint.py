@@ -17,6 +17,8 @@ key                 contents
 ``env_steps``       int, env steps received by the trainer (the budget counts these)
 ``frames``          int, ``env_steps x frame_skip``
 ``episodes``        int, finished episodes received
+``trained_env_steps``  int, env steps whose samples the trainer trained on (0: written
+                    before it was counted)
 ``resumes``         int, how many times the run was resumed before this checkpoint
 ``trainer``         the trainer worker's own state for an exact resume (see
                     :mod:`zoo.core.workers.trainer`): sample counters, recent episode

@@ -107,7 +107,7 @@ class PolicyConfig:
     workers, ``cuda`` puts worker m on GPU m mod (GPUs visible); ``cuda:N`` puts all on GPU N."""
     threads: int = field(default=1, metadata=bounded(ge=1))
     """Torch CPU threads of each policy worker, or of each actor with ``policy.inline``
-    (otherwise actors use none)."""
+    (otherwise actors use none); with the local launcher at most the machine's cores."""
     inline: bool = False
     """True: no policy worker; each actor runs the policy itself on its CPU (one forward pass
     over all its envs per step) and pulls new parameters between rollouts (SRL's inline
@@ -151,8 +151,10 @@ class TrainerConfig:
     """Besides ``checkpoints/latest.pt``, keep every checkpoint, the final one included, as
     ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
     threads: int = field(default=0, metadata=bounded(ge=0, hint="0 = automatic"))
-    """Torch CPU threads of each trainer; 0 = half the machine's cores divided among the
-    trainers (at least 1)."""
+    """Torch CPU threads of each trainer; 0 = the cores the actors (one each) and the policy
+    workers (``policy.threads`` each) leave, divided among the trainers, at least 1
+    (:mod:`zoo.core.workers.threads`; ``zoo train`` prints the plan). With the local launcher a
+    value above the machine's cores is refused."""
     collective_timeout_s: float = field(default=30.0, metadata=bounded(gt=0))
     """With trainer.count > 1: longest wait (seconds) inside one collective operation
     (gradient all-reduce, counter exchange) before a trainer gives up on its peers. Waiting
@@ -608,7 +610,9 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     (:func:`steps_per_update`: a smaller one would end the run with 0 updates); devices
     are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` and
     ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor);
-    no option contradicting ``policy.inline`` (:func:`inline_problems`); ``launcher`` is a registered
+    no option contradicting ``policy.inline`` (:func:`inline_problems`); with a launcher that
+    runs every worker on this host, ``trainer.threads`` and ``policy.threads`` at most the
+    machine's cores (:func:`zoo.core.workers.threads.thread_problems`); ``launcher`` is a registered
     launcher; every
     ``streams.*.transport`` is registered (``registry`` defaults to the process-wide one)
     and ``streams.*.options`` are options of that transport with values it accepts
@@ -659,6 +663,10 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         reg0 = get_registry()
     remote = cfg.launcher in reg0.names("launcher") and bool(reg0.get("launcher", cfg.launcher).option("remote"))
     devices = [] if p.inline else [("policy.device", p.device)]  # inline: inline_problems says it
+    if not remote:  # every worker on this host: explicit thread counts fit its cores
+        from zoo.core.workers.threads import thread_problems
+
+        problems += thread_problems(cfg)
     if isinstance(getattr(cfg.algo, "device", None), str):
         devices.append(("algo.device", cfg.algo.device))
     for path, dev in devices:

@@ -203,7 +203,8 @@ class StatusPacer:
     the last two shown statuses with different step counts, over the time between them,
     measured over at least ``interval_s`` (the final status, shown at once, keeps the last
     rate instead of a burst): ``env_steps_per_s`` and ``frames_per_s`` (x ``frame_skip``)
-    are added to the status.
+    are added to the status, and ``trained_env_steps_per_s`` over the same window when the
+    status carries ``trained_env_steps``.
     """
 
     def __init__(self, interval_s: float, frame_skip: int) -> None:
@@ -211,8 +212,9 @@ class StatusPacer:
         self.latest: dict[str, Any] | None = None
         self.fresh = False
         self.last_shown = float("-inf")
-        self.rate_ref: tuple[float, int] | None = None  # (time, env steps) of the rate's start
+        self.rate_ref: tuple[float, int, int] | None = None  # (time, env steps, trained) of the rate's start
         self.rate: float | None = None
+        self.trained_rate: float | None = None
         self.shown_steps: int | None = None
 
     def offer(self, status: dict[str, Any]) -> None:
@@ -223,13 +225,18 @@ class StatusPacer:
         if not self.fresh or (now - self.last_shown < self.interval_s and not done):
             return None
         status, steps = self.latest, self.latest["env_steps"]
+        trained = status.get("trained_env_steps")
         if self.rate_ref is None:
-            self.rate_ref = (now, steps)
+            self.rate_ref = (now, steps, trained or 0)
         elif steps != self.rate_ref[1] and now - self.rate_ref[0] >= self.interval_s:
             self.rate = (steps - self.rate_ref[1]) / (now - self.rate_ref[0])
-            self.rate_ref = (now, steps)
+            if trained is not None:
+                self.trained_rate = (trained - self.rate_ref[2]) / (now - self.rate_ref[0])
+            self.rate_ref = (now, steps, trained or 0)
         if self.rate is not None and steps != self.shown_steps:  # no rate on a status without progress
             status.update(env_steps_per_s=self.rate, frames_per_s=self.rate * self.frame_skip)
+            if trained is not None and self.trained_rate is not None:
+                status["trained_env_steps_per_s"] = self.trained_rate
         self.last_shown, self.shown_steps, self.fresh = now, steps, False
         return status
 

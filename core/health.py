@@ -384,7 +384,8 @@ class Health:
                                "restarts": w.restarts, "last_restart": w.last_restart, **w.extra}
         win = w.window()
         if w.role == "actor":
-            row.update(env_steps_per_s=None, env_frac=None, inference_frac=None, push_frac=None)
+            row.update(env_steps=w.beats[-1].counts.get("env_steps", 0) if w.beats else None,
+                       env_steps_per_s=None, env_frac=None, inference_frac=None, push_frac=None)
             if self.inline:
                 row["inference"] = "inline"
             if win:

@@ -382,6 +382,7 @@ def train_command(
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text(f"{algo} presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
+    _print_threads(cfg, console)
     _launch(cfg, console, run_dir)
 
 
@@ -396,6 +397,13 @@ def _ray_address(launcher: str | None, address: str | None, overrides: List[str]
     if launcher not in (None, "ray"):
         raise _fail(f"--ray-address is an option of --launcher ray, not of --launcher {launcher}; drop one of them")
     return "ray", [*overrides, f"launcher_options.address={address}"]
+
+
+def _print_threads(cfg: Any, console: Console) -> None:
+    """The torch threads per role chosen for this machine (:mod:`zoo.core.workers.threads`)."""
+    from zoo.core.workers.threads import thread_plan
+
+    console.print(Text(thread_plan(cfg).describe()), soft_wrap=True, highlight=False)
 
 
 def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any) -> None:
@@ -421,6 +429,7 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
 
     zconfig.save_config(cfg, run_dir)  # the budget (and other safe changes) as they now are
     write_graph(cfg, run_dir)
+    _print_threads(cfg, console)
     _launch(cfg, console, run_dir)
 
 

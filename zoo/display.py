@@ -17,6 +17,13 @@ key                         meaning
 ``policy_lag_mean``         mean policy lag of recent samples, in versions (float)
 ``policy_lag_max``          largest recent policy lag (int)
 ``dropped_samples``         samples dropped for exceeding the allowed lag (int)
+``actor_dropped_samples``   samples actors dropped because the trainer could not take them (int)
+``dropped_fraction``        dropped / (dropped + trained on), agent-slot samples (float, 0..1)
+``trained_env_steps``       env steps whose samples the trainer trained on (int)
+``trained_env_steps_per_s`` recent trained env steps per second (float)
+``trained_samples``         agent-slot samples trained on (int; not shown)
+``mean_env_steps_per_s``    env steps per second since the first update (float; the ``done:`` line)
+``mean_trained_env_steps_per_s``  the same for trained env steps (float; the ``done:`` line)
 ``updates``                 trainer updates done (int)
 anything else, numeric      shown too, under its own name (e.g. ``hider_return``);
                             ``type``, ``role``, ``index``, ``time`` are ignored
@@ -52,6 +59,8 @@ __all__ = ["Display", "STATUS_KEYS", "final_status", "format_status_line", "form
 STATUS_KEYS = (
     "env_steps", "frames", "budget_env_steps", "env_steps_per_s", "frames_per_s", "episode_return_mean",
     "episodes", "policy_version", "policy_lag_mean", "policy_lag_max", "dropped_samples", "updates",
+    "actor_dropped_samples", "dropped_fraction", "trained_env_steps", "trained_env_steps_per_s", "trained_samples",
+    "mean_env_steps_per_s", "mean_trained_env_steps_per_s",
 )
 
 
@@ -109,8 +118,10 @@ def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
             text += f"/{_count(total)} ({min(100.0, 100.0 * float(s['env_steps']) / float(total)):.1f}%)"
         out.append(("env_steps", text))
     for key, label, fmt in (
+        ("trained_env_steps", "trained", _count),
         ("frames", "frames", _count),
         ("env_steps_per_s", "env_steps/s", _rate),
+        ("trained_env_steps_per_s", "trained/s", _rate),
         ("frames_per_s", "frames/s", _rate),
         ("episode_return_mean", "return", _real),
         ("episodes", "episodes", _count),
@@ -122,9 +133,13 @@ def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
         lag = s.get("policy_lag_mean")
         mean = f"{float(lag):.1f}" if _is_number(lag) else "n/a"
         out.append(("lag", mean + (f"/{_count(s['policy_lag_max'])}" if "policy_lag_max" in s else "")))
-    for key, label in (("dropped_samples", "dropped"), ("updates", "updates")):
-        if key in s:
-            out.append((label, _count(s[key])))
+    if "dropped_samples" in s or "actor_dropped_samples" in s:
+        dropped = _count(int(s.get("dropped_samples") or 0) + int(s.get("actor_dropped_samples") or 0))
+        if _is_number(s.get("dropped_fraction")):
+            dropped += f" ({100.0 * float(s['dropped_fraction']):.1f}%)"
+        out.append(("dropped", dropped))
+    if "updates" in s:
+        out.append(("updates", _count(s["updates"])))
     for key, value in status_extras(s).items():
         out.append((key, _real(value)))
     return out
@@ -133,10 +148,12 @@ def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
 def format_status_line(status: dict[str, Any]) -> str:
     """One plain line for a status, e.g.
 
-    ``env_steps=12,800/200,000 (6.4%) frames=12,800 env_steps/s=2,100 frames/s=2,100
-    return=23.4 episodes=12 version=50 lag=0.4/1 dropped=0 updates=50``
+    ``env_steps=12,800/200,000 (6.4%) trained=12,288 frames=12,800 env_steps/s=2,100
+    trained/s=2,010 frames/s=2,100 return=23.4 episodes=12 version=50 lag=0.4/1 dropped=0 (0.0%)
+    updates=50``
 
-    followed by any extra numeric keys as ``name=value``. Counts and rates are rounded to
+    followed by any extra numeric keys as ``name=value``. ``dropped`` counts the agent-slot
+    samples dropped by the trainer and the actors, with ``dropped_fraction`` in brackets. Counts and rates are rounded to
     whole numbers with thousands separators; a return of None prints as ``n/a``; lag is
     ``mean/max`` in policy versions (mean with one decimal).
     """
@@ -345,13 +362,16 @@ class Display:
 def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str) -> str:
     """The line ``zoo train`` prints when a run reaches its budget, e.g.
 
-    ``done: 200,192 env steps (200,192 frames) in 3m12s, 1,043 env steps/s; return=487.2
-    episodes=612 version=195; run dir runs/ppo-cartpole: metrics.jsonl, tensorboard/,
-    checkpoints/latest.pt``
+    ``done: 200,192 env steps (200,192 frames) in 3m12s, 1,043 env steps/s, 1,020 trained env
+    steps/s, 0.0% dropped; return=487.2 episodes=612 version=195; run dir runs/ppo-cartpole:
+    metrics.jsonl, tensorboard/, checkpoints/latest.pt``
 
     ``status`` is the last one shown (None: no status came; then only time and run dir).
-    The rate is the whole run's average (env steps / ``elapsed_s``, wall-clock seconds; left
-    out under 1 s).
+    The rates are env steps and trained env steps per wall-clock second since the trainer's
+    first update (``mean_env_steps_per_s``, ``mean_trained_env_steps_per_s``); a status
+    without them gives env steps / ``elapsed_s`` (the whole run, left out under 1 s).
+    ``dropped`` is ``dropped_fraction``: agent-slot samples dropped (stale at the trainer, or at
+    the actors) over those dropped plus those trained on.
     """
     minutes, seconds = divmod(int(round(elapsed_s)), 60)
     took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
@@ -359,7 +379,14 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
     if status and _is_number(status.get("env_steps")):
         steps = float(status["env_steps"])
         frames = f" ({_count(status['frames'])} frames)" if "frames" in status else ""
-        rate = f", {_rate(steps / elapsed_s)} env steps/s" if elapsed_s >= 1 else ""
+        if _is_number(status.get("mean_env_steps_per_s")):
+            rate = f", {_rate(status['mean_env_steps_per_s'])} env steps/s"
+        else:
+            rate = f", {_rate(steps / elapsed_s)} env steps/s" if elapsed_s >= 1 else ""
+        if _is_number(status.get("mean_trained_env_steps_per_s")):
+            rate += f", {_rate(status['mean_trained_env_steps_per_s'])} trained env steps/s"
+        if _is_number(status.get("dropped_fraction")):
+            rate += f", {100.0 * float(status['dropped_fraction']):.1f}% dropped"
         head = f"done: {_count(steps)} env steps{frames} in {took}{rate}"
         shown = [f"{label}={text}" for label, text in _fields(status) if label in ("return", "episodes", "version")]
         if shown:

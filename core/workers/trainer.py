@@ -1,11 +1,17 @@
 """Trainer worker: consumes samples, filters stale ones, updates, publishes parameters.
 
-Loop: pull samples until ``trainer.batch_samples`` agent-slot trajectories are gathered
-(whole messages, so a batch may hold a few more), dropping any sample whose policy lag —
-the trainer's version minus the ``policy_version`` of a step — exceeds
-``trainer.max_policy_lag`` (counted in ``dropped_samples``); collate them along the batch
-axis; run the algorithm's ``update``; publish the new parameters with the version
-incremented; log metrics; checkpoint. When no sample arrives for a while it republishes
+Loop: take the next batch of ``trainer.batch_samples`` agent-slot trajectories (whole
+messages, so a batch may hold a few more) from the receive thread
+(:class:`~zoo.core.workers.receiver.SampleReceiver`), which pulls and collates it while the
+previous update runs, holds at most one batch ahead (so the actors are held back through the
+sample stream, ``docs/flow.md``) and drops any sample whose policy lag — the version it will
+be trained at minus the ``policy_version`` of a step — exceeds ``trainer.max_policy_lag``
+(counted in ``dropped_samples``); run the algorithm's ``update``; count the env steps of the
+samples it used (``trained_env_steps``) and the agent-slot samples (``trained_samples``);
+publish the new parameters with the version incremented; log metrics; checkpoint. Update
+rows, ``end`` rows and status messages also carry ``dropped_fraction`` and, from the second
+update on, ``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s`` (per wall-clock
+second since this segment's first update). Torch threads: :mod:`zoo.core.workers.threads`. When no sample arrives for a while it republishes
 the current parameters, so a policy worker that started late still gets them. The run
 ends when the env-step budget is reached: a final checkpoint is written and the
 controller is told ``done``.
@@ -29,7 +35,7 @@ counters; the samples waiting for the next update are rank 0's only (other ranks
 their batch afresh).
 
 The heartbeats of its loop (between samples) carry its load (:class:`zoo.core.health.Meter`):
-``wait`` seconds spent waiting for samples (busy is the rest), ``samples_pulled`` (sample
+``wait`` seconds spent waiting for a batch (busy is the rest), ``samples_pulled`` (sample
 messages, stale ones included) and ``updates``; during an update or a checkpoint the busy
 thread's heartbeats say ``busy`` instead (:mod:`zoo.core.workers.base`).
 
@@ -58,9 +64,9 @@ updates change nothing) and stops with :class:`NonFiniteRunError` naming the lik
 run, see :mod:`zoo.core.launcher`): the trainer loads
 ``<run_dir>/checkpoints/latest.pt`` and continues exactly from it: the algorithm's state
 (weights, optimiser state, schedule position, statistics, kept batches), policy version,
-update, env-step, frame and episode counters, dropped-sample and non-finite counters, the
+update, env-step, trained-env-step, frame and episode counters, dropped-sample and non-finite counters, the
 recent episode returns behind ``episode_return_mean``, the samples received but not yet
-trained on, the RNG states of torch, numpy and Python, and ``time_s`` (running time, summed
+trained on (with their counts, not yet added), the RNG states of torch, numpy and Python, and ``time_s`` (running time, summed
 over the run's segments). ``metrics.jsonl`` is cut back to its length at the checkpoint
 (the trainer's rows written after it, e.g. before a crash, are dropped: the counters
 continue without a duplicated or missing update row; rows other writers appended, such as
@@ -100,6 +106,9 @@ from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
 from zoo.core.health import Meter
 from zoo.core.seeding import derive_seed
 from zoo.core.workers.base import WorkerContext
+from zoo.core.workers.receiver import (  # noqa: F401  (policy_lag, too_stale: re-exported)
+    SampleReceiver, batch_env_steps, fresh_share, merge_shares, policy_lag, too_stale)
+from zoo.core.workers.threads import thread_plan
 
 RECV_S = 0.5
 PEER_LOST_GRACE_S = 10.0
@@ -107,21 +116,6 @@ PEER_LOST_GRACE_S = 10.0
 reports the failure itself (the controller names the worker that failed first)."""
 RECENT_EPISODES = 20
 TEST_DELAY_ENV = "ZOO_TEST_TRAINER_DELAY_S"
-
-
-def policy_lag(version: int, sample: dict[str, Any]) -> np.ndarray:
-    """Policy lag of each active step: ``version - policy_version``, int64 ``[n_active]``.
-
-    ``sample`` holds ``policy_version`` int64 ``[T, B]`` and ``active`` bool ``[T, B]``
-    (a sample or a collated batch); inactive steps have no lag.
-    """
-    return version - sample["policy_version"][sample["active"]]
-
-
-def too_stale(version: int, sample: dict[str, Any], max_policy_lag: int) -> bool:
-    """True when some active step of ``sample`` lags ``version`` by more than ``max_policy_lag``."""
-    lag = policy_lag(version, sample)
-    return bool(lag.size) and int(lag.max()) > max_policy_lag
 
 
 def _test_delay(ctx: WorkerContext, seconds: float) -> None:
@@ -349,6 +343,8 @@ class TrainerState:
         self.episodes = 0
         self.dropped_samples = 0
         self.actor_dropped_samples = 0  # dropped by actors because the trainer was behind (actors.drop_when_full)
+        self.trained_env_steps = 0  # env steps of the samples trained on (env steps, not agent steps)
+        self.trained_samples = 0  # agent-slot samples trained on
         self.nonfinite_updates = 0
         self.nonfinite_streak = 0
         self.resumes = 0
@@ -358,13 +354,34 @@ class TrainerState:
         self.pending: list[dict[str, Any]] = []
         self.origins: list[Origin] = []
         self.pending_slots = 0
+        self.pending_share: dict[str, Any] = fresh_share()  # counts of the pending samples not yet in the run's
+        self.rate_ref: tuple[float, int, int] | None = None  # (monotonic s, env steps, trained) at this segment's first update
 
     def counters(self, frame_skip: int) -> dict[str, int]:
         return {"policy_version": self.version, "updates": self.updates, "env_steps": self.env_steps,
-                "frames": self.env_steps * frame_skip, "episodes": self.episodes}
+                "frames": self.env_steps * frame_skip, "episodes": self.episodes,
+                "trained_env_steps": self.trained_env_steps}
+
+    def dropped_fraction(self) -> float:
+        """Agent-slot samples dropped (too stale here, or at the actors) over those dropped plus
+        those trained on: ``(dropped + actor_dropped) / (dropped + actor_dropped + trained)``; 0.0
+        before any."""
+        dropped = self.dropped_samples + self.actor_dropped_samples
+        return dropped / (dropped + self.trained_samples) if dropped + self.trained_samples else 0.0
+
+    def rates(self, now: float) -> dict[str, float]:
+        """``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s``: env steps received and
+        env steps trained on per wall-clock second since this segment's first update (``now``:
+        ``time.monotonic()``); empty before that update, or at it."""
+        if self.rate_ref is None or now <= self.rate_ref[0]:
+            return {}
+        t0, steps0, trained0 = self.rate_ref
+        return {"mean_env_steps_per_s": (self.env_steps - steps0) / (now - t0),
+                "mean_trained_env_steps_per_s": (self.trained_env_steps - trained0) / (now - t0)}
 
     def to_dict(self, time_s: float, metrics_bytes: int) -> dict[str, Any]:
         return {"dropped_samples": self.dropped_samples, "actor_dropped_samples": self.actor_dropped_samples,
+                "trained_samples": self.trained_samples, "pending_share": self.pending_share,
                 "nonfinite_updates": self.nonfinite_updates, "nonfinite_streak": self.nonfinite_streak,
                 "time_s": time_s, "metrics_bytes": metrics_bytes, "recent": list(self.recent),
                 "recent_stats": {k: list(v) for k, v in self.recent_stats.items()},
@@ -378,6 +395,9 @@ class TrainerState:
         self.resumes = int(ckpt.get("resumes", 0))
         self.dropped_samples = int(t.get("dropped_samples", 0))
         self.actor_dropped_samples = int(t.get("actor_dropped_samples", 0))
+        self.trained_env_steps = int(ckpt.get("trained_env_steps", 0))  # absent before it was counted
+        self.trained_samples = int(t.get("trained_samples", 0))
+        self.pending_share = merge_shares(fresh_share(), t.get("pending_share") or fresh_share())
         self.nonfinite_updates = int(t.get("nonfinite_updates", 0))
         self.nonfinite_streak = 0  # a resumed or restarted trainer gets a fresh run of max_nonfinite_updates tries
         self.time_before = float(t.get("time_s", 0.0))
@@ -427,12 +447,6 @@ def _devices(cfg: Any, count: int) -> list[str] | None:
     return [worker_device(device, r) for r in range(count)] if isinstance(device, str) else None
 
 
-def _fresh_share() -> dict[str, Any]:
-    """A rank's counts since they were last added to the run's: env steps, finished episodes,
-    agent-slot samples dropped as too stale here and dropped at the actors."""
-    return {"env_steps": 0, "episodes": [], "dropped": 0, "actor_dropped": 0}
-
-
 def _run(ctx: WorkerContext) -> None:
     import dataclasses
 
@@ -444,7 +458,7 @@ def _run(ctx: WorkerContext) -> None:
     cfg, spec = ctx.cfg, ctx.spec
     K, rank = cfg.trainer.count, ctx.index
     lead = rank == 0  # publishes parameters, writes metrics and checkpoints, reports to the controller
-    torch.set_num_threads(cfg.trainer.threads or max(1, (os.cpu_count() or 2) // 2 // K))
+    torch.set_num_threads(thread_plan(cfg).trainer)
     # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
     # so they all start from the same weights.
     seed = derive_seed(cfg.seed, "trainer", 0)
@@ -469,13 +483,18 @@ def _run(ctx: WorkerContext) -> None:
             algo.load_state_dict(ckpt["algorithm"])
             st.load(ckpt)
             if not lead:  # the samples waiting in the checkpoint were rank 0's
-                st.pending, st.origins, st.pending_slots = [], [], 0
+                st.pending, st.origins, st.pending_slots, st.pending_share = [], [], 0, fresh_share()
             cut = ckpt.get("trainer", {}).get("metrics_bytes")  # absent from a checkpoint of format 1: no cut
             truncate_to, purge_step = (None if cut is None else int(cut)), st.env_steps + 1
         else:
             truncate_to = 0  # nothing to continue from: a fresh start, without the rows of the lost segment
         st.resumes = resume
-    samples = ctx.transport("sample").puller(endpoint("sample", rank))
+    samples = SampleReceiver(ctx.transport("sample").puller(endpoint("sample", rank)), cfg.trainer.batch_samples,
+                             cfg.trainer.max_policy_lag, spec.num_agents, collate,
+                             lambda meta, sample: sample_origin(meta, sample, spec.num_agents),
+                             on_pull=lambda meta: counts.__setitem__("samples_pulled", counts["samples_pulled"] + 1),
+                             pending=st.pending, origins=st.origins, share=st.pending_share, version=st.version)
+    st.pending, st.origins, st.pending_slots, st.pending_share = [], [], 0, fresh_share()
     params = ctx.transport("parameter").publisher(PARAMETER_ENDPOINT) if lead else None
     metrics = MetricsWriter(ctx.run_dir, cfg.log.tensorboard, truncate_to, purge_step) if lead else None
     group = None
@@ -488,7 +507,7 @@ def _run(ctx: WorkerContext) -> None:
     if ctx.meter is None:
         ctx.meter = Meter("trainer")
     meter, counts = ctx.meter, ctx.meter.counts  # time waiting for samples, pulls, updates: sent with heartbeats
-    unshared = _fresh_share()  # this rank's counts not yet added to the run's (K > 1: until the next sync)
+    unshared = fresh_share()  # this rank's counts not yet added to the run's (K > 1: until the next sync)
 
     def elapsed() -> float:
         return round(st.time_before + time.monotonic() - start, 3)
@@ -501,12 +520,16 @@ def _run(ctx: WorkerContext) -> None:
     def counters() -> dict[str, int]:
         return st.counters(spec.frame_skip)
 
+    def flow() -> dict[str, Any]:
+        """Dropped and trained-on counts, the dropped fraction and the rates since the first update."""
+        return {"dropped_samples": st.dropped_samples, "actor_dropped_samples": st.actor_dropped_samples,
+                "trained_samples": st.trained_samples, "dropped_fraction": st.dropped_fraction(),
+                **st.rates(time.monotonic())}
+
     def status(**extra: Any) -> None:
         if st.nonfinite_updates:  # shown by the display only once there is something to show
             extra["nonfinite_updates"] = st.nonfinite_updates
-        ctx.send_control("status", timeout=0.05, **counters(), dropped_samples=st.dropped_samples,
-                         actor_dropped_samples=st.actor_dropped_samples,
-                         budget_env_steps=budget_steps, episode_return_mean=st.return_mean(),
+        ctx.send_control("status", timeout=0.05, **counters(), **flow(), budget_env_steps=budget_steps, episode_return_mean=st.return_mean(),
                          **{k: float(np.mean(v)) for k, v in st.recent_stats.items() if v}, **extra)
 
     def checkpoint() -> None:
@@ -516,6 +539,8 @@ def _run(ctx: WorkerContext) -> None:
     def _checkpoint() -> None:
         nonlocal last_checkpoint
         metrics.sync()
+        st.pending, st.origins, st.pending_share = samples.snapshot()  # received, not yet trained on
+        st.pending_slots = sum(int(p["reward"].shape[1]) for p in st.pending)
         latest = latest_path(ctx.run_dir)
         save_checkpoint(latest, algo, {**counters(), "resumes": st.resumes,
                                        "trainer": st.to_dict(elapsed(), metrics.length())})
@@ -552,19 +577,23 @@ def _run(ctx: WorkerContext) -> None:
                 f"(policy version {st.version}).")
 
     def absorb(shares: list[dict[str, Any]]) -> None:
-        """Add every rank's share (rank order) to the run's counters; rank 0 logs the episodes."""
+        """Add every rank's share (rank order) to the run's counters; rank 0 logs the episodes, each
+        stamped (K = 1) with the env steps up to the sample that brought it, or (K > 1) with the
+        run's env steps after this sync point."""
+        base = st.env_steps
         st.env_steps += sum(sh["env_steps"] for sh in shares)
         st.dropped_samples += sum(sh["dropped"] for sh in shares)
         st.actor_dropped_samples += sum(sh["actor_dropped"] for sh in shares)
         for sh in shares:
-            for ep in sh["episodes"]:
+            for ep, at in zip(sh["episodes"], sh["episode_at"]):
                 st.episodes += 1
                 st.recent.append(ep["return"])
                 for k, v in ep.items():
                     if k not in ("return", "length"):
                         st.recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
                 if lead:
-                    metrics.write({"type": "episode", "env_steps": st.env_steps, **ep}, st.env_steps)
+                    stamp = base + at if K == 1 else st.env_steps
+                    metrics.write({"type": "episode", "env_steps": stamp, **ep}, stamp)
 
     lag_mean = lag_max = 0.0
     finished = False  # the budget was reached
@@ -584,56 +613,49 @@ def _run(ctx: WorkerContext) -> None:
                 metrics.write({"type": "resume", "resume": resume, "attempt": attempt, **counters(),
                                "time_s": elapsed()}, st.env_steps, tensorboard=False)
             publish()
+        samples.start()  # receives and collates the next batch while each update runs
         while True:
             if K == 1 and (ctx.stop or st.env_steps >= budget_steps):
                 finished = not ctx.stop
                 break
-            if st.pending_slots < cfg.trainer.batch_samples and not (K > 1 and ctx.stop):
+            ready = None
+            samples.set_version(st.version, updating=False)
+            if not (K > 1 and ctx.stop):
                 ctx.heartbeat()
                 waiting = time.perf_counter()
-                msg = samples.recv(RECV_S)
+                ready, share = samples.take(RECV_S)
                 meter.lap("wait", waiting)
-                if msg is None:
+                unshared = merge_shares(unshared, share)
+                if K == 1:  # one trainer: the run's counters at once
+                    absorb([unshared])
+                    unshared = fresh_share()
+                if ready is None:
                     if lead:
                         publish()  # late joiners get the current weights
                         status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
                     continue
-                sample, meta = msg
-                counts["samples_pulled"] += 1
-                unshared["env_steps"] += int(meta["env_steps"])
-                unshared["actor_dropped"] += int(meta.get("dropped_at_actor", 0))
-                unshared["episodes"] += meta["episodes"]
-                if too_stale(st.version, sample, cfg.trainer.max_policy_lag):
-                    unshared["dropped"] += sample["reward"].shape[1]
-                else:
-                    st.pending.append(sample)
-                    st.origins.append(sample_origin(meta, sample, spec.num_agents))
-                    st.pending_slots += sample["reward"].shape[1]
-                if K == 1:  # one trainer: the run's counters at once
-                    absorb([unshared])
-                    unshared = _fresh_share()
-                if st.pending_slots < cfg.trainer.batch_samples:
-                    continue  # a full batch is trained on even when it reached the budget
-            # An update point: this rank's batch is full (or, K > 1, it was asked to stop).
-            batch, origins = None, st.origins
-            if st.pending_slots >= cfg.trainer.batch_samples:
-                batch = collate(st.pending)
+            # An update point: this rank's batch is full (or, K > 1, it was asked to stop). The batch
+            # the receiver fills from now on is trained after this update, at the next version.
+            samples.set_version(st.version, updating=cfg.trainer.learn)
+            batch, used, origins = ready[:3] if ready is not None else (None, [], [])
+            used_steps = batch_env_steps(used, origins, spec.num_agents)
+            used_slots = int(batch["reward"].shape[1]) if batch is not None else 0
             lags = policy_lag(st.version, batch) if batch is not None else np.zeros(0, np.int64)
-            st.pending, st.origins, st.pending_slots = [], [], 0
             bad = nonfinite_columns(batch) if batch is not None and cfg.trainer.learn else {}
             sources = describe_sources(bad, origins) if bad else []
             if K > 1:  # every rank's counts, lags, batch check and stop flag, exchanged at a sync point
                 shares = group.sync({**unshared, "lag_sum": int(lags.sum()), "lag_count": int(lags.size),
                                      "lag_max": int(lags.max()) if lags.size else 0, "bad": sources,
-                                     "stop": bool(ctx.stop)})
+                                     "stop": bool(ctx.stop), "used_steps": used_steps, "used_slots": used_slots})
                 if shares is None:
                     break  # asked to stop while waiting for the others, who are being stopped too
-                unshared = _fresh_share()
+                unshared = fresh_share()
                 absorb(shares)
                 lag_count = sum(sh["lag_count"] for sh in shares)
                 lag_mean = sum(sh["lag_sum"] for sh in shares) / lag_count if lag_count else 0.0
                 lag_max = max(sh["lag_max"] for sh in shares)
                 sources = [s for sh in shares for s in sh["bad"]]
+                used_steps, used_slots = sum(sh["used_steps"] for sh in shares), sum(sh["used_slots"] for sh in shares)
                 if any(sh["stop"] for sh in shares) or st.env_steps >= budget_steps:
                     finished = st.env_steps >= budget_steps and not any(sh["stop"] for sh in shares)
                     break
@@ -665,13 +687,18 @@ def _run(ctx: WorkerContext) -> None:
             st.nonfinite_streak = 0
             st.version += 1
             st.updates += 1
+            st.trained_env_steps += used_steps
+            st.trained_samples += used_slots
+            if st.rate_ref is None:  # rates are per wall-clock second since this segment's first update
+                st.rate_ref = (time.monotonic(), st.env_steps, st.trained_env_steps)
             counts["updates"] += 1
             if not lead:
                 continue
             publish()
             row = {"type": "update", **counters(), "time_s": elapsed(),
                    "policy_lag_mean": lag_mean, "policy_lag_max": lag_max, "dropped_samples": st.dropped_samples,
-                   "actor_dropped_samples": st.actor_dropped_samples,
+                   "actor_dropped_samples": st.actor_dropped_samples, "trained_samples": st.trained_samples,
+                   "dropped_fraction": st.dropped_fraction(), **st.rates(time.monotonic()),
                    "episode_return_mean": st.return_mean(),
                    **{k: float(v) for k, v in stats.items()}}
             metrics.write(row, st.env_steps)
@@ -683,11 +710,11 @@ def _run(ctx: WorkerContext) -> None:
             checkpoint()  # the final weights (also on Ctrl-C), kept like every other checkpoint
             # The run's final counters: samples that arrived after the last update count too
             # (K > 1: those exchanged at the last sync point).
-            metrics.write({"type": "end", **counters(), "time_s": elapsed(),
+            metrics.write({"type": "end", **counters(), "time_s": elapsed(), **flow(),
                            "episode_return_mean": st.return_mean()}, st.env_steps, tensorboard=False)
             if finished:
                 status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)
-                ctx.send_control("done", timeout=2.0, **counters())
+                ctx.send_control("done", timeout=2.0, **counters(), **flow())
     finally:
         if group is not None:
             group.close()

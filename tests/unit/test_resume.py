@@ -33,11 +33,12 @@ def env_steps(n_samples: int) -> int:
 
 
 def rows(run_dir) -> list[dict]:
-    """metrics.jsonl without ``resume`` rows and without wall-clock times."""
+    """metrics.jsonl without ``resume`` rows and without wall-clock times and rates."""
     out = []
     for line in open(os.path.join(run_dir, "metrics.jsonl")):
         row = json.loads(line)
-        row.pop("time_s", None)
+        for key in ("time_s", "mean_env_steps_per_s", "mean_trained_env_steps_per_s"):
+            row.pop(key, None)
         if row["type"] != "resume":
             out.append(row)
     return out
@@ -68,10 +69,11 @@ def compare_final(straight_dir, resumed_dir) -> None:
     one = load_checkpoint(os.path.join(straight_dir, "checkpoints", "latest.pt"))
     two = load_checkpoint(os.path.join(resumed_dir, "checkpoints", "latest.pt"))
     assert_same_state(one["algorithm"], two["algorithm"], "algorithm")
-    for key in ("policy_version", "updates", "env_steps", "frames", "episodes"):
+    for key in ("policy_version", "updates", "env_steps", "frames", "episodes", "trained_env_steps"):
         assert one[key] == two[key], key
     t1, t2 = one["trainer"], two["trainer"]
-    for key in ("dropped_samples", "actor_dropped_samples", "nonfinite_updates", "recent", "pending_slots", "rng"):
+    for key in ("dropped_samples", "actor_dropped_samples", "trained_samples", "nonfinite_updates", "recent",
+                "pending_slots", "pending_share", "rng"):
         assert_same_state(t1[key], t2[key], key)
     assert rows(straight_dir) == rows(resumed_dir)
 
@@ -152,7 +154,11 @@ def test_a_crashed_run_resumes_from_its_last_checkpoint_without_duplicated_rows(
         f.write(json.dumps({"type": "restart", "role": "trainer", "index": 0, "reason": "exit code 1"}) + "\n")
     # the supervisor restarts the trainer: attempt 1 of the same run (cfg.resume stays 0)
     t = TrainerThread(host, trainer_config(host, "ppo", str(tmp_path / "b"), agents, overrides), run_b, attempt=1)
-    feed(t, range(4, 12), agents)  # what the checkpoint had not trained on
+    # what the checkpoint had not received: the trainer receives the next batch while it trains, so
+    # the checkpoint of update 2 may hold samples 4 and 5 (pending, with their uncounted env steps)
+    held = ckpt["trainer"]["pending_share"]["env_steps"]
+    assert held == ckpt["trainer"]["pending_slots"] * T and held in (0, env_steps(1), env_steps(2))
+    feed(t, range(4 + held // env_steps(1), 12), agents)
     t.wait_status(updates=6, env_steps=env_steps(12))
     t.stop()
     assert t.error is None

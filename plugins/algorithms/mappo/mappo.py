@@ -65,7 +65,9 @@ the same number of minibatch steps (a rank with no active step in a minibatch co
 no gradient). Losses and statistics in the returned dict are rank 0's share.
 
 **Staleness**: the trainer drops samples whose policy lag exceeds
-``trainer.max_policy_lag`` and counts them (``dropped_samples``); the presets set it.
+``trainer.max_policy_lag`` and counts them (``dropped_samples``); the presets set it:
+hide-and-seek 4, other envs :data:`~zoo.core.workers.receiver.ON_POLICY_MAX_LAG`, a limit the
+backpressured pipeline stays within, so no sample is made to be dropped (docs/flow.md).
 """
 from __future__ import annotations
 
@@ -82,6 +84,7 @@ from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
+from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
 from zoo.plugins.algorithms.returns import gae
@@ -343,7 +346,8 @@ class MAPPO:
         T = 25 if mpe else 64
         actors, envs = (2, 8)
         layout = {"actors.count": actors, "actors.envs_per_actor": envs, "actors.ring_size": 2,
-                  "trainer.batch_samples": actors * envs * spec.num_agents, "trainer.max_policy_lag": 2}
+                  "trainer.batch_samples": actors * envs * spec.num_agents,
+                  "trainer.max_policy_lag": ON_POLICY_MAX_LAG}
         algo = dict(MPE_REFERENCE)
         algo["chunk_length"] = T if mpe else 16  # divides T; MPE: a 25-step sample is one whole episode
         critic = "the env's global state (obs key 'zoo:global_state')" if any(
@@ -357,7 +361,8 @@ class MAPPO:
             f"critic input: {critic}.",
             f"scaled down from the paper's 128 rollout threads to {actors} actors x {envs} envs; samples of {T} steps"
             + (" (one MPE episode of 25 steps)" if mpe else "") + f"; a batch holds one sample per agent-slot "
-            f"({layout['trainer.batch_samples']} samples); samples lagging by more than 2 versions are dropped.",
+            f"({layout['trainer.batch_samples']} samples); actors are held back by the sample stream, so every "
+            f"sample is trained on (samples lagging by more than {ON_POLICY_MAX_LAG} versions would be dropped).",
         ]
         return {"sample_length": T, **layout, **{f"algo.{k}": v for k, v in algo.items()}}, why
 

@@ -36,6 +36,7 @@ from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
+from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
@@ -168,6 +169,10 @@ class PPO:
         linearly to 0 over the run's env-step budget, clip 0.2, no entropy bonus). Each update takes
         ``trainer.batch_samples`` (8) samples of ``sample_length`` steps; 8 environments
         = 2 actors x 4 envs.
+        Every layout: ``trainer.max_policy_lag`` = :data:`ON_POLICY_MAX_LAG` (8): the actors are held
+        back by the sample stream (no samples are made that would be dropped), so the lag is
+        bounded by the pipeline's depth (measured at most 4 with these layouts) and every sample
+        is trained on, the older ones with PPO's clipped importance ratio (docs/flow.md).
         Box actions, vector observations: CleanRL ``ppo_continuous_action.py`` (2048 env steps
         per update, here 8 envs x T = 256; 10 epochs x 32 minibatches, lr 3e-4 decayed
         linearly to 0 over the run, gamma 0.99, lambda 0.95, clip 0.2, value clipping, no
@@ -176,7 +181,7 @@ class PPO:
         from gymnasium import spaces
 
         layout = {"actors.count": 2, "actors.envs_per_actor": 4, "actors.ring_size": 2,
-                  "trainer.batch_samples": 8, "trainer.max_policy_lag": 1}
+                  "trainer.batch_samples": 8, "trainer.max_policy_lag": ON_POLICY_MAX_LAG}
         image = has_images(spec)
         if image:
             algo = {"lr": 2.5e-4, "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.1, "clip_vloss": True,
