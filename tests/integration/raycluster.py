@@ -60,9 +60,9 @@ def unavailable_reason() -> str | None:
         return "needs Linux namespaces"
     if os.geteuid() != 0:
         return "needs root (unshare --net --pid --mount)"
-    for tool in ("unshare", "nsenter", "ip"):
+    for tool in ("unshare", "nsenter"):
         if shutil.which(tool) is None:
-            return f"needs the {tool!r} command (util-linux / iproute2)"
+            return f"needs the {tool!r} command (util-linux)"
     if shutil.which("ray", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")) is None:
         return 'needs Ray: pip install -e ".[ray]"'
     try:
@@ -438,6 +438,18 @@ def _private_tmp(keep: list[str]) -> None:
     os.makedirs("/tmp/home", exist_ok=True)
 
 
+def _loopback_up() -> None:
+    """``ip link set lo up``, as the ioctls it makes (a fresh network namespace has lo down)."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sh", fcntl.ioctl(s, siocgifflags, struct.pack("16sh", b"lo", 0)))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
+
+
 def _init_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--watch-fd", type=int, required=True)
@@ -448,7 +460,7 @@ def _init_main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     try:
         if args.lo:
-            subprocess.run(["ip", "link", "set", "lo", "up"], check=True, capture_output=True, timeout=30)
+            _loopback_up()
         if args.node_spec:
             _private_tmp(json.loads(args.node_spec)["keep"])
     except Exception as exc:  # told to the harness, which raises it

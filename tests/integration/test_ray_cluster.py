@@ -8,7 +8,7 @@ bounded wait) and the test checks that nothing of it is left on any node: no Zoo
 shared-memory segment, no socket folder, no resolver key. The test that powers a node off
 runs last (the cluster has 2 nodes after it).
 
-Skipped, saying why, without root, ``unshare``/``nsenter``/``ip`` or Ray (``pip install -e ".[ray]"``).
+Skipped, saying why, without root, ``unshare``/``nsenter`` or Ray (``pip install -e ".[ray]"``).
 """
 from __future__ import annotations
 
