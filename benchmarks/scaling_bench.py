@@ -19,6 +19,20 @@ has sent a heartbeat, lets it warm up, then measures for ``--seconds``:
     python benchmarks/scaling_bench.py                      # the sweep of benchmarks/RESULTS.md
     python benchmarks/scaling_bench.py --actors 1 2 4 --policies 1 --seconds 10
 
+With ``--ray ADDRESS`` the workers are Ray actors on the cluster at ``ADDRESS`` (``--launcher
+ray``, strategy SPREAD: spread over its nodes; the runs folder ``--runs-dir`` must be one every
+node sees), run from the head node. On one machine, the 3-node loopback cluster of the tests
+(each node its own PID and mount namespace, /tmp and /dev/shm; root only)::
+
+    PYTHONPATH=$PWD/tests/plugins/zoo-fakes python tests/integration/raycluster.py --nodes 3 --cpus 12 \
+        --share /var/tmp/zoo-bench-runs -- python benchmarks/scaling_bench.py --ray 127.0.0.1:6379 \
+        --runs-dir /var/tmp/zoo-bench-runs --policies 1 --out benchmarks/data/scaling_ray.jsonl \
+        --add benchmarks/data/scaling.jsonl --png benchmarks/scaling_ray.png
+
+Ray's workers run on other nodes' PID namespaces there, so per-role core use is not measured
+in that mode (``cores_by_role`` is null): env steps/s only. ``PYTHONPATH`` reaches every
+node's ``ray start`` and so the workers (they need the ``fake-slow`` env).
+
 Writes one JSON line per point (``--out``) and the plot (``--png``).
 """
 from __future__ import annotations
@@ -56,17 +70,21 @@ def cpu_seconds(pid: int | None) -> float:
         return 0.0
 
 
-def measure(actors: int, policies: int, step_ms: float, seconds: float, warmup: float, start_timeout: float) -> dict:
+def measure(actors: int, policies: int, step_ms: float, seconds: float, warmup: float, start_timeout: float,
+            ray: str | None = None, runs_dir: str = "/tmp/zoo-bench-runs") -> dict:
     from zoo.core.config import build_config
     from zoo.core.controller import Controller, prepare_run_dir
     from zoo.core.plugins import get_registry
 
     name = f"bench-scaling-p{policies}-a{actors}-{int(time.time())}"
-    cfg = build_config(get_registry(), "ppo", "fake-slow", steps=10**9, name=name, overrides=[
+    on_ray = [f"launcher_options.address={ray}", "launcher_options.strategy=SPREAD",
+              f"launcher_options.placement_timeout_s={start_timeout}"] if ray else []
+    cfg = build_config(get_registry(), "ppo", "fake-slow", steps=10**9, name=name,
+                       launcher="ray" if ray else None, overrides=[*on_ray,
         f"env.step_latency={step_ms / 1000}", "env.episode_length=1000",
         f"actors.count={actors}", "actors.envs_per_actor=1", "actors.ring_size=1",
         f"policy.count={policies}", "policy.threads=1", "trainer.learn=false", "trainer.batch_samples=2",
-        "sample_length=16", "log.interval_s=1", "log.tensorboard=false", "runs_dir=/tmp/zoo-bench-runs",
+        "sample_length=16", "log.interval_s=1", "log.tensorboard=false", f"runs_dir={runs_dir}",
         f"supervision.start_timeout_s={start_timeout}",
         # shm rings shared by N producers need > 2 x N slots (docs/transports.md, back-pressure);
         # the default 8 starves 32 actors (measured: 57 env steps/s instead of ~1,200)
@@ -76,7 +94,8 @@ def measure(actors: int, policies: int, step_ms: float, seconds: float, warmup: 
         controller = Controller(cfg, cfg.spec, prepare_run_dir(cfg))
         try:
             controller.start()
-            pids = {key: getattr(h, "pid", None) for key, h in controller.supervisor.handles.items()}
+            # Ray: a worker's pid is its node's (another PID namespace, another machine): not read here
+            pids = {} if ray else {key: getattr(h, "pid", None) for key, h in controller.supervisor.handles.items()}
             seen: set[int] = set()
             points: list[tuple[float, int]] = []
             began = time.monotonic()
@@ -109,6 +128,11 @@ def measure(actors: int, policies: int, step_ms: float, seconds: float, warmup: 
     (t0, s0), (t1, s1) = window[0], points[-1]
     rate = (s1 - s0) / (t1 - t0)
     elapsed = time.monotonic() - window[1]
+    if ray:
+        nodes = {h.host for h in controller.supervisor.handles.values()}
+        return {"actors": actors, "policies": policies, "step_ms": step_ms, "env_steps_per_s": rate,
+                "window_s": elapsed, "launcher": "ray", "ray_nodes": len(nodes), "cores_by_role": None,
+                "policy_worker_cores": None, "policy_core_ms_per_request": None, "actor_core_ms_per_step": None}
     used = {key: cpu1[key] - cpu0[key] for key in cpu1}
     by_role = {role: sum(v for k, v in used.items() if k != "controller" and k[0] == role)
                for role in ("actor", "policy", "trainer")}
@@ -123,8 +147,10 @@ def measure(actors: int, policies: int, step_ms: float, seconds: float, warmup: 
 
 
 def linear_base(rows: list[dict]) -> float:
-    """The 1-actor rate with 1 policy worker: the slope of the ideal linear line."""
-    return next(r["env_steps_per_s"] for r in rows if r["actors"] == 1 and r["policies"] == 1)
+    """The 1-actor rate with 1 policy worker: the slope of the ideal linear line (of the
+    ``local`` launcher's rows when there are any)."""
+    ones = [r for r in rows if r["actors"] == 1 and r["policies"] == 1]
+    return next((r for r in ones if r.get("launcher", "local") == "local"), ones[0])["env_steps_per_s"]
 
 
 def load_rows(paths: list[str]) -> list[dict]:
@@ -145,9 +171,15 @@ def plot(rows: list[dict], step_ms: float, path: str) -> None:
             label=f"ideal linear (N x the 1-actor rate, {per_actor:.1f} env steps/s)")
     ax.plot(actors, [a * 1000 / step_ms for a in actors], ":", color="grey",
             label=f"env ceiling (N x 1000 / {step_ms:g} ms)")
-    for m in sorted({r["policies"] for r in rows}):
-        pts = sorted((r["actors"], r["env_steps_per_s"]) for r in rows if r["policies"] == m)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"policy.count={m}")
+    for launcher in sorted({r.get("launcher", "local") for r in rows}, key=lambda x: x != "local"):
+        for m in sorted({r["policies"] for r in rows if r.get("launcher", "local") == launcher}):
+            pts = sorted((r["actors"], r["env_steps_per_s"]) for r in rows
+                         if r["policies"] == m and r.get("launcher", "local") == launcher)
+            where = ", local launcher (shm)" if launcher == "local" else (
+                f", --launcher ray over {max(r.get('ray_nodes', 1) for r in rows if r.get('launcher') == launcher)} "
+                "loopback nodes (nng/tcp)")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if launcher == "local" else "s--",
+                    label=f"policy.count={m}{where}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(actors, [str(a) for a in actors])
@@ -171,6 +203,9 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/data/scaling.jsonl")
     parser.add_argument("--png", default="benchmarks/scaling.png")
     parser.add_argument("--add", nargs="*", default=[], help="JSON lines of earlier points to plot with these")
+    parser.add_argument("--ray", metavar="ADDRESS", help="run the workers on the Ray cluster at ADDRESS (--launcher ray)")
+    parser.add_argument("--runs-dir", default="/tmp/zoo-bench-runs",
+                        help="where the runs go (with --ray: a folder every node sees)")
     args = parser.parse_args()
     use_fake_envs()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -182,17 +217,22 @@ def main() -> None:
             for n in args.actors:
                 if m > n:
                     continue
-                row = measure(n, m, args.step_ms, args.seconds, args.warmup, args.start_timeout)
+                row = measure(n, m, args.step_ms, args.seconds, args.warmup, args.start_timeout, args.ray,
+                              args.runs_dir)
                 row["load_average"] = os.getloadavg()[0]
                 rows.append(row)
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 ideal = n * linear_base(rows)
-                print(f"policy.count={m} actors={n:3d}: {row['env_steps_per_s']:8.0f} env steps/s "
-                      f"({row['env_steps_per_s'] / ideal:5.1%} of linear) cores: "
-                      + " ".join(f"{k}={v:.2f}" for k, v in row["cores_by_role"].items())
-                      + f" policy ms/request={row['policy_core_ms_per_request']:.3f}"
-                      f" actor ms/step={row['actor_core_ms_per_step']:.3f}", flush=True)
+                line = (f"policy.count={m} actors={n:3d}: {row['env_steps_per_s']:8.0f} env steps/s "
+                        f"({row['env_steps_per_s'] / ideal:5.1%} of linear)")
+                if row["cores_by_role"] is None:
+                    line += f" on {row['ray_nodes']} Ray nodes"
+                else:
+                    line += (" cores: " + " ".join(f"{k}={v:.2f}" for k, v in row["cores_by_role"].items())
+                             + f" policy ms/request={row['policy_core_ms_per_request']:.3f}"
+                             f" actor ms/step={row['actor_core_ms_per_step']:.3f}")
+                print(line, flush=True)
     plot(rows, args.step_ms, args.png)
 
 

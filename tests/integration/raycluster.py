@@ -21,7 +21,7 @@ a file in the home folder.
 
 Command line (root; for benchmarks and by hand)::
 
-    python tests/integration/raycluster.py [--nodes 3] [--cpus 4] -- COMMAND ...
+    python tests/integration/raycluster.py [--nodes 3] [--cpus 4] [--share DIR] -- COMMAND ...
 
 starts the cluster, runs COMMAND in node 0's namespaces (the Ray address in ``ZOO_RAY_ADDRESS``
 and ``RAY_ADDRESS``), stops the cluster, checks nothing is left, and exits with COMMAND's status.
@@ -486,7 +486,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="Run COMMAND in node 0 of a namespaced loopback Ray cluster.")
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=4, help="logical CPUs per node (ray start --num-cpus)")
-    parser.add_argument("--keep", action="append", default=[], help="a host path under /tmp to bind into node 0")
+    parser.add_argument("--share", action="append", default=[], metavar="DIR",
+                        help="a folder every node sees at the same path (created if missing; e.g. a runs folder)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for COMMAND (then it is killed)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -497,7 +498,10 @@ def main() -> int:
     if reason:
         print(f"raycluster: cannot run: {reason}", file=sys.stderr)
         return 2
-    cluster = RayCluster(args.nodes, args.cpus, keep={0: [os.path.abspath(p) for p in args.keep]})
+    shared = [os.path.abspath(p) for p in args.share]
+    for path in shared:
+        os.makedirs(path, exist_ok=True)
+    cluster = RayCluster(args.nodes, args.cpus, keep={i: shared for i in range(args.nodes)})
     cluster.start()
     print(f"raycluster: {args.nodes} nodes alive at {cluster.address} after {cluster.start_seconds:.1f} s",
           file=sys.stderr, flush=True)
