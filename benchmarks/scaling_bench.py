@@ -25,9 +25,9 @@ node sees), run from the head node. On one machine, the 3-node loopback cluster 
 (each node its own PID and mount namespace, /tmp and /dev/shm; root only)::
 
     PYTHONPATH=$PWD/tests/plugins/zoo-fakes python tests/integration/raycluster.py --nodes 3 --cpus 12 \
-        --share /var/tmp/zoo-bench-runs -- python benchmarks/scaling_bench.py --ray 127.0.0.1:6379 \
-        --runs-dir /var/tmp/zoo-bench-runs --policies 1 --out benchmarks/data/scaling_ray.jsonl \
-        --add benchmarks/data/scaling.jsonl --png benchmarks/scaling_ray.png
+        --share /tmp/zoo-bench-runs-rc -- python benchmarks/scaling_bench.py --ray 127.0.0.1:6379 \
+        --runs-dir /tmp/zoo-bench-runs-rc --policies 1 --actors 1 2 4 8 16 32 --out benchmarks/data/scaling_ray.jsonl \
+        --add benchmarks/data/scaling.jsonl --png benchmarks/scaling_ray.png   # RESULTS.md: "Scaling over Ray nodes"
 
 Ray's workers run on other nodes' PID namespaces there, so per-role core use is not measured
 in that mode (``cores_by_role`` is null): env steps/s only. ``PYTHONPATH`` reaches every
