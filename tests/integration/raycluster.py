@@ -223,7 +223,11 @@ class RayCluster:
             self._ray_start(0)
             workers = [self.popen(i, [ray_cli(), "start", *self._ray_args(i)]) for i in range(1, self.n)]
             for i, proc in enumerate(workers, start=1):
-                self._finish(proc, f"ray start on node {i}")
+                try:
+                    self._finish(proc, f"ray start on node {i}")
+                except ClusterError:  # once more, alone (see _ray_start)
+                    self.run(i, [ray_cli(), "stop", "--force"], timeout=60)
+                    self._ray_start(i, tries=1)
             self.wait_nodes(self.n)
         except BaseException:
             self.stop(check=False)
@@ -281,8 +285,18 @@ class RayCluster:
                     *args]
         return [f"--address={self.address}", *args]
 
-    def _ray_start(self, i: int) -> None:
-        self._finish(self.popen(i, [ray_cli(), "start", *self._ray_args(i)]), f"ray start on node {i}")
+    def _ray_start(self, i: int, tries: int = 2) -> None:
+        """``ray start`` on node ``i``, ``tries`` times at most, ``ray stop --force`` after a failure: on a
+        loaded machine a raylet can miss the 30 s Ray gives it to register ("The current node timed
+        out during startup")."""
+        for attempt in range(1, tries + 1):
+            try:
+                self._finish(self.popen(i, [ray_cli(), "start", *self._ray_args(i)]), f"ray start on node {i}")
+                return
+            except ClusterError:
+                self.run(i, [ray_cli(), "stop", "--force"], timeout=60)
+                if attempt == tries:
+                    raise
 
     def _finish(self, proc: subprocess.Popen, what: str) -> str:
         try:
