@@ -63,10 +63,11 @@ class AtariConfig:
     - ``max_episode_frames``: a game is ``truncated`` at the first env step at which it has
       run this many ALE frames (no-op reset frames included); 0 means no limit.
       108,000 frames = 30 minutes of play at 60 Hz.
-    - ``backend``: how the actors step their games: ``"python"``, one gymnasium wrapper
-      stack per game (this module); ``"vector"``, one ale-py ``AtariVectorEnv`` per ring
-      group, preprocessing in C++ threads (:mod:`zoo.plugins.envs.atari.vector`; needs
-      ale-py >= 0.12.1). Single envs (the config check, ``zoo eval``) always use the Python path.
+    - ``backend``: how the actors step their games: ``"vector"`` (default), one ale-py
+      ``AtariVectorEnv`` per ring group, preprocessing in C++ threads
+      (:mod:`zoo.plugins.envs.atari.vector`; needs ale-py >= 0.12.1), measured faster
+      (benchmarks/RESULTS.md); ``"python"``, one gymnasium wrapper stack per game (this
+      module). Single envs (the config check, ``zoo eval``) always use the Python path.
     - ``vector_threads``: C++ threads stepping each ring group's games with the vector
       backend (ale-py's ``num_threads``; 0 = one per game, up to the machine's cores).
 
@@ -84,7 +85,7 @@ class AtariConfig:
     clip_rewards: bool = True
     full_action_space: bool = False
     max_episode_frames: int = field(default=108_000, metadata=bounded(ge=0, hint="0 = no limit"))
-    backend: Literal["python", "vector"] = "python"
+    backend: Literal["python", "vector"] = "vector"
     vector_threads: int = field(default=1, metadata=bounded(ge=0, hint="0 = one per game, up to the cores"))
 
     def __post_init__(self) -> None:
