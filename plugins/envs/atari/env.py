@@ -66,8 +66,9 @@ class AtariConfig:
     - ``backend``: how the actors step their games: ``"vector"`` (default), one ale-py
       ``AtariVectorEnv`` per ring group, preprocessing in C++ threads
       (:mod:`zoo.plugins.envs.atari.vector`; needs ale-py >= 0.12.1), measured faster
-      (benchmarks/RESULTS.md); ``"python"``, one gymnasium wrapper stack per game (this
-      module). Single envs (the config check, ``zoo eval``) always use the Python path.
+      (benchmarks/RESULTS.md); ``"python"``, one gymnasium wrapper stack per game
+      (:mod:`zoo.plugins.envs.atari.env`). Single envs (the config check, ``zoo eval``) always
+      use the Python path.
     - ``vector_threads``: C++ threads stepping each ring group's games with the vector
       backend (ale-py's ``num_threads``; 0 = one per game, up to the machine's cores).
 
