@@ -40,7 +40,10 @@ def test_ppo_cartpole_with_inline_inference_runs_no_policy_worker_and_reaches_it
     live = json.loads((run / "live.json").read_text())
     assert live["ended"] is True
     assert sorted((w["role"], w["index"]) for w in live["workers"]) == [("actor", 0), ("actor", 1), ("trainer", 0)]
-    assert "policy worker" not in live["bottleneck"]["text"]
+    # the bottleneck never measures a policy worker that does not exist ("policy worker busy B%")
+    text = live["bottleneck"]["text"]
+    assert live["bottleneck"]["inline"] is True and live["bottleneck"]["policy_busy"] is None
+    assert "policy worker busy" not in text and "policy worker is busy" not in text
     # the budget was reached: the end row's env steps, status finished
     rows = read_metrics(run)
     updates = [r for r in rows if r["type"] == "update"]
