@@ -85,7 +85,7 @@ def main() -> None:
                 for s in [*args.common, *sets]:
                     cmd += ["--set", s]
                 started = time.monotonic()
-                done = subprocess.run(cmd, capture_output=True, text=True)
+                done = subprocess.run(cmd, capture_output=True, text=True, cwd=root)  # no checkout on sys.path
                 if done.returncode != 0:
                     raise SystemExit(f"{run} failed ({done.returncode}):\n{done.stderr[-3000:]}")
                 f = figures(os.path.join(root, run))
