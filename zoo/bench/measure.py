@@ -96,18 +96,39 @@ class RawResult:
     envs_per_process: int
 
 
-def _raw_worker(env_name: str, env_cfg: Any, n_envs: int, seconds: float, warmup: float, seed: int, out) -> None:
+def _raw_worker(env_name: str, env_cfg: Any, n_envs: int, group: int, seconds: float, warmup: float, seed: int,
+                out) -> None:
     import numpy as np
 
     from zoo.core.config import resolve_env
     from zoo.core.plugins import get_registry
 
     component, arg = resolve_env(get_registry(), env_name)
-    envs = [component.load()(arg, env_cfg, seed + i) for i in range(n_envs)]
-    space, agents = envs[0].spec.action_space, envs[0].spec.num_agents
-    rng = np.random.default_rng(seed)
-    for env in envs:
-        env.reset(seed=int(rng.integers(1 << 30)))
+    factory = component.option("vector_factory")  # the backend the actors use (e.g. Atari's vector env)
+    venvs = [factory(arg, env_cfg, group) for _ in range(n_envs // group)] if factory is not None else []
+    if venvs and all(v is not None for v in venvs):
+        for g, v in enumerate(venvs):
+            v.reset([seed + g * group + i for i in range(group)])
+        space, rows = venvs[0].spec.action_space, group * venvs[0].spec.num_agents
+
+        def step_all() -> int:
+            for v in venvs:  # the env resets ended episodes itself
+                v.step(np.stack([space.sample() for _ in range(rows)]))
+            return n_envs
+        envs = venvs
+    else:
+        envs = [component.load()(arg, env_cfg, seed + i) for i in range(n_envs)]
+        space, agents = envs[0].spec.action_space, envs[0].spec.num_agents
+        rng = np.random.default_rng(seed)
+        for env in envs:
+            env.reset(seed=int(rng.integers(1 << 30)))
+
+        def step_all() -> int:
+            for env in envs:
+                _, _, term, trunc, _ = env.step(np.stack([space.sample() for _ in range(agents)]))
+                if np.all(term | trunc):
+                    env.reset()
+            return n_envs
     steps, start, counted_from, cpu_from = 0, time.monotonic(), None, 0.0
     try:
         while True:
@@ -116,11 +137,7 @@ def _raw_worker(env_name: str, env_cfg: Any, n_envs: int, seconds: float, warmup
                 counted_from, cpu_from, steps = now, time.process_time(), 0
             if counted_from is not None and now - counted_from >= seconds:
                 break
-            for env in envs:
-                _, _, term, trunc, _ = env.step(np.stack([space.sample() for _ in range(agents)]))
-                if np.all(term | trunc):
-                    env.reset()
-                steps += 1
+            steps += step_all()
         out.put((steps, time.monotonic() - counted_from, time.process_time() - cpu_from))
     finally:
         for env in envs:
@@ -128,9 +145,12 @@ def _raw_worker(env_name: str, env_cfg: Any, n_envs: int, seconds: float, warmup
 
 
 def raw_ceiling(env_name: str, env_cfg: Any, processes: int, envs_per_process: int, seconds: float,
-                warmup: float, timeout_s: float | None = None) -> RawResult:
+                warmup: float, timeout_s: float | None = None, group: int | None = None) -> RawResult:
     """Step ``envs_per_process`` envs in each of ``processes`` spawned processes with random
     actions for ``seconds`` after ``warmup`` seconds; the summed env-step rate and the CPU cost.
+    When the env plugin's ``vector_factory`` gives a vector env for ``env_cfg`` (the backend the
+    actors then use), each process steps vector envs of ``group`` envs (an actor's ring group;
+    default all ``envs_per_process``), else envs built one by one.
 
     Raises:
         BenchError: a process gave no result within ``timeout_s`` (default warmup + seconds + 120 s).
@@ -139,7 +159,8 @@ def raw_ceiling(env_name: str, env_cfg: Any, processes: int, envs_per_process: i
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_raw_worker, args=(env_name, env_cfg, envs_per_process, seconds, warmup, 1000 * i, out),
+    procs = [ctx.Process(target=_raw_worker, args=(env_name, env_cfg, envs_per_process, group or envs_per_process, seconds, warmup,
+                               1000 * i, out),
                          daemon=True) for i in range(processes)]
     limit = time.monotonic() + (timeout_s if timeout_s is not None else warmup + seconds + 120.0)
     results = []

@@ -136,7 +136,7 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     raw = None
     if "ceiling" in phases:
         raw = raw_ceiling(cfg.env_name, cfg.env, processes, cfg.actors.envs_per_actor, seconds, warmup=min(warmup, 5.0),
-                          timeout_s=limit_s)
+                          timeout_s=limit_s, group=group)
         result["ceiling"] = {"env_steps_per_s": raw.env_steps_per_s, "processes": raw.processes,
                              "envs_per_process": raw.envs_per_process, "env_ms_per_step": raw.cpu_s_per_step * 1e3}
     runs = {}
