@@ -143,16 +143,22 @@ class Supervisor:
             w.busy = None
 
     def failure(self, w: Worker, now: float) -> tuple[str, str] | None:
-        """``(reason, detail)`` when worker ``w`` has failed (see the module doc), else None."""
+        """``(reason, detail)`` when worker ``w`` has failed (see the module doc), else None.
+        What the launcher knows of where or why it ended (:meth:`WorkerHandle.end_note`, e.g. its
+        Ray node) is added to the reason in parentheses."""
+        found = self._failure(w, now)
+        note = getattr(w.handle, "end_note", lambda: "")() if found is not None and w.handle is not None else ""
+        return found if not note else (f"{found[0]} ({note})", found[1])
+
+    def _failure(self, w: Worker, now: float) -> tuple[str, str] | None:
         sv = self.sv
         if w.error is not None:  # whether or not its process has ended yet
             return "raised an exception", w.error
         code = w.handle.exitcode() if w.handle is not None else None
         if code is not None:
-            note = getattr(w.handle, "end_note", lambda: "")()
             if code == 0:
-                return None if w.role == "trainer" else ("exited before the run ended" + (f" ({note})" if note else ""), "")
-            return _exit_reason(code) + (f" ({note})" if note else ""), "(no traceback: killed by a signal?)"
+                return None if w.role == "trainer" else ("exited before the run ended", "")
+            return _exit_reason(code), "(no traceback: killed by a signal?)"
         if w.last_seen is None or w.busy == "start-up":
             if now - w.started > sv.start_timeout_s:
                 return (f"did not finish starting within supervision.start_timeout_s={sv.start_timeout_s:g} s"

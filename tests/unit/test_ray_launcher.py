@@ -213,3 +213,29 @@ def test_a_worker_whose_node_died_is_not_restarted():
     assert (crash.value.role, crash.value.index, crash.value.reason) == (
         "actor", 1, "killed by SIGKILL (Ray node 10.0.0.2/bbbbbbbbbbbb died)")
     assert w.restarts == 0
+
+
+class HungOnNode(DeadOnNode):
+    """A handle whose worker still runs (on a Ray node) but stopped reporting."""
+
+    def exitcode(self):
+        return None
+
+    def alive(self):
+        return True
+
+    def end_note(self):
+        return "on Ray node 10.0.0.2/bbbbbbbbbbbb"
+
+
+def test_every_failure_reason_names_the_node():
+    from zoo.core.supervision import Worker
+
+    sv = Supervisor(launcher=None, make_context=lambda *a: None)
+    w = Worker("policy", 0, handle=HungOnNode(), started=0.0, last_seen=10.0)
+    # last heard of at 10 s, now 75 s: 65 s > supervision.heartbeat_timeout_s=60
+    assert sv.failure(w, 75.0) == ("no heartbeat for 65 s (supervision.heartbeat_timeout_s=60 s): hung "
+                                   "(on Ray node 10.0.0.2/bbbbbbbbbbbb)", "")
+    w.error = "Traceback ...\nRuntimeError: boom"
+    assert sv.failure(w, 11.0) == ("raised an exception (on Ray node 10.0.0.2/bbbbbbbbbbbb)",
+                                   "Traceback ...\nRuntimeError: boom")

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 RUN_ENV = "ZOO_RUN_ID"
@@ -99,8 +100,15 @@ def run_leftovers(run_id: str) -> list[str]:
     return found + ([run_dir(run_id)] if os.path.exists(run_dir(run_id)) else [])
 
 
+WATCH_S = 1.0
+"""How often a node agent checks that the controller's Ray job still lives."""
+
+
 class NodeAgent:
-    """The run's agent on one node (see the module doc)."""
+    """The run's agent on one node (see the module doc). A detached actor: it outlives the
+    controller, so that when the controller's Ray job dies (``kill -9``: Ray then SIGKILLs the
+    worker hosts and their workers, which cannot leave the run themselves) :meth:`watch` still
+    removes what the run left on its node and the run's keys, then ends the agent."""
 
     def info(self) -> dict[str, str]:
         return node_info()
@@ -111,6 +119,32 @@ class NodeAgent:
 
     def leftovers(self, run_id: str) -> list[str]:
         return run_leftovers(run_id)
+
+    def watch(self, job_id: str, run_id: str, cfg: Any, streams: dict[str, tuple[str, dict[str, Any]]]) -> None:
+        """Every :data:`WATCH_S` seconds, check that the Ray job ``job_id`` (the controller) lives;
+        once it is dead: :meth:`clean` this node, clear the run's keys in Ray's store, and end
+        this actor. Runs until then (the launcher kills the agent when the run ends normally)."""
+        import threading
+
+        def loop() -> None:
+            import ray
+            from ray._private import state
+
+            try:
+                while True:
+                    time.sleep(WATCH_S)
+                    jobs = [j for j in state.jobs() if j.get("JobID") == job_id]
+                    if jobs and jobs[0].get("IsDead"):
+                        break
+                time.sleep(2 * WATCH_S)  # Ray ends the worker hosts (and their workers) meanwhile
+                self.clean(run_id, cfg, streams)
+                from zoo.plugins.launchers.ray.resolver import RayResolver
+
+                RayResolver(address=ray.get_runtime_context().gcs_address).clear(run_id)
+            finally:
+                os._exit(0)  # a detached actor must end itself
+
+        threading.Thread(target=loop, name="zoo-watch", daemon=True).start()
 
     def clean(self, run_id: str, cfg: Any, streams: dict[str, tuple[str, dict[str, Any]]]) -> list[str]:
         """Kill the run's processes left on this node, then remove its transport resources (every

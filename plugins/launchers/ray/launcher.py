@@ -314,7 +314,7 @@ class RayLauncher(Launcher):
             agent_cls = ray.remote(NodeAgent)
             for node in sorted({node for _, node, _ in self.where.values()} | {self.driver_node}):
                 self.agents[node] = agent_cls.options(
-                    num_cpus=0, max_concurrency=4, name=None,
+                    num_cpus=0, max_concurrency=4, name=None, lifetime="detached",
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
             self._check_resolver()
             self.check_run_dir()
@@ -420,7 +420,12 @@ class RayLauncher(Launcher):
         ctx = copy.copy(ctx)
         ctx.run_dir = os.path.abspath(ctx.run_dir)  # the same path on every node (a shared folder)
         if self.run is None:
+            import ray
+
             self.run = (ctx.run_id, ctx.cfg, dict(ctx.streams))
+            job = ray.get_runtime_context().get_job_id()
+            for agent in self.agents.values():  # the agents clean up even if this process is killed
+                agent.watch.remote(job, *self.run)
         env = {ADDRESS_ENV: gcs_address(), ADVERTISE_ENV: ip}
         try:
             actor = self._host_cls.options(
