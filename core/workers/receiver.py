@@ -137,12 +137,17 @@ class SampleReceiver:
         with self.cond:
             self.version, self.updating = int(version), bool(updating)
 
-    def take(self, timeout: float) -> tuple[Ready | None, dict[str, Any]]:
+    def take(self, timeout: float, updating: bool = False) -> tuple[Ready | None, dict[str, Any]]:
         """``(ready, share)``: the next full batch ``(batch, samples, origins, share)``, waiting up
         to ``timeout`` seconds, or None when none came; and the counts of the messages received
         up to it (with a batch: its own ``share``, every message up to the one that completed
         it; without: all received so far). Taking a batch lets the thread pull the next one.
         The counts come exactly once, in the order the messages arrived.
+
+        ``updating``: the caller trains on the batch it takes (an update follows). It is set in
+        the same critical section as the hand-over, so the first sample the thread pulls after
+        it is judged at ``version + 1`` (set later, by :meth:`set_version`, a sample pulled in
+        between was judged one version too young and a batch could lag ``max_policy_lag + 1``).
 
         Raises:
             the exception that ended the pulling thread (e.g. a transport error).
@@ -154,6 +159,7 @@ class SampleReceiver:
                 raise self.error
             out, self.ready = self.ready, None
             if out is not None:
+                self.updating = bool(updating)
                 self.cond.notify_all()
                 return out, out[3]
             share, self.share = self.share, fresh_share()

@@ -623,7 +623,7 @@ def _run(ctx: WorkerContext) -> None:
             if not (K > 1 and ctx.stop):
                 ctx.heartbeat()
                 waiting = time.perf_counter()
-                ready, share = samples.take(RECV_S)
+                ready, share = samples.take(RECV_S, updating=cfg.trainer.learn)
                 meter.lap("wait", waiting)
                 unshared = merge_shares(unshared, share)
                 if K == 1:  # one trainer: the run's counters at once

@@ -107,6 +107,26 @@ def test_the_receiver_judges_staleness_at_the_version_the_batch_will_be_trained_
         r.close()
 
 
+def test_a_sample_pulled_right_after_the_hand_over_is_judged_at_the_next_version():
+    # The race CI hit (IMPALA, max_policy_lag 2, a batch with lag 3): the trainer took a batch and
+    # only then said an update was running; a sample pulled in between was judged one version too
+    # young. take(updating=True) sets it in the hand-over itself. Trainer at version 5, lag limit
+    # 1: batch 1 = two version-5 samples; the version-4 sample after it is trained (after this
+    # update) at version 6, lag 2 > 1: dropped (2 agent-slots), and batch 2 is the two version-5 ones.
+    first = [make_sample(i, 8, 2, 1, version=5) for i in (0, 1)]
+    rest = [make_sample(2, 8, 2, 1, version=4)] + [make_sample(i, 8, 2, 1, version=5) for i in (3, 4)]
+    r, puller = receiver(first + rest, version=5)
+    r.start()
+    try:
+        ready, share = r.take(WAIT_S, updating=True)  # no set_version call: the hand-over alone
+        assert ready is not None and share["dropped"] == 0
+        ready, share = r.take(WAIT_S, updating=True)
+        assert ready is not None and [int(s["policy_version"][0, 0]) for s in ready[1]] == [5, 5]
+        assert (share["env_steps"], share["dropped"]) == (48, 2) and puller.handed == 5
+    finally:
+        r.close()
+
+
 def test_a_snapshot_holds_every_sample_not_trained_on_with_its_uncounted_steps():
     messages = [make_sample(i, 8, 2, 1) for i in range(3)]
     r, _ = receiver(messages)
