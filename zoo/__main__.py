@@ -2,17 +2,35 @@
 
 :func:`run` imports the CLI inside a ``try``: a Ctrl-C while the (heavy) imports run ends
 the command quietly with status 130 instead of a traceback.
+
+A Ctrl-C that lands while Python runs a callback it cannot raise from (a weakref callback of
+the import system, a ``__del__``) would be printed as "Exception ignored in ..." with a
+traceback and lost; :func:`redeliver_stop` delivers it again instead, where it can be raised.
 """
+import signal
 import sys
+
+
+def redeliver_stop(unraisable) -> None:
+    """``sys.unraisablehook``: a KeyboardInterrupt (Ctrl-C, or the controller's SIGTERM/SIGHUP
+    stop, which carries ``signum``) that Python could not raise is sent again as its signal,
+    so the main thread raises it at its next step; anything else goes to the default hook."""
+    exc = unraisable.exc_value
+    if isinstance(exc, KeyboardInterrupt):
+        signal.raise_signal(getattr(exc, "signum", signal.SIGINT))
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def run() -> None:
     """Entry point: :func:`zoo.cli.main`, with Ctrl-C during start-up a one-line exit 130."""
+    sys.unraisablehook = redeliver_stop
     try:
         from zoo.cli import main
 
         main()
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopping already: a second Ctrl-C cannot cut the exit
         print("error: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
         sys.exit(130)
 

@@ -96,8 +96,10 @@ def test_ctrl_c_early_prints_no_traceback_and_leaves_nothing(tmp_path, moment):
             proc.wait()
     assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
     # 130 with one line; or, in the few milliseconds before Python installs its Ctrl-C handler,
-    # killed by SIGINT itself, silently
-    assert proc.returncode == 130 or (proc.returncode == -signal.SIGINT and err == ""), (proc.returncode, err)
+    # killed by SIGINT itself, silently; or (rarely, in the first second) killed by SIGINT after
+    # that one line: Python ends by SIGINT when an interrupt was left pending at exit
+    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err)
+    assert err.strip() in ("", "error: interrupted (Ctrl-C)") or proc.returncode == 130, (proc.returncode, err)
     if proc.returncode == 130:
         assert "interrupted (Ctrl-C)" in err and "Aborted" not in err
     deadline = time.monotonic() + 10
