@@ -47,7 +47,10 @@ REPO = Path(__file__).resolve().parents[2]
 GCS_PORT = 6379
 """The head's GCS port: fixed, since the cluster has a network namespace of its own."""
 RAY_ENV_DROP = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_TMPDIR",
-                "TMPDIR", "ZOO_RAY_ADDRESS")
+                "TMPDIR", "ZOO_RAY_ADDRESS", "ZOO_RAY_GCS_ADDRESS")
+"""Variables that would point a node's processes at another cluster: the session's one-node test
+cluster (tests/conftest.py sets RAY_ADDRESS and ZOO_RAY_GCS_ADDRESS while it runs) is not
+reachable from the namespaced nodes (CI: every run here failed when test_ray.py ran first)."""
 
 
 class ClusterError(RuntimeError):
