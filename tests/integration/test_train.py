@@ -100,8 +100,12 @@ def test_ppo_atari_pong_100k_frames_writes_metrics_events_checkpoint(tmp_path):
 
     ckpt = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert ckpt["policy_version"] == updates[-1]["policy_version"]
-    # 100,000 frames = 25,000 env steps at frame-skip 4; the run stops within one sample message of it.
-    assert 25_000 <= ckpt["env_steps"] < 25_000 + 4 * 128 and ckpt["frames"] == 4 * ckpt["env_steps"]
+    # 100,000 frames = 25,000 env steps at frame-skip 4; the run stops at the first update that
+    # reaches it (the trainer counts env steps with the batch they come in: docs/flow.md), so
+    # within one update's env steps of it (8 samples x 128 steps = 1,024 with the Pong preset).
+    per_update = updates[-1]["env_steps"] - updates[-2]["env_steps"]
+    assert per_update == 1024
+    assert 25_000 <= ckpt["env_steps"] < 25_000 + per_update and ckpt["frames"] == 4 * ckpt["env_steps"]
     assert "optimizer" in json.dumps(list(ckpt["algorithm"].keys()))
 
 
