@@ -36,7 +36,10 @@ def test_a_slowed_trainer_holds_the_actors_back_and_ppo_drops_nothing(tmp_path):
     end, = [r for r in rows if r["type"] == "end"]
     # exact counts: every received sample was trained on, 256 env steps (8 agent-slots) per update
     assert [u["trained_env_steps"] for u in updates] == [256, 512, 768, 1024, 1280]
-    assert (end["env_steps"], end["trained_env_steps"], end["trained_samples"]) == (1280, 1280, 40)
+    assert (end["trained_env_steps"], end["trained_samples"]) == (1280, 40)
+    # env steps counted by the trainer: the trained ones, plus (rarely, by timing) what it had
+    # received after the last batch when it stopped, within the held-back bound below
+    assert 1280 <= end["env_steps"] <= 1280 + 19 * 64
     assert (end["dropped_samples"], end["actor_dropped_samples"], end["dropped_fraction"]) == (0, 0, 0.0)
     # the actors were held back: the env steps they stepped exceed those trained on by at most what
     # the pipeline holds, in messages of 64 env steps: the batch waiting in the trainer (4), the
@@ -47,5 +50,6 @@ def test_a_slowed_trainer_holds_the_actors_back_and_ppo_drops_nothing(tmp_path):
     stepped = sum(w["env_steps"] for w in live["workers"] if w["role"] == "actor")
     assert 1280 <= stepped <= 1280 + 19 * 64
     line = " ".join(out.split())
-    assert "done: 1,280 env steps (1,280 frames)" in line and "trained env steps/s, 0.0% dropped" in line
+    steps = f"{end['env_steps']:,}"
+    assert f"done: {steps} env steps ({steps} frames)" in line and "trained env steps/s, 0.0% dropped" in line
     assert marked_processes(mark) == [] and leftovers(proc.pid) == []
