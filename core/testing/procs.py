@@ -25,3 +25,22 @@ def subprocess_env(*paths: str | Path, base: dict[str, str] | None = None, **ove
         else:
             env[key] = value
     return env
+
+
+def processes_with_env(name: str, value: str, prefix: bool = False) -> list[int]:
+    """PIDs of live (not zombie) processes whose environment holds ``name=value`` (or, with
+    ``prefix``, a value starting with ``value``): how tests find a run's processes by a mark
+    they put in its environment. Processes that vanish or cannot be read are skipped."""
+    import glob
+
+    needle = f"{name}={value}".encode()
+    pids = []
+    for environ in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            entries = Path(environ).read_bytes().split(b"\0")
+            status = Path(environ).with_name("stat").read_text()
+        except OSError:
+            continue
+        if ") Z " not in status and any(e.startswith(needle) if prefix else e == needle for e in entries):
+            pids.append(int(Path(environ).parent.name))
+    return pids

@@ -20,24 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from zoo.core.testing.procs import subprocess_env
+from zoo.core.testing.procs import processes_with_env, subprocess_env
 
 pytestmark = pytest.mark.integration
 
 
 def marked_processes(mark: str) -> list[int]:
     """Live processes whose environment holds ``ZOO_TEST_MARK=mark`` (the CLI and its workers)."""
-    pids = []
-    for environ in glob.glob("/proc/[0-9]*/environ"):
-        try:
-            data = Path(environ).read_bytes()
-            status = Path(environ).with_name("stat").read_text()
-        except OSError:
-            continue
-        if f"ZOO_TEST_MARK={mark}".encode() in data and ") Z " not in status:
-            pids.append(int(Path(environ).parent.name))
-    return pids
-
+    return processes_with_env("ZOO_TEST_MARK", mark)
 
 def _title(pid: int) -> str:
     """The process title ``ps`` shows (its command line)."""

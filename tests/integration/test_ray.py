@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from zoo.core.testing.procs import processes_with_env
+
 pytestmark = pytest.mark.integration
 LABEL = re.compile(r"^\d+\.\d+\.\d+\.\d+/[0-9a-f]{12}$")
 """A worker's host: "<node IP>/<first 12 hex digits of its Ray node id>"."""
@@ -41,18 +43,7 @@ def train(cluster: str, tmp_path: Path, *args: str) -> subprocess.Popen:
 
 def run_processes(controller_pid: int) -> list[int]:
     """Live processes whose environment holds ``ZOO_RUN_ID=<controller pid>-...`` (the run's workers)."""
-    needle = f"ZOO_RUN_ID={controller_pid}-".encode()
-    out = []
-    for environ in glob.glob("/proc/[0-9]*/environ"):
-        try:
-            data = Path(environ).read_bytes()
-            status = Path(environ).with_name("stat").read_text()
-        except OSError:
-            continue
-        if any(v.startswith(needle) for v in data.split(b"\0")) and ") Z " not in status:
-            out.append(int(Path(environ).parent.name))
-    return out
-
+    return processes_with_env("ZOO_RUN_ID", f"{controller_pid}-", prefix=True)
 
 def left_behind(cluster: str, controller_pid: int) -> list[str]:
     """Everything of the run controlled by ``controller_pid`` still there (should be [])."""

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from zoo.core.testing import subprocess_env
+from zoo.core.testing.procs import processes_with_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,17 +37,7 @@ def read_metrics(run_dir: Path) -> list[dict]:
 
 def marked_processes(mark: str) -> list[int]:
     """PIDs of live processes whose environment holds ``ZOO_TEST_MARK=mark`` (the CLI's workers)."""
-    pids = []
-    for environ in glob.glob("/proc/[0-9]*/environ"):
-        try:
-            data = Path(environ).read_bytes()
-            status = Path(environ).with_name("stat").read_text()
-        except OSError:
-            continue
-        if f"ZOO_TEST_MARK={mark}".encode() in data and ") Z " not in status:
-            pids.append(int(Path(environ).parent.name))
-    return pids
-
+    return processes_with_env("ZOO_TEST_MARK", mark)
 
 def leftovers(pid: int) -> list[str]:
     """Transport files and shared-memory segments of runs controlled by ``pid``."""
