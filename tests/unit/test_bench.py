@@ -106,6 +106,50 @@ def test_phase_figures_from_a_window():
     assert got["bottleneck"].startswith("CPU-bound: the 2 cores are busy (97%), most of it in the actor (40%")
 
 
+def test_training_bound():
+    # 2 cores / (0.5 + 0.5 + 4.0 core-ms) = 400 trained env steps/s
+    assert report.training_bound(2, 0.5e-3, 0.5e-3, 4.0e-3) == pytest.approx(400.0)
+
+
+def test_format_table_training_rows():
+    result = {"workload": "pong", "summary": "s", "machine": "m", "frame_skip": 4,
+              "ceiling": {"env_steps_per_s": 600.0, "processes": 2},
+              "bound": {"env_steps_per_s": 400.0, "env_ms_per_step": 3.0, "inference_ms_per_step": 2.0, "batch": 4,
+                        "train_ms_per_step": 5.0, "train_threads": 1, "trained_env_steps_per_s": 200.0},
+              "sampling": None,
+              "train": {"env_steps_per_s": 300.0, "trained_env_steps_per_s": 150.0, "frames_per_s": 1200.0,
+                        "of_ceiling": 0.5, "of_bound": 0.75, "dropped_fraction": 0.0, "window_s": 100.0,
+                        "cpu_shares": {"trainer": 0.5}, "bottleneck": "b"}}
+    lines = report.format_table(result).splitlines()
+    assert lines[5].split() == ["CPU-work", "bound", "(+", "training)", "200"]
+    assert lines[7] == ("CPU work per env step: env 3.000 core-ms, inference 2.000 core-ms (policy batch 4 rows, "
+                        "1 thread), training 5.000 core-ms (1 trainer thread)")
+    assert lines[8] == "trained env steps/s end to end: 75% of the CPU-work bound with training"
+
+
+def test_synthetic_batch_has_the_run_shape(tmp_path):
+    """T x B = sample_length x batch_samples; actions and extras from the policy; no episode ends."""
+    import numpy as np
+    import torch
+
+    from zoo.bench.measure import bench_config, synthetic_batch
+    from zoo.plugins.algorithms.ppo.ppo import PPO
+
+    w = WORKLOADS["cartpole"]
+    cfg = bench_config(w.algo, w.env, list(w.overrides), learn=True, runs_dir=str(tmp_path), name="t")
+    torch.manual_seed(0)
+    policy = PPO.build_policy(cfg.algo, cfg.spec)
+    obs = {"obs": np.array([[0.1, 0.2, 0.3, 0.4]], np.float32)}
+    batch = synthetic_batch(cfg, policy, obs)
+    assert batch["obs"]["obs"].shape == (129, 4, 4) and (batch["obs"]["obs"] == obs["obs"][0]).all()
+    assert batch["action"].shape == batch["logp"].shape == batch["value"].shape == (128, 4)
+    assert not batch["terminated"].any() and batch["active"].all() and batch["final_index"].shape == (0, 2)
+    # the value extra is the policy's value of the (repeated) observation
+    with torch.no_grad():
+        v = policy.value({"obs": torch.as_tensor(obs["obs"])})
+    assert batch["value"][0, 0] == pytest.approx(float(v[0]), abs=1e-6)
+
+
 def test_format_table_rows():
     result = {"workload": "pong", "summary": "s", "machine": "m", "frame_skip": 4,
               "ceiling": {"env_steps_per_s": 600.0, "processes": 2},

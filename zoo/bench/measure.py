@@ -3,6 +3,8 @@
 - :func:`raw_ceiling`: raw env stepping, one process per core, same env and preprocessing,
   random actions, no inference and no transport: the env ceiling of this machine.
 - :func:`inference_cost`: CPU seconds of one policy forward pass (1 torch thread) at a batch.
+- :func:`training_cost`: CPU seconds of one update of the algorithm on a batch of the run's
+  shape, per env step (the trainer's torch threads).
 - :func:`measure_run`: a real Zoo run (``zoo.core.controller.run``) measured over a window:
   the trainer's counters at the window's two ends, each worker's CPU from ``/proc/<pid>/stat``
   (workers found by their process titles ``zoo: <role> <index> <run>``), and the last
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["BenchError", "RawResult", "RunResult", "TICKS", "cpu_seconds", "find_workers", "raw_ceiling",
-           "inference_cost", "measure_run"]
+           "inference_cost", "training_cost", "measure_run"]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 """Clock ticks per second of ``/proc/<pid>/stat``'s utime and stime."""
@@ -185,9 +187,9 @@ def raw_ceiling(env_name: str, env_cfg: Any, processes: int, envs_per_process: i
 
 
 # ----------------------------------------------------------------------------- inference cost
-def cpu_ms(fn, repeats: int) -> float:
-    """CPU milliseconds (``time.process_time``) per call of ``fn``, after 3 warm-up calls."""
-    for _ in range(3):
+def cpu_ms(fn, repeats: int, warmup: int = 3) -> float:
+    """CPU milliseconds (``time.process_time``) per call of ``fn``, after ``warmup`` calls."""
+    for _ in range(warmup):
         fn()
     start = time.process_time()
     for _ in range(repeats):
@@ -228,6 +230,75 @@ def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
         return ms / 1e3 / rows * agents
     finally:
         torch.set_num_threads(threads)
+
+
+def synthetic_batch(cfg: Any, policy: Any, obs: dict[str, Any]) -> dict[str, Any]:
+    """A batch of the run's shape (:data:`zoo.core.algorithm.Batch`) for timing an update: ``T =
+    sample_length`` steps x ``B = trainer.batch_samples`` agent-slots, every observation the env's
+    reset observation ``obs``, the actions and extras (``logp``, ``value``, ...) from ``policy.act``
+    on them, rewards N(0, 1) (seed 0), no episode ends, every step active, policy version 0.
+
+    Raises:
+        BenchError: the policy is recurrent (its state is not part of this batch).
+    """
+    import numpy as np
+    import torch
+
+    if getattr(policy, "state_shape", None) is not None:
+        raise BenchError("a recurrent policy's training cost is not measured (its state is not in the batch)")
+    T, B, agents = int(cfg.sample_length), int(cfg.trainer.batch_samples), int(cfg.spec.num_agents)
+    rows = (T + 1) * B
+    full = {k: np.repeat(np.asarray(v), -(-rows // agents), axis=0)[:rows] for k, v in obs.items()}
+    batch_obs = {k: v.reshape(T + 1, B, *v.shape[1:]) for k, v in full.items()}
+    with torch.inference_mode():
+        out = policy.act({k: torch.as_tensor(v[:T].reshape(T * B, *v.shape[2:])) for k, v in batch_obs.items()})
+    batch = {"obs": batch_obs,
+             "reward": np.random.default_rng(0).standard_normal((T, B)).astype(np.float32),
+             "terminated": np.zeros((T, B), bool), "truncated": np.zeros((T, B), bool),
+             "active": np.ones((T, B), bool), "on_reset": np.zeros((T, B), bool),
+             "policy_version": np.zeros((T, B), np.int64), "disc_return": np.zeros((T, B), np.float32),
+             "final_obs": {k: v[:0] for k, v in full.items()}, "final_index": np.zeros((0, 2), np.int64)}
+    for key, value in out.items():
+        value = value.float() if value.dtype == torch.bfloat16 else value
+        batch[key] = value.numpy().reshape(T, B, *value.shape[1:])
+    return batch
+
+
+def training_cost(cfg: Any, threads: int, repeats: int = 2) -> float:
+    """Core seconds per env step of one update of ``cfg``'s algorithm (``update``) on
+    :func:`synthetic_batch` (``sample_length x trainer.batch_samples`` agent-slots: the Pong
+    workload's 128 x 8 = 1,024 env steps), on ``threads`` torch threads, after one warm-up update.
+    Core seconds are ``time.process_time`` (every thread of this process), so two threads that
+    each work 1 s count 2 s. Per env step = per update / (``T x B / agents``).
+
+    Raises:
+        BenchError: the algorithm's batch cannot be made here (a recurrent policy), or the update failed.
+    """
+    import torch
+
+    from zoo.core.config import resolve_env
+    from zoo.core.plugins import get_registry
+
+    registry = get_registry()
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(threads)))
+    try:
+        algo_cls = registry.get("algorithm", cfg.algo_name).load()
+        component, arg = resolve_env(registry, cfg.env_name)
+        env = component.load()(arg, cfg.env, 0)
+        obs, _ = env.reset(seed=0)
+        env.close()
+        algo = algo_cls(cfg.algo, cfg.spec, 0)
+        batch = synthetic_batch(cfg, algo.policy, obs)
+        try:
+            ms = cpu_ms(lambda: algo.update(batch), repeats, warmup=1)
+        except Exception as exc:  # an algorithm whose batch needs more than the layout's keys
+            raise BenchError(f"the training cost of {cfg.algo_name} could not be measured: "
+                             f"{type(exc).__name__}: {exc}") from None
+        env_steps = cfg.sample_length * cfg.trainer.batch_samples / cfg.spec.num_agents
+        return ms / 1e3 / env_steps
+    finally:
+        torch.set_num_threads(before)
 
 
 # ----------------------------------------------------------------------------- a measured Zoo run

@@ -17,6 +17,10 @@ Definitions (units in brackets):
 - CPU-work bound: ``cores / (c_env + c_inf)`` where ``c_env`` is the core seconds of one raw
   env step and ``c_inf`` of the policy's forward pass per env step (one thread, at the policy
   worker's measured batch): the rate if every core did only that work [env steps / s].
+- CPU-work bound with training: ``cores / (c_env + c_inf + c_train)`` where ``c_train`` is the
+  core seconds of the algorithm's update per env step (the trainer's torch threads, a batch of
+  the run's shape): the most trained env steps/s these cores could give if they did nothing
+  else [trained env steps / s].
 - CPU share of a role: its processes' core seconds (``/proc/<pid>/stat`` utime + stime) over
   the window / (cores x window seconds); ``other`` is the rest of the machine's busy time
   (``/proc/stat``: other users of the cores), ``idle`` what no process used.
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-__all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
+__all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "training_bound", "cpu_shares", "bottleneck_words",
            "phase_figures", "format_table", "ROLES"]
 
 ROLES = ("actor", "policy", "trainer", "controller")
@@ -65,6 +69,12 @@ def cpu_work_bound(cores: int, env_s_per_step: float, inference_s_per_step: floa
     """``cores / (env + inference core seconds per env step)``. Example: 2 cores, 2.0 ms + 0.5 ms
     -> 2 / 0.0025 = 800 env steps/s."""
     return cores / (env_s_per_step + inference_s_per_step)
+
+
+def training_bound(cores: int, env_s_per_step: float, inference_s_per_step: float, train_s_per_step: float) -> float:
+    """``cores / (env + inference + training core seconds per env step)``. Example: 2 cores,
+    0.5 ms + 0.5 ms + 4.0 ms -> 2 / 0.005 = 400 trained env steps/s."""
+    return cores / (env_s_per_step + inference_s_per_step + train_s_per_step)
 
 
 def cpu_shares(cpu_s: dict[tuple[str, int], float], seconds: float, cores: int) -> dict[str, float]:
@@ -158,6 +168,8 @@ def format_table(result: dict[str, Any]) -> str:
     if bound:
         lines.append(f"{'CPU-work bound (env + inference)':34}{_num(bound['env_steps_per_s']):>12}{'':>11}"
                      f"{_num(bound['env_steps_per_s'] * result['frame_skip']):>10}{'':>12}{'100%':>14}")
+    if bound and bound.get("trained_env_steps_per_s"):
+        lines.append(f"{'CPU-work bound (+ training)':34}{'':>12}{_num(bound['trained_env_steps_per_s']):>11}")
     for key, label in (("sampling", "zoo sampling (no training)"), ("train", "zoo end to end (training)")):
         p = result.get(key)
         if not p:
@@ -169,7 +181,15 @@ def format_table(result: dict[str, Any]) -> str:
                      f"{pct(p['dropped_fraction']) if key == 'train' else '':>9}")
     if bound:
         lines.append(f"CPU work per env step: env {bound['env_ms_per_step']:.3f} core-ms, inference "
-                     f"{bound['inference_ms_per_step']:.3f} core-ms (policy batch {bound['batch']} rows, 1 thread)")
+                     f"{bound['inference_ms_per_step']:.3f} core-ms (policy batch {bound['batch']} rows, 1 thread)"
+                     + (f", training {bound['train_ms_per_step']:.3f} core-ms ({bound['train_threads']} trainer "
+                        f"thread{'s' if bound['train_threads'] != 1 else ''})" if bound.get("train_ms_per_step") else ""))
+        train = result.get("train")
+        if train and bound.get("trained_env_steps_per_s"):
+            lines.append(f"trained env steps/s end to end: {_pct(train['trained_env_steps_per_s'] / bound['trained_env_steps_per_s'])}"
+                         " of the CPU-work bound with training")
+        if bound.get("train_note"):
+            lines.append(f"training cost: {bound['train_note']}")
     for key, label in (("sampling", "sampling"), ("train", "end to end")):
         p = result.get(key)
         if not p:

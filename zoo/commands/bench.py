@@ -5,7 +5,10 @@ Three measurements, in this order, each bounded in time:
 1. **ceiling**: raw env stepping with the same env options and preprocessing, one process per
    core (``--raw-processes``), random actions (:func:`zoo.bench.measure.raw_ceiling`); then the
    policy's forward pass per env step (:func:`zoo.bench.measure.inference_cost`), giving the
-   CPU-work bound ``cores / (env + inference core seconds per step)``;
+   CPU-work bound ``cores / (env + inference core seconds per step)``; with the train phase
+   also one update of the algorithm on a batch of the run's shape on the trainer's threads
+   (:func:`zoo.bench.measure.training_cost`), giving the bound on trained env steps/s
+   ``cores / (env + inference + training core seconds per step)``;
 2. **sampling**: a Zoo run at the workload with ``trainer.learn=false`` (the trainer counts and
    discards samples): env stepping + batched inference + transports;
 3. **train**: the same run training as usual: end to end.
@@ -119,8 +122,9 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     """
     import torch
 
-    from zoo.bench.measure import inference_cost, measure_run, raw_ceiling
-    from zoo.bench.report import cpu_work_bound, phase_figures
+    from zoo.bench.measure import BenchError, inference_cost, measure_run, raw_ceiling, training_cost
+    from zoo.bench.report import cpu_work_bound, phase_figures, training_bound
+    from zoo.core.workers.threads import thread_plan
     from zoo.core.config import steps_per_update
 
     cfg = cfgs[True]
@@ -151,6 +155,15 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
         bound = cpu_work_bound(cores, raw.cpu_s_per_step, inf)
         result["bound"] = {"env_steps_per_s": bound, "env_ms_per_step": raw.cpu_s_per_step * 1e3,
                            "inference_ms_per_step": inf * 1e3, "batch": batch}
+        if "train" in phases:
+            threads = thread_plan(cfg).trainer
+            try:
+                train = training_cost(cfg, threads)
+            except BenchError as exc:
+                result["bound"]["train_note"] = str(exc)
+            else:
+                result["bound"].update(train_ms_per_step=train * 1e3, train_threads=threads,
+                                       trained_env_steps_per_s=training_bound(cores, raw.cpu_s_per_step, inf, train))
     ceiling = raw.env_steps_per_s if raw else None
     bound_rate = result["bound"]["env_steps_per_s"] if result["bound"] else None
     for phase, run in runs.items():
