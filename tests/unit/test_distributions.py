@@ -71,3 +71,37 @@ def test_multibinary_is_one_two_way_categorical_per_bit():
     assert a.shape == (4, 3) and set(a.flatten().tolist()) <= {0, 1}
     logp, entropy = head.log_prob_entropy(out, a)
     assert logp.tolist() == pytest.approx([3 * math.log(0.5)] * 4) and entropy.tolist() == pytest.approx([3 * math.log(2)] * 4)
+
+
+def test_sampling_draws_what_torch_categorical_draws_for_the_same_generator_state():
+    """categorical_sample skips torch.distributions.Categorical's per-call object, not its maths:
+    same probabilities, same multinomial draw, so the same actions for the same seed."""
+    from zoo.plugins.algorithms.distributions import categorical_sample
+
+    logits = torch.randn(64, 6, generator=torch.Generator().manual_seed(3))
+    mask = torch.rand(64, 6, generator=torch.Generator().manual_seed(4)) > 0.3
+    for m in (None, mask):
+        torch.manual_seed(7)
+        ours = categorical_sample(logits, m, False)
+        torch.manual_seed(7)
+        z = logits if m is None else logits.masked_fill(~(m | ~m.any(-1, keepdim=True)), torch.finfo(torch.float32).min)
+        theirs = torch.distributions.Categorical(logits=z).sample()
+        assert ours.dtype == torch.int64 and ours.shape == (64,)
+        assert torch.equal(ours, theirs)
+    assert categorical_sample(torch.zeros(0, 3), None, False).shape == (0,)
+
+
+def test_log_prob_is_the_first_output_of_log_prob_entropy_for_every_head():
+    out = torch.tensor([[1.0, 2.0, 3.0, 0.5, -0.5]])
+    # Discrete(3, start=1): action 3 is index 2: log(e^3 / (e^1 + e^2 + e^3)) = -0.4076059
+    head = DiscreteHead(spaces.Discrete(3, start=1))
+    assert head.log_prob(out[:, :3], torch.tensor([3])).item() == pytest.approx(-0.4076059, abs=1e-6)
+    # MultiDiscrete([3, 2]): index 0 of the first part (-2.4076059) + index 1 of the second
+    # (log(e^-0.5 / (e^0.5 + e^-0.5)) = -1.3132617): -3.7208676
+    md = MultiDiscreteHead(spaces.MultiDiscrete([3, 2]))
+    action = torch.tensor([[0, 1]])
+    assert md.log_prob(out, action).item() == pytest.approx(-3.7208676, abs=1e-6)
+    assert md.log_prob(out, action).item() == md.log_prob_entropy(out, action)[0].item()
+    box = make_head(spaces.Box(-1, 1, (2,)))
+    a = torch.tensor([[0.3, -0.2]])
+    assert box.log_prob(out[:, :2], a).item() == box.log_prob_entropy(out[:, :2], a)[0].item()

@@ -249,7 +249,7 @@ class ActorCriticBase(nn.Module):
             logits = self.actor_out(ya)
             mask = obs.get(ACTION_MASK_KEY)
             action = self.head.sample(logits, deterministic, mask)
-            logp, _ = self.head.log_prob_entropy(logits, action, mask)
+            logp = self.head.log_prob(logits, action, mask)
             value = self.value_head.denormalize(self.value_head(yc))
             out = {"action": action, "logp": logp.float(), "value": value.float()}
             if self.state_shape is not None:

@@ -109,7 +109,7 @@ class ActorCritic(nn.Module):
             out, value = self._forward(obs)
             mask = self._mask(obs)
             action = self.head.sample(out, deterministic, mask)
-            logp, _ = self.head.log_prob_entropy(out, action, mask)
+            logp = self.head.log_prob(out, action, mask)
         return {"action": action, "logp": logp.float(), "value": value.float()}
 
     def evaluate(self, obs: Obs, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
