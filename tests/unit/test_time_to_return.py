@@ -125,7 +125,19 @@ def test_target_never_and_missing_peer():
     assert text.splitlines()[-1].endswith("= never / 80.0: target <= 0.5 not met (Zoo's median run never reached 450)")
     text = ttr.format_table([_zoo(40.0), {"round": 1, "system": "cleanrl", "label": "CleanRL", "error": "boom"}])
     assert "- CleanRL, round 1: boom" in text
-    assert text.splitlines()[-1].endswith(": - (no CleanRL result), target <= 0.5")
+    assert text.splitlines()[-1].endswith(": - (no complete CleanRL result), target <= 0.5")
+
+
+def test_cleanrl_runs_cut_by_the_limit_are_left_out_of_the_target():
+    cut = dict(_cleanrl(30.0, 2), ended="limit", env_steps=8_648)
+    text = ttr.format_table([_zoo(40.0, 1), _cleanrl(80.0, 1), _zoo(40.0, 2), cut])
+    # CleanRL's median over the complete run only: 80 (not (30 + 80) / 2 = 55) -> 40 / 80 = 0.50
+    assert text.splitlines()[-1].endswith(
+        "= 40.0 / 80.0 = 0.50: target <= 0.5 met (1 CleanRL run that did not complete 200k env steps not counted)")
+    assert "- CleanRL, round 2: stopped at the time limit after 8,648 env steps" in text
+    text = ttr.format_table([_zoo(40.0), dict(cut, round=1)])
+    assert text.splitlines()[-1].endswith(": - (no complete CleanRL result), target <= 0.5 (1 CleanRL run that "
+                                          "did not complete 200k env steps not counted)")
 
 
 def test_commands():
