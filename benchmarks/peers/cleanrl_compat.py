@@ -10,6 +10,14 @@ arguments), and ale-py's ``*NoFrameskip-v4`` ids are registered by ``gym.registe
 This adapter adds the old names as aliases, registers the ALE ids, puts the script's
 repository folder (for ``cleanrl_utils``) on ``sys.path`` and runs the script as ``__main__``.
 Nothing of CleanRL is copied here.
+
+``--same-step-autoreset`` (first argument, before the script) also gives the script gymnasium
+0.29's vector-env episode ends, which its loop was written for: ``SyncVectorEnv`` resets a
+finished env in the same step (``AutoresetMode.SAME_STEP``; gymnasium 1.x's default resets it
+one step later, a step whose action is ignored and whose reward is 0), and ``infos["final_info"]``
+is a list with one entry per env, the finished env's info dict (with ``"episode"``) or None.
+Without it, ``ppo.py`` trains on one such reset step per episode and never prints its
+``global_step=..., episodic_return=...`` lines (gymnasium 1.x has no list ``final_info``).
 """
 import os
 import runpy
@@ -27,6 +35,36 @@ try:
     gym.register_envs(ale_py)
 except ImportError:  # ppo.py (CartPole) needs no ALE
     pass
+
+
+def _unstack(info: dict, i: int) -> dict:
+    """Env ``i``'s entries of a gymnasium 1.x vector info dict (``key`` with mask ``_key``)."""
+    out = {}
+    for k, v in info.items():
+        if k.startswith("_") or not info.get(f"_{k}", [False] * (i + 1))[i]:
+            continue
+        out[k] = _unstack(v, i) if isinstance(v, dict) else v[i]
+    return out
+
+
+class _SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
+    """gymnasium 0.29's ``SyncVectorEnv`` as seen by CleanRL (see the module's docstring)."""
+
+    def __init__(self, env_fns, **kwargs):
+        kwargs.setdefault("autoreset_mode", gym.vector.AutoresetMode.SAME_STEP)
+        super().__init__(env_fns, **kwargs)
+
+    def step(self, actions):
+        obs, rewards, terminations, truncations, infos = super().step(actions)
+        if "final_info" in infos:
+            final, done = infos["final_info"], infos["_final_info"]
+            infos = dict(infos, final_info=[_unstack(final, i) if done[i] else None for i in range(self.num_envs)])
+        return obs, rewards, terminations, truncations, infos
+
+
+if sys.argv[1] == "--same-step-autoreset":
+    del sys.argv[1]
+    gym.vector.SyncVectorEnv = _SameStepSyncVectorEnv
 
 script = os.path.abspath(sys.argv[1])
 sys.path.insert(0, os.path.dirname(os.path.dirname(script)))

@@ -1,0 +1,399 @@
+"""Wall time to a CartPole-v1 return: Zoo with its own defaults against CleanRL's ppo.py, on this machine.
+
+    python benchmarks/peers/time_to_return.py                        # 3 interleaved rounds
+    python benchmarks/peers/time_to_return.py --repeats 1 --limit 120 --logs ttr-logs
+    python benchmarks/peers/time_to_return.py --table time-to-return-XXXX.jsonl   # earlier runs' table, nothing run
+
+The target it checks: with Zoo's own defaults, the wall time to a mean-20 return of 450 is
+no more than half of CleanRL's time to its best mean-20 return within 200k env steps.
+
+Definitions. **mean-20**: the mean return of the last 20 finished episodes, in the order the
+system reports them (none before the 20th episode); only episodes that ended within 200,000
+env steps count. A **time** is wall-clock seconds since the system's process was launched
+(``time.monotonic()`` just before ``Popen``), start-up included (imports, envs, workers); an
+episode is stamped when this script reads it: CleanRL's line as it arrives, Zoo's
+``metrics.jsonl`` row at the poll (every 0.2 s) that finds it (Zoo writes a batch's episode rows
+when its trainer takes the batch).
+
+Round k (``--repeats`` rounds, default 3) runs, one after the other (interleaved, so load
+changes hit both alike), with seed k:
+
+1. Zoo, the presets alone, in a temporary folder::
+
+       python -m zoo train ppo --env CartPole-v1 --steps 200000 --seed K --name ttr-K --set runs_dir=<tmp>
+
+   its ``<tmp>/ttr-K/metrics.jsonl`` episode rows (``{"type": "episode", "env_steps": N,
+   "return": R, ...}``) read as they are written; stopped (Ctrl-C to its process group, then
+   SIGTERM, SIGKILL: ``peers._stop``) at the first mean-20 >= 450, when it ends, or at ``--limit``
+   seconds (default 300).
+2. CleanRL's ``ppo.py`` (``setup.sh cleanrl``, its own virtual environment) unchanged, with its
+   defaults for CartPole (4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed)::
+
+       <peers>/cleanrl/venv/bin/python -u -W ignore cleanrl_compat.py --same-step-autoreset \\
+           <peers>/cleanrl/src/cleanrl/ppo.py --env-id CartPole-v1 --total-timesteps 200000 --seed K --no-cuda
+
+   (``--same-step-autoreset``: gymnasium 0.29's vector episode ends, which the script was
+   written for; see ``cleanrl_compat.py``); its ``global_step=N, episodic_return=R`` lines read
+   as they come; run to its end (390 iterations x 512 = 199,680 env steps) or ``--limit``.
+   ``--peer-threads N`` sets its OMP/MKL threads (default: its own, torch's = the cores).
+
+Each run's result is appended to ``--out`` (JSON lines, default
+``time-to-return-<timestamp>.jsonl``) as it ends: seconds to the first mean-20 >= 450 and the
+env steps there (None: never), the best mean-20 (Zoo: until it was stopped) with the seconds
+and env steps where it was first reached, the episodes and wall seconds of the run, how it
+ended. At the end a markdown table gives per system the median and every value of those, and
+the target line: Zoo's median seconds to 450 / CleanRL's median seconds to its best, against
+0.5 (CleanRL runs stopped at ``--limit`` before their 200k env steps are left out of it: their
+best is not the best within 200k; on a loaded machine give ``--limit`` room). In a median, a
+run that never reached 450 counts as later than every run that did (the median is "never"
+when most runs never did). ``--logs DIR`` keeps each run's output.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peers import HERE, PEERS_DIR, SYSTEMS, _stop, _venv_python, installed, median  # noqa: E402
+
+ENV = "CartPole-v1"
+STEPS = 200_000
+"""Each run's env-step budget; episodes that end past it do not count."""
+WINDOW = 20
+TARGET = 450.0
+GOAL = 0.5
+"""The target: Zoo's time to mean-20 >= ``TARGET`` at most ``GOAL`` x CleanRL's time to its best."""
+POLL_S = 0.2
+LABELS = {"zoo": "Zoo PPO (its own defaults)", "cleanrl": "CleanRL ppo.py (its defaults)"}
+
+
+# ----------------------------------------------------------------------------- pure logic
+class MeanTracker:
+    """The running mean of the last ``window`` returns, fed ``(t, env_steps, return)`` in the
+    order the episodes ended. ``reached``: ``(t, env_steps, mean)`` at the first mean >=
+    ``threshold`` (None until then); ``best``: ``(mean, t, env_steps)`` where the highest mean
+    was first reached (None before ``window`` episodes). Episodes past ``max_steps`` env steps
+    are ignored.
+
+    Example: returns 1, 2, ..., 25 at t = 1, ..., 25 s: the first mean (of 1..20) is 10.5 at
+    t = 20; threshold 12 is first reached at t = 22 (mean of 3..22 = 12.5); the best is 15.5
+    (6..25) at t = 25.
+    """
+
+    def __init__(self, threshold: float, window: int = WINDOW, max_steps: int | None = None) -> None:
+        self.threshold, self.window, self.max_steps = threshold, window, max_steps
+        self.last: collections.deque[float] = collections.deque(maxlen=window)
+        self.episodes = 0
+        self.env_steps = 0
+        self.reached: tuple[float, int, float] | None = None
+        self.best: tuple[float, float, int] | None = None
+
+    def add(self, t: float, env_steps: int, ret: float) -> float | None:
+        """Count one episode; the mean now (None with fewer than ``window`` episodes, or when the
+        episode ended past ``max_steps``)."""
+        if self.max_steps is not None and env_steps > self.max_steps:
+            return None
+        self.episodes += 1
+        self.env_steps = max(self.env_steps, env_steps)
+        self.last.append(ret)
+        if len(self.last) < self.window:
+            return None
+        mean = sum(self.last) / self.window
+        if self.reached is None and mean >= self.threshold:
+            self.reached = (t, env_steps, mean)
+        if self.best is None or mean > self.best[0]:
+            self.best = (mean, t, env_steps)
+        return mean
+
+    def result(self) -> dict[str, Any]:
+        """The JSON fields of a run's row."""
+        return {"seconds_to_target": self.reached[0] if self.reached else None,
+                "steps_at_target": self.reached[1] if self.reached else None,
+                "best_mean20": self.best[0] if self.best else None,
+                "seconds_to_best": self.best[1] if self.best else None,
+                "steps_at_best": self.best[2] if self.best else None,
+                "episodes": self.episodes, "env_steps": self.env_steps}
+
+
+_CLEANRL_EPISODE = re.compile(r"global_step=(\d+), episodic_return=\[?([-0-9.eE+]+)")
+
+
+def parse_cleanrl_episode(line: str) -> tuple[int, float] | None:
+    """CleanRL's ``global_step=1234, episodic_return=21.0`` (gymnasium 0.29 printed
+    ``[21.]``) -> ``(1234, 21.0)``; any other line -> None."""
+    m = _CLEANRL_EPISODE.search(line)
+    if not m:
+        return None
+    try:
+        return int(m.group(1)), float(m.group(2))
+    except ValueError:
+        return None
+
+
+def parse_zoo_row(line: str) -> tuple[int, float] | None:
+    """A ``metrics.jsonl`` episode row ``{"type": "episode", "env_steps": N, "return": R, ...}``
+    -> ``(N, R)``; any other row (``update``, ``end``, ...) or a broken line -> None."""
+    try:
+        row = json.loads(line)
+        if row.get("type") != "episode":
+            return None
+        return int(row["env_steps"]), float(row["return"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+class Tail:
+    """The whole lines appended to a file since the last call (a line still being written, with
+    no newline yet, waits for the next call; a file not there yet has none)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = Path(path), 0, b""
+
+    def lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        *whole, self.partial = (self.partial + data).split(b"\n")
+        return [x.decode(errors="replace") for x in whole]
+
+
+def median_time(values: list[float | None]) -> float | None:
+    """The median of times where None is "never" (later than every time): [30, None, 10] -> 30;
+    [None, None, 10] -> None; [10, 20, 30, None] -> 25 (mean of the middle two); [10, 20, None,
+    None] -> None."""
+    if not values:
+        return None
+    m = median([math.inf if v is None else v for v in values])
+    return None if math.isinf(m) else m
+
+
+def _cell(values: list[float | None], digits: int, thousands: bool = False, never: str = "never",
+          mid: float | None = None) -> str:
+    """``"31.0 (28.5, 31.0, never)"``: the median, then every value in run order."""
+    if not values:
+        return "-"
+
+    def fmt(v: float | None) -> str:
+        return never if v is None else (f"{v:,.{digits}f}" if thousands else f"{v:.{digits}f}")
+
+    return f"{fmt(mid)} (" + ", ".join(fmt(v) for v in values) + ")"
+
+
+def target_line(rows: list[dict]) -> str:
+    """Zoo's median seconds to mean-20 >= 450 over CleanRL's median seconds to its best mean-20,
+    against ``GOAL``: "met" when the ratio is at most 0.5. Only CleanRL runs that completed their
+    env steps (``ended == "exit 0"``) count: one stopped at the time limit has no best within 200k."""
+    zoo = [r for r in rows if r["system"] == "zoo" and "error" not in r]
+    cl_all = [r for r in rows if r["system"] == "cleanrl" and "error" not in r]
+    cl = [r for r in cl_all if r.get("ended") == "exit 0" and r.get("seconds_to_best") is not None]
+    left = (f" ({len(cl_all) - len(cl)} CleanRL run{'s' if len(cl_all) - len(cl) != 1 else ''} that did not "
+            f"complete {STEPS // 1000}k env steps not counted)" if len(cl) < len(cl_all) else "")
+    head = f"Zoo's median s to mean-20 >= {TARGET:g} / CleanRL's median s to its best mean-20 within {STEPS // 1000}k"
+    if not zoo or not cl:
+        return f"{head}: - (no {'Zoo' if not zoo else 'complete CleanRL'} result), target <= {GOAL:g}{left}"
+    zoo_t = median_time([r["seconds_to_target"] for r in zoo])
+    cl_t = median([r["seconds_to_best"] for r in cl])
+    if zoo_t is None:
+        return (f"{head} = never / {cl_t:.1f}: target <= {GOAL:g} not met (Zoo's median run never reached "
+                f"{TARGET:g}){left}")
+    ratio = zoo_t / cl_t
+    return (f"{head} = {zoo_t:.1f} / {cl_t:.1f} = {ratio:.2f}: target <= {GOAL:g} "
+            f"{'met' if ratio <= GOAL else 'not met'}{left}")
+
+
+def format_table(rows: list[dict]) -> str:
+    """The markdown table of result rows (:meth:`MeanTracker.result` fields with ``system``,
+    ``label``, ``round``, ``ended``; rows with ``error`` and runs that did not end as planned are
+    listed under it), then :func:`target_line`."""
+    out = [f"| system | s to mean-20 >= {TARGET:g}, median (all runs) | env steps there | "
+           f"best mean-20 (Zoo: until stopped), median (all runs) | s to that best | env steps there |",
+           "|---|---|---|---|---|---|"]
+    ok = [r for r in rows if "error" not in r]
+    for system in dict.fromkeys(r["system"] for r in ok):
+        got = [r for r in ok if r["system"] == system]
+        t = [r["seconds_to_target"] for r in got]
+        steps_t = [r["steps_at_target"] for r in got]
+        with_best = [r for r in got if r["best_mean20"] is not None]
+        best = [r["best_mean20"] for r in got]
+        best_mid = median([r["best_mean20"] for r in with_best]) if with_best else None
+        tb_mid = median([r["seconds_to_best"] for r in with_best]) if with_best else None
+        sb_mid = median([r["steps_at_best"] for r in with_best]) if with_best else None
+        out.append(f"| {got[0]['label']} | {_cell(t, 1, mid=median_time(t))} | "
+                   f"{_cell(steps_t, 0, True, mid=median_time(steps_t))} | "
+                   f"{_cell(best, 1, never='-', mid=best_mid)} | "
+                   f"{_cell([r['seconds_to_best'] for r in got], 1, never='-', mid=tb_mid)} | "
+                   f"{_cell([r['steps_at_best'] for r in got], 0, True, never='-', mid=sb_mid)} |")
+    notes = []
+    for r in rows:
+        who = f"{r.get('label', r['system'])}, round {r.get('round', '?')}"
+        if "error" in r:
+            notes.append(f"- {who}: {r['error']}")
+        elif r.get("ended") == "limit":
+            notes.append(f"- {who}: stopped at the time limit after {r['env_steps']:,} env steps")
+        elif r.get("ended") not in ("target", "exit 0", None):
+            notes.append(f"- {who}: ended ({r['ended']}) after {r['env_steps']:,} env steps")
+    return "\n".join([*out, *notes, "", target_line(rows)])
+
+
+# ----------------------------------------------------------------------------- running the two
+def zoo_command(seed: int, runs_dir: str) -> list[str]:
+    return [sys.executable, "-m", "zoo", "train", "ppo", "--env", ENV, "--steps", str(STEPS), "--seed", str(seed),
+            "--name", f"ttr-{seed}", "--set", f"runs_dir={runs_dir}"]
+
+
+def cleanrl_command(seed: int) -> list[str]:
+    return [_venv_python("cleanrl"), "-u", "-W", "ignore", str(HERE / "cleanrl_compat.py"), "--same-step-autoreset",
+            str(PEERS_DIR / "cleanrl" / "src" / "cleanrl" / "ppo.py"), "--env-id", ENV,
+            "--total-timesteps", str(STEPS), "--seed", str(seed), "--no-cuda"]
+
+
+def run_zoo(seed: int, limit_s: float, log: Path | None = None) -> dict[str, Any]:
+    """One Zoo run, stopped at the first mean-20 >= ``TARGET`` (or its end, or ``limit_s``)."""
+    tracker = MeanTracker(TARGET, max_steps=STEPS)
+    with tempfile.TemporaryDirectory(prefix="ttr-zoo-") as workdir:
+        out = open(log, "w") if log else subprocess.DEVNULL
+        tail = Tail(Path(workdir, f"ttr-{seed}", "metrics.jsonl"))
+        began = time.monotonic()
+        proc = subprocess.Popen(zoo_command(seed, workdir), cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            while True:
+                exited = proc.poll() is not None  # before the read: rows written before the exit are read
+                now = time.monotonic() - began
+                for line in tail.lines():
+                    got = parse_zoo_row(line)
+                    if got is not None:
+                        tracker.add(now, *got)
+                if tracker.reached is not None:
+                    ended = "target"
+                    break
+                if exited:
+                    ended = f"exit {proc.returncode}"
+                    break
+                if now >= limit_s:
+                    ended = "limit"
+                    break
+                time.sleep(POLL_S)
+            wall = time.monotonic() - began
+        finally:
+            _stop(proc)
+            if log:
+                out.close()
+    return {**tracker.result(), "ended": ended, "wall_s": wall}
+
+
+def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads: int | None = None) -> dict[str, Any]:
+    """One CleanRL run, to its end (``STEPS``) or ``limit_s``."""
+    tracker = MeanTracker(TARGET, max_steps=STEPS)
+    env = dict(os.environ)
+    if peer_threads:
+        env.update(OMP_NUM_THREADS=str(peer_threads), MKL_NUM_THREADS=str(peer_threads))
+    with tempfile.TemporaryDirectory(prefix="ttr-cleanrl-") as workdir:  # its runs/ (TensorBoard) goes here
+        out = open(log, "w") if log else None
+        began = time.monotonic()
+        proc = subprocess.Popen(cleanrl_command(seed), cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True, bufsize=1, env=env)
+
+        def read() -> None:
+            for line in proc.stdout:
+                now = time.monotonic() - began
+                if out:
+                    out.write(line)
+                got = parse_cleanrl_episode(line)
+                if got is not None:
+                    tracker.add(now, *got)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            while proc.poll() is None and time.monotonic() - began < limit_s:
+                time.sleep(POLL_S)
+            wall = time.monotonic() - began
+            ended = "limit" if proc.poll() is None else f"exit {proc.returncode}"
+        finally:
+            _stop(proc)
+            reader.join(10)
+            if out:
+                out.close()
+    return {**tracker.result(), "ended": ended, "wall_s": wall}
+
+
+def _summary(res: dict) -> str:
+    if "error" in res:
+        return res["error"]
+    t = res["seconds_to_target"]
+    best = res["best_mean20"]
+    return (f"mean-20 >= {TARGET:g} " + (f"at {t:.1f} s ({res['steps_at_target']:,} env steps)" if t is not None
+                                         else "never") +
+            (f"; best {best:.1f} first at {res['seconds_to_best']:.1f} s ({res['steps_at_best']:,} env steps)"
+             if best is not None else "; no mean-20 (fewer than 20 episodes)") +
+            f"; {res['episodes']} episodes, {res['env_steps']:,} env steps, {res['wall_s']:.0f} s, {res['ended']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="rounds (zoo, cleanrl), seeds 1..N")
+    parser.add_argument("--limit", type=float, default=300.0, help="stop a run after this many seconds")
+    parser.add_argument("--peer-threads", type=int, default=None, metavar="N",
+                        help="OMP_NUM_THREADS / MKL_NUM_THREADS for CleanRL (default: its own, torch's = the cores)")
+    parser.add_argument("--out", default=f"time-to-return-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+    parser.add_argument("--logs", default=None, help="folder for each run's output (default: none kept)")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="only print the table of this file")
+    args = parser.parse_args()
+    if args.table:
+        print(format_table([json.loads(x) for x in open(args.table) if x.strip()]))
+        return
+    if args.repeats < 1 or args.limit <= 0:
+        parser.error("--repeats >= 1 and --limit > 0 are needed")
+    systems = ["zoo", "cleanrl"]
+    if not installed(SYSTEMS["cleanrl"]):
+        print("skipping cleanrl: not set up (bash benchmarks/peers/setup.sh cleanrl)", flush=True)
+        systems.remove("cleanrl")
+    logs = Path(args.logs) if args.logs else None
+    if logs:
+        logs.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}; "
+          f"{args.repeats} rounds x {len(systems)} systems on {ENV}, {STEPS:,} env steps, limit {args.limit:g} s "
+          f"per run; CleanRL's OMP threads: {args.peer_threads or 'its default'}; results -> {args.out}", flush=True)
+    rows = []
+    with open(args.out, "a") as out:
+        for r in range(1, args.repeats + 1):
+            for system in systems:
+                load = os.getloadavg()[0]
+                log = logs / f"{system}-{r}.log" if logs else None
+                try:
+                    res = (run_zoo(r, args.limit, log) if system == "zoo"
+                           else run_cleanrl(r, args.limit, log, args.peer_threads))
+                except OSError as exc:
+                    res = {"error": f"could not run: {exc}"}
+                row = {"round": r, "seed": r, "system": system, "label": LABELS[system], "load_average": load,
+                       "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
+                       **({"peer_threads": args.peer_threads} if system == "cleanrl" else {}), **res}
+                rows.append(row)
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"round {r} {system:8} load {load:4.1f}: {_summary(res)}", flush=True)
+    print()
+    print(format_table(rows))
+
+
+if __name__ == "__main__":
+    main()

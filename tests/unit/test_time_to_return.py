@@ -1,0 +1,150 @@
+"""``benchmarks/peers/time_to_return.py``: the mean-20 tracker, the two line parsers, the file
+tail, the medians and the table, each with hand-worked values (no process is started here)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "peers"))
+import time_to_return as ttr  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- the tracker
+def test_tracker_returns_1_to_25():
+    tr = ttr.MeanTracker(12.0)
+    means = [tr.add(float(i), 100 * i, float(i)) for i in range(1, 26)]
+    # no mean before the 20th episode; then the means of 1..20 = 10.5, 2..21 = 11.5, ..., 6..25 = 15.5
+    assert means[:19] == [None] * 19
+    assert means[19:] == [10.5, 11.5, 12.5, 13.5, 14.5, 15.5]
+    # 12.0 first reached at episode 22 (mean of 3..22 = 12.5), t = 22 s, 2,200 env steps
+    assert tr.reached == (22.0, 2200, 12.5)
+    assert tr.best == (15.5, 25.0, 2500)
+    assert tr.result() == {"seconds_to_target": 22.0, "steps_at_target": 2200, "best_mean20": 15.5,
+                           "seconds_to_best": 25.0, "steps_at_best": 2500, "episodes": 25, "env_steps": 2500}
+
+
+def test_tracker_needs_20_episodes_and_keeps_the_first_time_of_the_best():
+    tr = ttr.MeanTracker(1.0)
+    for i in range(19):
+        assert tr.add(float(i), i, 500.0) is None
+    assert tr.reached is None and tr.best is None
+    assert tr.result()["best_mean20"] is None and tr.result()["seconds_to_target"] is None
+    assert tr.add(19.0, 19, 500.0) == 500.0  # the 20th: mean 500 at t = 19
+    assert tr.add(30.0, 30, 500.0) == 500.0  # the same mean later: the best's time stays 19
+    assert tr.best == (500.0, 19.0, 19)
+    assert tr.reached == (19.0, 19, 500.0)
+
+
+def test_tracker_ignores_episodes_past_the_budget():
+    tr = ttr.MeanTracker(450.0, max_steps=200_000)
+    for i in range(20):
+        tr.add(float(i), 199_000 + i, 10.0)
+    # one 500 past 200k would lift the mean to (19 x 10 + 500) / 20 = 34.5: it does not count
+    assert tr.add(99.0, 200_512, 500.0) is None
+    assert tr.best == (10.0, 19.0, 199_019)
+    assert tr.episodes == 20 and tr.env_steps == 199_019
+
+
+# ----------------------------------------------------------------------------- parsers
+def test_parse_cleanrl_episode():
+    assert ttr.parse_cleanrl_episode("global_step=1234, episodic_return=21.0\n") == (1234, 21.0)
+    assert ttr.parse_cleanrl_episode("global_step=199680, episodic_return=[500.]") == (199680, 500.0)
+    assert ttr.parse_cleanrl_episode("global_step=52, episodic_return=-3.5e1") == (52, -35.0)
+    assert ttr.parse_cleanrl_episode("SPS: 812") is None
+    assert ttr.parse_cleanrl_episode("global_step=52, episodic_length=10") is None
+
+
+def test_parse_zoo_row():
+    row = {"type": "episode", "env_steps": 1234, "return": 21.0, "length": 21}
+    assert ttr.parse_zoo_row(json.dumps(row) + "\n") == (1234, 21.0)
+    assert ttr.parse_zoo_row('{"type": "update", "env_steps": 256, "episode_return_mean": 14.0}') is None
+    assert ttr.parse_zoo_row('{"type": "episode", "env_steps": 12') is None  # a broken line
+    assert ttr.parse_zoo_row('{"type": "episode", "env_steps": 12}') is None  # no return
+    assert ttr.parse_zoo_row("[1, 2]") is None
+
+
+def test_tail_gives_whole_lines_once(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    tail = ttr.Tail(path)
+    assert tail.lines() == []  # not there yet
+    path.write_bytes(b'{"a": 1}\n{"b"')
+    assert tail.lines() == ['{"a": 1}']
+    with open(path, "ab") as f:
+        f.write(b': 2}\n{"c": 3}\n')
+    assert tail.lines() == ['{"b": 2}', '{"c": 3}']
+    assert tail.lines() == []
+
+
+def test_median_time_counts_never_as_latest():
+    assert ttr.median_time([30.0, None, 10.0]) == 30.0
+    assert ttr.median_time([None, None, 10.0]) is None
+    assert ttr.median_time([10.0, 20.0, 30.0, None]) == 25.0
+    assert ttr.median_time([10.0, 20.0, None, None]) is None
+    assert ttr.median_time([]) is None
+
+
+# ----------------------------------------------------------------------------- the table
+def _zoo(t: float | None, rnd: int = 1) -> dict:
+    return {"round": rnd, "system": "zoo", "label": "Zoo", "seconds_to_target": t,
+            "steps_at_target": 40_960 if t is not None else None, "best_mean20": 455.5 if t is not None else 300.0,
+            "seconds_to_best": t if t is not None else 60.0, "steps_at_best": 40_960, "episodes": 300,
+            "env_steps": 40_960, "ended": "target" if t is not None else "limit", "wall_s": 31.0}
+
+
+def _cleanrl(best_t: float, rnd: int = 1) -> dict:
+    return {"round": rnd, "system": "cleanrl", "label": "CleanRL", "seconds_to_target": None,
+            "steps_at_target": None, "best_mean20": 431.5, "seconds_to_best": best_t, "steps_at_best": 150_016,
+            "episodes": 900, "env_steps": 199_680, "ended": "exit 0", "wall_s": 95.0}
+
+
+def test_table_and_target_met_at_exactly_half():
+    text = ttr.format_table([_zoo(40.0), _cleanrl(80.0)])
+    lines = text.splitlines()
+    assert lines[2] == "| Zoo | 40.0 (40.0) | 40,960 (40,960) | 455.5 (455.5) | 40.0 (40.0) | 40,960 (40,960) |"
+    assert lines[3] == "| CleanRL | never (never) | never (never) | 431.5 (431.5) | 80.0 (80.0) | 150,016 (150,016) |"
+    # 40 / 80 = 0.50 <= 0.5
+    assert lines[-1] == ("Zoo's median s to mean-20 >= 450 / CleanRL's median s to its best mean-20 within 200k "
+                         "= 40.0 / 80.0 = 0.50: target <= 0.5 met")
+
+
+def test_target_not_met_and_medians_over_rounds():
+    rows = [_zoo(41.0, 1), _cleanrl(70.0, 1), _zoo(30.0, 2), _cleanrl(80.0, 2), _zoo(None, 3), _cleanrl(90.0, 3)]
+    text = ttr.format_table(rows)
+    # Zoo: 41, 30, never -> median 41 (never counts as latest); CleanRL: median of 70, 80, 90 = 80 -> 41 / 80 = 0.5125
+    assert text.splitlines()[-1].endswith("= 41.0 / 80.0 = 0.51: target <= 0.5 not met")
+    assert "| Zoo | 41.0 (41.0, 30.0, never) |" in text
+    assert "| 455.5 (455.5, 455.5, 300.0) | 41.0 (41.0, 30.0, 60.0) |" in text  # best: median of 300, 455.5, 455.5
+    assert "- Zoo, round 3: stopped at the time limit after 40,960 env steps" in text
+
+
+def test_target_never_and_missing_peer():
+    text = ttr.format_table([_zoo(None), _cleanrl(80.0)])
+    assert text.splitlines()[-1].endswith("= never / 80.0: target <= 0.5 not met (Zoo's median run never reached 450)")
+    text = ttr.format_table([_zoo(40.0), {"round": 1, "system": "cleanrl", "label": "CleanRL", "error": "boom"}])
+    assert "- CleanRL, round 1: boom" in text
+    assert text.splitlines()[-1].endswith(": - (no complete CleanRL result), target <= 0.5")
+
+
+def test_cleanrl_runs_cut_by_the_limit_are_left_out_of_the_target():
+    cut = dict(_cleanrl(30.0, 2), ended="limit", env_steps=8_648)
+    text = ttr.format_table([_zoo(40.0, 1), _cleanrl(80.0, 1), _zoo(40.0, 2), cut])
+    # CleanRL's median over the complete run only: 80 (not (30 + 80) / 2 = 55) -> 40 / 80 = 0.50
+    assert text.splitlines()[-1].endswith(
+        "= 40.0 / 80.0 = 0.50: target <= 0.5 met (1 CleanRL run that did not complete 200k env steps not counted)")
+    assert "- CleanRL, round 2: stopped at the time limit after 8,648 env steps" in text
+    text = ttr.format_table([_zoo(40.0), dict(cut, round=1)])
+    assert text.splitlines()[-1].endswith(": - (no complete CleanRL result), target <= 0.5 (1 CleanRL run that "
+                                          "did not complete 200k env steps not counted)")
+
+
+def test_commands():
+    zoo = ttr.zoo_command(2, "/tmp/r")
+    assert zoo[1:] == ["-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "200000", "--seed", "2",
+                       "--name", "ttr-2", "--set", "runs_dir=/tmp/r"]
+    cl = ttr.cleanrl_command(3)
+    assert cl[1:4] == ["-u", "-W", "ignore"] and cl[4].endswith("cleanrl_compat.py")
+    assert cl[5] == "--same-step-autoreset" and cl[6].endswith("/cleanrl/src/cleanrl/ppo.py")
+    assert cl[7:] == ["--env-id", "CartPole-v1", "--total-timesteps", "200000", "--seed", "3", "--no-cuda"]
