@@ -151,10 +151,11 @@ class TrainerConfig:
     """Besides ``checkpoints/latest.pt``, keep every checkpoint, the final one included, as
     ``checkpoints/policy-v{policy_version:08d}.pt`` (learning curves, evaluation of old policies)."""
     threads: int = field(default=0, metadata=bounded(ge=0, hint="0 = automatic"))
-    """Torch CPU threads of each trainer; 0 = the cores the actors (one each) and the policy
-    workers (``policy.threads`` each) leave, divided among the trainers, at least 1
-    (:mod:`zoo.core.workers.threads`; ``zoo train`` prints the plan). With the local launcher a
-    value above the machine's cores is refused."""
+    """Torch CPU threads of each trainer; 0 = chosen from the cores and the network: for image
+    observations (a convolutional encoder) every core divided among the trainers, otherwise the
+    cores the actors (one each) and policy workers (``policy.threads`` each) leave, divided among
+    the trainers; at least 1 (:mod:`zoo.core.workers.threads`; ``zoo train`` prints the plan).
+    With the local launcher a value above the machine's cores is refused."""
     collective_timeout_s: float = field(default=30.0, metadata=bounded(gt=0))
     """With trainer.count > 1: longest wait (seconds) inside one collective operation
     (gradient all-reduce, counter exchange) before a trainer gives up on its peers. Waiting

@@ -3,20 +3,31 @@
 Every actor process steps its envs on one core (env stepping is single-threaded); an actor
 that runs the policy itself (``policy.inline``, no policy worker) uses ``policy.threads``
 torch threads instead. Every policy worker uses ``policy.threads`` torch threads. The
-trainers share the cores that leaves:
+trainers' threads (unless ``trainer.threads`` > 0 sets them) depend on the network:
 
-    trainer threads = max(1, (cores - actors x actor threads - policy workers x policy.threads) // trainers)
+- **image observations** (a convolutional encoder, e.g. Atari's Nature CNN): the trainers share
+  **every** core, ``max(1, cores // trainers)``. The trainer leaves no cores to the actors and
+  policy workers because the sample stream already schedules them: when the update is the
+  bottleneck (it costs far more CPU per env step than stepping and inference), the actors are
+  held back by the sample stream (:mod:`zoo.core.workers.receiver`) and wait, so cores kept for
+  them would sit idle while the update ran on one.
+- **otherwise** (MLPs on vectors): the cores the actors and policy workers leave,
+  ``max(1, (cores - actors x actor threads - policy workers x policy.threads) // trainers)``.
+  Small matrix products gain nothing from more threads, and the extra threads' spinning takes
+  the cores the actors need.
 
-unless ``trainer.threads`` (> 0) sets them. So with the actors and policy workers busy, no
-core runs two threads; only when the roles alone already outnumber the cores (each needs at
-least one thread) do threads share cores. ``cores`` is the CPUs this process may run on
-(``os.sched_getaffinity``; ``os.cpu_count`` where that is missing). With a launcher that
-places roles on several hosts, each trainer counts the cores of its own host as if every
-actor and policy worker ran there (fewer threads than it could use, never more).
+Measured on 2 cores (benchmarks/RESULTS.md, issue 13): at CleanRL's Pong workload (2 actors,
+1 policy worker) 1 trainer thread gave 285 trained env steps/s with 34% of the cores idle, 2
+threads 345 with the cores 99% busy; at CleanRL's CartPole workload (1 inline actor of 4 envs)
+1 trainer thread 8,928, 2 threads 5,403.
 
-Example (hand-worked): 16 cores, 2 actors, 1 policy worker of 1 thread, 1 trainer:
-16 - 2 - 1 = 13 trainer threads, 16 in all. 2 cores with the same graph: 2 - 2 - 1 < 1, so 1
-trainer thread, 4 threads on 2 cores (the minimum, one per process).
+``cores`` is the CPUs this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where
+that is missing). With a launcher that places roles on several hosts, each trainer counts the
+cores of its own host as if every role ran there.
+
+Examples (hand-worked), 1 policy worker of 1 thread and 2 actors: Pong on 16 cores, 16 trainer
+threads (2 trainers: 8 each); on 2 cores, 2. CartPole on 16 cores, 16 - 2 - 1 = 13; on 2 cores
+2 - 2 - 1 < 1, so 1.
 """
 from __future__ import annotations
 
@@ -48,6 +59,7 @@ class ThreadPlan:
     trainers: int
     trainer: int
     trainer_auto: bool
+    images: bool = False
 
     @property
     def total(self) -> int:
@@ -56,16 +68,15 @@ class ThreadPlan:
 
     def describe(self) -> str:
         """One line for ``zoo train``, e.g. ``threads on 16 cores: 2 actors x 1 + 1 policy worker x 1 +
-        1 trainer x 13 (the cores the others leave; trainer.threads=N sets it) = 16``."""
+        1 trainer x 13 (the cores the others leave, at least 1; --set trainer.threads=N sets it)``."""
         pw = (f"{self.policy_workers} policy worker{'s' if self.policy_workers != 1 else ''} x {self.policy}"
               if self.policy_workers else "no policy worker (policy.inline)")
-        how = ("the cores the others leave, at least 1; --set trainer.threads=N sets it" if self.trainer_auto
-               else "trainer.threads")
-        line = (f"threads on {self.cores} cores: {self.actors} actor{'s' if self.actors != 1 else ''} x {self.actor} + {pw} + "
-                f"{self.trainers} trainer{'s' if self.trainers != 1 else ''} x {self.trainer} ({how}) = {self.total}")
-        if self.total > self.cores:
-            line += f" (more than the {self.cores} cores: each process needs one)"
-        return line
+        how = ("trainer.threads" if not self.trainer_auto else
+               "every core for a convolutional network: held-back actors leave theirs; --set trainer.threads=N sets it"
+               if self.images else "the cores the others leave, at least 1; --set trainer.threads=N sets it")
+        share = " each" if self.trainers > 1 and self.trainer_auto else ""
+        return (f"threads on {self.cores} cores: {self.actors} actor{'s' if self.actors != 1 else ''} x {self.actor} + "
+                f"{pw} + {self.trainers} trainer{'s' if self.trainers != 1 else ''} x {self.trainer}{share} ({how})")
 
 
 def thread_plan(cfg: Any, cores: int | None = None) -> ThreadPlan:
@@ -78,8 +89,20 @@ def thread_plan(cfg: Any, cores: int | None = None) -> ThreadPlan:
     policy_workers = 0 if inline else int(cfg.policy.count)
     trainers = int(cfg.trainer.count)
     explicit = int(cfg.trainer.threads or 0)
-    trainer = explicit or max(1, (cores - actors * actor - policy_workers * policy) // trainers)
-    return ThreadPlan(cores, actors, actor, policy_workers, policy, trainers, trainer, not explicit)
+    images = image_observations(getattr(cfg, "spec", None))
+    left = cores if images else cores - actors * actor - policy_workers * policy
+    trainer = explicit or max(1, left // trainers)
+    return ThreadPlan(cores, actors, actor, policy_workers, policy, trainers, trainer, not explicit, images)
+
+
+def image_observations(spec: Any) -> bool:
+    """True when an observation leaf of ``spec`` (an :class:`zoo.core.env.EnvSpec`, or None) is an
+    image: a rank-3 Box (``[C, H, W]``), what the algorithms encode with a convolutional network.
+    Zoo's own ``zoo:`` keys (action masks) do not count."""
+    from zoo.core.spaces import is_zoo_key
+
+    spaces = getattr(spec, "observation_space", None) or {}
+    return any(len(getattr(s, "shape", None) or ()) == 3 for k, s in spaces.items() if not is_zoo_key(k))
 
 
 def thread_problems(cfg: Any, cores: int | None = None) -> list[tuple[str, str]]:
@@ -92,6 +115,6 @@ def thread_problems(cfg: Any, cores: int | None = None) -> list[tuple[str, str]]
         if value > cores:
             out.append((path, f"{path}={value} is more than the {cores} CPU cores of this machine, so its threads "
                               f"would share cores; set --set {path}={cores} or less"
-                              + (" (0 = chosen from the cores the actors and policy workers leave)"
+                              + (" (0 = chosen from the cores and the network)"
                                  if path == "trainer.threads" else "")))
     return out

@@ -201,27 +201,46 @@ def test_trained_env_steps_is_the_sum_of_the_samples_the_trainer_used(tmp_path):
 
 
 # ----------------------------------------------------------------------------- threads per role
-def cfg_of(actors=2, policies=1, policy_threads=1, trainers=1, trainer_threads=0, inline=False):
+def cfg_of(actors=2, policies=1, policy_threads=1, trainers=1, trainer_threads=0, inline=False, images=False):
+    from gymnasium import spaces
+
+    obs = ({"obs": spaces.Box(0, 255, (4, 84, 84), np.uint8)} if images else {"obs": spaces.Box(-1, 1, (4,))})
+    obs["zoo:action_mask"] = spaces.Box(0, 1, (6,), np.int8)  # Zoo's own keys never count as images
     return SimpleNamespace(actors=SimpleNamespace(count=actors),
                            policy=SimpleNamespace(count=policies, threads=policy_threads, inline=inline),
-                           trainer=SimpleNamespace(count=trainers, threads=trainer_threads))
+                           trainer=SimpleNamespace(count=trainers, threads=trainer_threads),
+                           spec=SimpleNamespace(observation_space=obs))
 
 
-def test_the_trainer_gets_the_cores_the_actors_and_policy_workers_leave():
+def test_a_convolutional_trainer_shares_every_core():
+    p = thread_plan(cfg_of(images=True), cores=16)  # 1 trainer: all 16 cores (held-back actors leave theirs)
+    assert (p.trainer, p.images, p.trainer_auto) == (16, True, True)
+    assert thread_plan(cfg_of(images=True), cores=2).trainer == 2
+    # 2 trainers on 16 cores: 16 // 2 = 8 each; 3 trainers on 2 cores: 2 // 3 = 0, so at least 1
+    assert thread_plan(cfg_of(actors=4, policies=2, policy_threads=2, trainers=2, images=True), cores=16).trainer == 8
+    assert thread_plan(cfg_of(actors=3, trainers=3, images=True), cores=2).trainer == 1
+    assert thread_plan(cfg_of(images=True), cores=16).describe() == (
+        "threads on 16 cores: 2 actors x 1 + 1 policy worker x 1 + 1 trainer x 16 (every core for a convolutional "
+        "network: held-back actors leave theirs; --set trainer.threads=N sets it)")
+
+
+def test_an_mlp_trainer_gets_the_cores_the_actors_and_policy_workers_leave():
     p = thread_plan(cfg_of(), cores=16)  # 16 - 2 actors - 1 policy thread = 13
-    assert (p.trainer, p.total) == (13, 16) and p.trainer_auto
+    assert (p.trainer, p.images, p.trainer_auto) == (13, False, True)
     assert thread_plan(cfg_of(), cores=2).trainer == 1  # 2 - 2 - 1 < 1: at least 1
-    assert thread_plan(cfg_of(), cores=2).total == 4  # one per process: more than the 2 cores
     # 4 actors, 2 policy workers x 2 threads, 2 trainers on 16 cores: (16 - 4 - 4) // 2 = 4 each
     assert thread_plan(cfg_of(actors=4, policies=2, policy_threads=2, trainers=2), cores=16).trainer == 4
     assert thread_plan(cfg_of(inline=True), cores=16).trainer == 14  # no policy worker: 16 - 2 x 1
     # inline actors of 3 threads each: 16 - 2 x 3 = 10
     assert thread_plan(cfg_of(inline=True, policy_threads=3), cores=16).trainer == 10
-    p = thread_plan(cfg_of(trainer_threads=3), cores=16)  # explicit
+    p = thread_plan(cfg_of(trainer_threads=3, images=True), cores=16)  # explicit wins either way
     assert (p.trainer, p.trainer_auto) == (3, False)
     assert thread_plan(cfg_of(), cores=16).describe() == (
         "threads on 16 cores: 2 actors x 1 + 1 policy worker x 1 + 1 trainer x 13 (the cores the others leave, "
-        "at least 1; --set trainer.threads=N sets it) = 16")
+        "at least 1; --set trainer.threads=N sets it)")
+    assert thread_plan(cfg_of(trainers=2, inline=True), cores=16).describe() == (
+        "threads on 16 cores: 2 actors x 1 + no policy worker (policy.inline) + 2 trainers x 7 each (the cores the "
+        "others leave, at least 1; --set trainer.threads=N sets it)")
 
 
 def test_explicit_thread_counts_above_the_cores_are_refused():

@@ -67,11 +67,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         "PongNoFrameskip-v4", 8, 128, 4, 4, None),
     Workload(
         "cartpole", "ppo", "CartPole-v1",
-        ("actors.count=2", "actors.envs_per_actor=2", "trainer.batch_samples=4", "sample_length=128",
+        ("policy.inline=true", "actors.count=1", "actors.envs_per_actor=4", "actors.ring_size=1",
+         "trainer.batch_samples=4", "sample_length=128",
          "algo.epochs=4", "algo.minibatches=4", "algo.lr=2.5e-4", "algo.gamma=0.99", "algo.gae_lambda=0.95",
          "algo.clip_coef=0.2", "algo.ent_coef=0.01", "algo.clip_vloss=true"),
         "CleanRL ppo.py's workload: PPO on CartPole-v1, 4 envs x 128 steps, 4 epochs x 4 minibatches of 128 "
-        "(Zoo: 2 actors x 2 envs, 4 samples per update, CleanRL's hyperparameters)",
+        "(Zoo: 1 actor of 4 envs running the policy itself, policy.inline, 4 samples per update, CleanRL's "
+        "hyperparameters)",
         "CartPole-v1", 4, 128, 4, 4, "ppo"),
     Workload(
         "cartpole-defaults", "ppo", "CartPole-v1", (),
