@@ -197,6 +197,23 @@ def cpu_ms(fn, repeats: int, warmup: int = 3) -> float:
     return (time.process_time() - start) / repeats * 1e3
 
 
+def _algorithm_and_first_obs(cfg: Any) -> tuple[type, dict[str, Any]]:
+    """``cfg``'s algorithm class and the first observation of its env (``reset(seed=0)``; the env
+    is closed again)."""
+    from zoo.core.config import resolve_env
+    from zoo.core.plugins import get_registry
+
+    registry = get_registry()
+    algo_cls = registry.get("algorithm", cfg.algo_name).load()
+    component, arg = resolve_env(registry, cfg.env_name)
+    env = component.load()(arg, cfg.env, 0)
+    try:
+        obs, _ = env.reset(seed=0)
+    finally:
+        env.close()
+    return algo_cls, obs
+
+
 def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
     """Core seconds per env step of the policy's forward pass (``act``) at ``batch`` observations on
     one torch thread (the policy worker's ``policy.threads=1`` default), float32 or
@@ -205,19 +222,12 @@ def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
     import numpy as np
     import torch
 
-    from zoo.core.config import resolve_env
-    from zoo.core.plugins import get_registry
     from zoo.core.workers.policy import cast_for_precision, inference_autocast
 
-    registry = get_registry()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        algo_cls = registry.get("algorithm", cfg.algo_name).load()
-        component, arg = resolve_env(registry, cfg.env_name)
-        env = component.load()(arg, cfg.env, 0)
-        obs, _ = env.reset(seed=0)
-        env.close()
+        algo_cls, obs = _algorithm_and_first_obs(cfg)
         policy = algo_cls.build_policy(cfg.algo, cfg.spec).eval()
         cast_for_precision(policy, cfg.policy.precision)
         agents = cfg.spec.num_agents
@@ -276,18 +286,10 @@ def training_cost(cfg: Any, threads: int, repeats: int = 2) -> float:
     """
     import torch
 
-    from zoo.core.config import resolve_env
-    from zoo.core.plugins import get_registry
-
-    registry = get_registry()
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, int(threads)))
     try:
-        algo_cls = registry.get("algorithm", cfg.algo_name).load()
-        component, arg = resolve_env(registry, cfg.env_name)
-        env = component.load()(arg, cfg.env, 0)
-        obs, _ = env.reset(seed=0)
-        env.close()
+        algo_cls, obs = _algorithm_and_first_obs(cfg)
         algo = algo_cls(cfg.algo, cfg.spec, 0)
         batch = synthetic_batch(cfg, algo.policy, obs)
         try:
