@@ -209,7 +209,7 @@ def test_a_node_powered_off_ends_the_run_naming_it(cluster):
     print(f"the run ended {ended:.1f} s after node {victim} went down")
     assert proc.returncode == 1, err[-4000:]
     # The failure names the node: "(Ray node <label> died)" once Ray has marked the node dead, or, when
-    # the launcher gave up waiting for that word (10 s; longer on a loaded machine), "(its Ray actor
+    # the launcher gave up waiting for that word (NODE_DEATH_S, 30 s; longer on a loaded machine), "(its Ray actor
     # on node <label> died: ...)".
     stopping = [line for line in err.splitlines() if line.startswith("zoo: ") and "stopping the run" in line]
     assert len(stopping) == 1 and (f"(Ray node {victim} died)" in stopping[0]

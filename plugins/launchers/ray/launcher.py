@@ -54,9 +54,13 @@ PID_WAIT_S = 30.0
 """Longest the controller waits for a worker's pid (its Ray actor starting) when asked for it."""
 CLEAN_TIMEOUT_S = 20.0
 """Longest the node agents' clean-up may take at the end of a run."""
-NODE_DEATH_S = 10.0
+NODE_DEATH_S = 30.0
 """After a worker's actor became unreachable, how long its end waits for Ray to say whether
-its node died (Ray marks a dead node about 3 s after its actors become unreachable)."""
+its node died. Ray marks a dead node about 3 s after its raylet's connection drops or, when it
+only stops answering, after its health checks fail (by default every 3 s, 5 in a row: about
+15 s). A worker whose node is not yet marked dead by then is taken for a lost actor on a live
+node and restarted into the same bundle, which on a dead node never starts (10 s here let a
+CI run wait past 120 s after a node loss, 2026-12-02)."""
 
 
 @dataclass
