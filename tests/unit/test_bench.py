@@ -106,9 +106,9 @@ def test_phase_figures_from_a_window():
     assert got["bottleneck"].startswith("CPU-bound: the 2 cores are busy (97%), most of it in the actor (40%")
 
 
-def test_training_bound():
+def test_cpu_work_bound_with_training():
     # 2 cores / (0.5 + 0.5 + 4.0 core-ms) = 400 trained env steps/s
-    assert report.training_bound(2, 0.5e-3, 0.5e-3, 4.0e-3) == pytest.approx(400.0)
+    assert report.cpu_work_bound(2, 0.5e-3, 0.5e-3, 4.0e-3) == pytest.approx(400.0)
 
 
 def test_format_table_training_rows():

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-__all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "training_bound", "cpu_shares", "bottleneck_words",
+__all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
            "phase_figures", "format_table", "ROLES"]
 
 ROLES = ("actor", "policy", "trainer", "controller")
@@ -65,16 +65,11 @@ def dropped_fraction(start: dict[str, Any], end: dict[str, Any], trained: float,
     return dropped / (dropped + used) if dropped + used > 0 else None
 
 
-def cpu_work_bound(cores: int, env_s_per_step: float, inference_s_per_step: float) -> float:
-    """``cores / (env + inference core seconds per env step)``. Example: 2 cores, 2.0 ms + 0.5 ms
-    -> 2 / 0.0025 = 800 env steps/s."""
-    return cores / (env_s_per_step + inference_s_per_step)
-
-
-def training_bound(cores: int, env_s_per_step: float, inference_s_per_step: float, train_s_per_step: float) -> float:
-    """``cores / (env + inference + training core seconds per env step)``. Example: 2 cores,
-    0.5 ms + 0.5 ms + 4.0 ms -> 2 / 0.005 = 400 trained env steps/s."""
-    return cores / (env_s_per_step + inference_s_per_step + train_s_per_step)
+def cpu_work_bound(cores: int, *core_s_per_step: float) -> float:
+    """``cores / (the sum of core seconds per env step)``: env + inference (the CPU-work bound), or
+    env + inference + training (the bound on trained env steps/s). Examples: 2 cores, 2.0 ms + 0.5
+    ms -> 2 / 0.0025 = 800 env steps/s; 0.5 + 0.5 + 4.0 ms -> 400 trained env steps/s."""
+    return cores / sum(core_s_per_step)
 
 
 def cpu_shares(cpu_s: dict[tuple[str, int], float], seconds: float, cores: int) -> dict[str, float]:

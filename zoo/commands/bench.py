@@ -123,7 +123,7 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     import torch
 
     from zoo.bench.measure import BenchError, inference_cost, measure_run, raw_ceiling, training_cost
-    from zoo.bench.report import cpu_work_bound, phase_figures, training_bound
+    from zoo.bench.report import cpu_work_bound, phase_figures
     from zoo.core.workers.threads import thread_plan
     from zoo.core.config import steps_per_update
 
@@ -163,7 +163,7 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
                 result["bound"]["train_note"] = str(exc)
             else:
                 result["bound"].update(train_ms_per_step=train * 1e3, train_threads=threads,
-                                       trained_env_steps_per_s=training_bound(cores, raw.cpu_s_per_step, inf, train))
+                                       trained_env_steps_per_s=cpu_work_bound(cores, raw.cpu_s_per_step, inf, train))
     ceiling = raw.env_steps_per_s if raw else None
     bound_rate = result["bound"]["env_steps_per_s"] if result["bound"] else None
     for phase, run in runs.items():
