@@ -98,3 +98,77 @@ def test_a_host_reward_norm_fed_cuda_returns_fails_as_on_a_gpu():
         cuda = torch.ones(3, 2, device="cuda:0")
         with pytest.raises(RuntimeError, match="cpu"):
             scaled_rewards(norm, {"disc_return": cuda}, cuda, None)
+
+
+# -- resume onto a device (issue 21, fault 3) -------------------------------------------
+
+@pytest.fixture
+def keep_rng():
+    """Leave torch's, numpy's and Python's global RNGs as they were."""
+    from zoo.core.workers.trainer import rng_state, set_rng_state
+    saved = rng_state()
+    saved.pop("cuda", None)
+    yield
+    set_rng_state(saved)
+
+
+def test_resume_onto_a_device_restores_rng_from_a_cpu_byte_tensor(tmp_path, monkeypatch, keep_rng):
+    """Before the fix the checkpoint was loaded with map_location=algo.device, which moved the
+    saved RNG state there: 'RNG state must be a torch.ByteTensor' at every resume on CUDA."""
+    from zoo.core.workers import trainer
+
+    cpu = PPO(PPOConfig(norm_reward=True, norm_obs=True), box_spec(), 0)
+    loss = sum(p.sum() for p in cpu.policy.parameters())
+    loss.backward()
+    cpu.optimizer.step()  # optimiser state to carry
+    st = trainer.TrainerState()
+    path = str(tmp_path / "latest.pt")
+    trainer.save_checkpoint(path, cpu, {**st.counters(1), "trainer": st.to_dict(0.0, 0)})
+
+    algo = PPO(PPOConfig(device="meta", norm_reward=True, norm_obs=True), box_spec(), 0)
+    seen = []
+    real = torch.set_rng_state
+    monkeypatch.setattr(torch, "set_rng_state", lambda s: (seen.append((s.device.type, s.dtype)), real(s)))
+    ckpt = trainer.load_resume(path, algo)
+    assert_on_device(algo, "meta")  # weights, Adam's moments, reward and observation statistics
+    assert len(algo.optimizer.state) == len(list(algo.policy.parameters()))
+    resumed = trainer.TrainerState()
+    resumed.load(ckpt)
+    assert seen == [("cpu", torch.uint8)]
+    assert resumed.rng_note is None
+
+
+def test_cuda_rng_states_of_more_devices_than_here_are_dropped_with_a_note(monkeypatch, keep_rng):
+    """Before the fix set_rng_state_all restored every saved state: 'invalid device ordinal'
+    on a machine with fewer GPUs than the one that wrote the checkpoint."""
+    from zoo.core.workers.trainer import rng_state, set_rng_state
+
+    restored = []
+
+    def fake_cuda_set(state, device=0):
+        if device >= 1:  # as CUDA does for an ordinal this machine lacks
+            raise RuntimeError("CUDA error: invalid device ordinal")
+        restored.append((device, state.device.type, state.dtype, state.tolist()))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", fake_cuda_set)
+    monkeypatch.setattr(torch.cuda.random, "set_rng_state", fake_cuda_set)
+    state = rng_state()
+    state["cuda"] = [torch.tensor([i, 7], dtype=torch.uint8) for i in range(3)]
+    note = set_rng_state(state)
+    assert restored == [(0, "cpu", torch.uint8, [0, 7])]
+    assert note == ("the checkpoint holds the CUDA RNG states of 3 devices and this machine has 1: restored those "
+                    "of cuda:0..cuda:0, dropped 2; random draws on the dropped devices will not repeat those of "
+                    "the first run")
+
+
+def test_cuda_rng_states_on_a_machine_without_cuda_are_all_dropped(monkeypatch, keep_rng):
+    from zoo.core.workers.trainer import rng_state, set_rng_state
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    state = rng_state()
+    state["cuda"] = [torch.zeros(2, dtype=torch.uint8)]
+    assert set_rng_state(state) == (
+        "the checkpoint holds the CUDA RNG states of 1 devices and this machine has 0: restored none, dropped 1; "
+        "random draws on the dropped devices will not repeat those of the first run")
