@@ -172,3 +172,84 @@ def test_cuda_rng_states_on_a_machine_without_cuda_are_all_dropped(monkeypatch, 
     assert set_rng_state(state) == (
         "the checkpoint holds the CUDA RNG states of 1 devices and this machine has 0: restored none, dropped 1; "
         "random draws on the dropped devices will not repeat those of the first run")
+
+
+# -- device facts and bad input before any worker starts (issue 21) ---------------------
+
+def test_cuda_count_problem_names_the_devices_there_are():
+    from zoo.core.devices import cuda_count_problem
+
+    assert cuda_count_problem("algo.device", "cuda:3", 1) == \
+        "algo.device=cuda:3: this machine has 1 CUDA device (cuda:0); use cuda:0"
+    assert cuda_count_problem("policy.device", "cuda:2", 2) == \
+        "policy.device=cuda:2: this machine has 2 CUDA devices (cuda:0..cuda:1); use one of cuda:0..cuda:1"
+    assert cuda_count_problem("algo.device", "cuda", 0) == "algo.device=cuda: this machine has no CUDA device; use cpu"
+    assert cuda_count_problem("algo.device", "cuda:1", 2) is None
+    assert cuda_count_problem("algo.device", "cpu", 0) is None
+
+
+@pytest.mark.parametrize("capability, supported, native", [
+    ((7, 0), False, False),  # V100
+    ((7, 5), True, False),   # T4: torch emulates bfloat16
+    ((8, 0), True, True),    # A100
+    ((9, 0), True, True),    # H100
+    ((8, 6), False, False),
+])
+def test_bf16_native_needs_ampere_and_torch_support(capability, supported, native):
+    from zoo.core.devices import bf16_native
+    assert bf16_native(capability, supported) is native
+
+
+@pytest.mark.parametrize("capability, supported, chosen", [((7, 5), True, "float32"), ((8, 0), True, "bfloat16")])
+def test_auto_precision_picks_bfloat16_only_where_native(monkeypatch, capability, supported, chosen):
+    from zoo.core import devices
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Tesla T4")
+    assert devices.choose_precision("auto", "cuda:0") == chosen
+    assert devices.choose_precision("auto", "cpu") == "float32"
+    assert devices.choose_precision("bfloat16", "cpu") == "bfloat16"
+
+
+def test_bfloat16_on_a_gpu_without_it_is_refused_in_one_line(monkeypatch):
+    from zoo.core.config import ConfigError, build_config, validate
+    from zoo.core.plugins import get_registry
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: (7, 5))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Tesla T4")
+    reg = get_registry()
+    with pytest.raises(ConfigError) as info:
+        validate(build_config(reg, "ppo", "CartPole-v1", steps=1000,
+                              overrides=["policy.device=cuda", "policy.precision=bfloat16"]), reg)
+    assert info.value.problems == [
+        "policy.precision=bfloat16 on cuda (Tesla T4, compute capability 7.5): no native bfloat16 below 8.0 "
+        "(Ampere); use float32 or auto"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_cuda_on_this_machine_without_cuda_is_refused_before_anything_starts(tmp_path):
+    """For real: no mock. `zoo train` exits 2 with one line naming the option."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "1000",
+                          "--set", "algo.device=cuda", "--set", f"runs_dir={tmp_path}"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    text = " ".join(out.stderr.replace("│", " ").split())  # the error box, unwrapped
+    assert f"algo.device='cuda': this torch build ({torch.__version__}) or machine has no CUDA" in text
+    assert list(tmp_path.iterdir()) == []  # no run folder: nothing started
+
+
+def test_the_policy_worker_sets_its_cuda_device_first(monkeypatch):
+    from zoo.core import devices
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: seen.append(str(d)))
+    devices.use_device("cuda:1")
+    devices.use_device("cpu")
+    assert seen == ["cuda:1"]

@@ -258,6 +258,7 @@ def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
     import numpy as np
     import torch
 
+    from zoo.core.devices import choose_precision
     from zoo.core.workers.policy import cast_for_precision, inference_autocast
 
     threads = torch.get_num_threads()
@@ -266,7 +267,8 @@ def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
         algo_cls, obs = _algorithm_and_first_obs(cfg)
         device = torch.device(getattr(cfg.policy, "device", "cpu") or "cpu")
         policy = algo_cls.build_policy(cfg.algo, cfg.spec).to(device).eval()
-        cast_for_precision(policy, cfg.policy.precision)
+        precision = choose_precision(cfg.policy.precision, device)
+        cast_for_precision(policy, precision)
         agents = cfg.spec.num_agents
         rows = max(1, batch)
         x = {k: torch.as_tensor(np.repeat(np.asarray(v), -(-rows // agents), axis=0)[:rows], device=device)
@@ -274,7 +276,7 @@ def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
         state = policy.zero_state(rows) if getattr(policy, "state_shape", None) is not None else None
         if state is not None:
             state = state.to(device)
-        with torch.inference_mode(), inference_autocast(cfg.policy.precision, device.type):
+        with torch.inference_mode(), inference_autocast(precision, device.type):
             call = (lambda: policy.act(x, state=state)) if state is not None else (lambda: policy.act(x))
             ms = device_ms(call, repeats, device=device)
         return ms / 1e3 / rows * agents
