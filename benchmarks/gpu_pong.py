@@ -85,13 +85,16 @@ def main() -> None:
         result = run_bench(w, cfgs, ("ceiling", "train"), args.seconds, args.warmup, args.limit, cores)
     finally:
         shutil.rmtree(runs_dir, ignore_errors=True)
-    ratio = result["train"]["of_ceiling"]
-    print(format_table(result))
-    print(f"end-to-end frames/s / raw ceiling frames/s: {ratio:.1%} (target >= {TARGET:.0%}): "
-          + ("met" if ratio >= TARGET else "missed: the bottleneck line above names what stops it"))
+    print(format_table(result))  # with a failed phase's reason in its own line ("train failed: ...")
+    if result.get("train") and result["train"].get("of_ceiling") is not None:
+        ratio = result["train"]["of_ceiling"]
+        print(f"end-to-end frames/s / raw ceiling frames/s: {ratio:.1%} (target >= {TARGET:.0%}): "
+              + ("met" if ratio >= TARGET else "missed: the bottleneck line above names what stops it"))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1, default=str)
+    if result.get("errors"):
+        sys.exit(f"gpu_pong: {len(result['errors'])} phase(s) failed: {', '.join(result['errors'])} (see the table)")
 
 
 if __name__ == "__main__":

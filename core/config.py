@@ -113,8 +113,10 @@ class PolicyConfig:
     over all its envs per step) and pulls new parameters between rollouts (SRL's inline
     inference, for cheap policies and many CPU actors; docs/graph.md). ``policy.count`` must
     then stay 1 and ``policy.device`` cpu; ``max_batch`` and ``max_wait_ms`` do not apply."""
-    precision: Literal["float32", "bfloat16"] = "float32"
-    """Arithmetic of the inference forward pass. ``bfloat16`` runs it under
+    precision: Literal["float32", "bfloat16", "auto"] = "float32"
+    """Arithmetic of the inference forward pass. ``auto``: bfloat16 on a CUDA device with native
+    bfloat16 (compute capability >= 8.0), float32 elsewhere (:func:`zoo.core.devices.choose_precision`);
+    ``bfloat16`` on a GPU without it (V100, T4) is refused before the run starts. ``bfloat16`` runs it under
     ``torch.autocast`` (matrix products and convolutions in bfloat16, their weights stored in
     bfloat16 once; softmax and log-probabilities in float32): about 45% less CPU time for a
     Nature CNN in batches of 16-32 on CPUs with AVX512-BF16 (``benchmarks/inference_bench.py``),
@@ -313,9 +315,10 @@ def _device_available(path: str, dev: str) -> tuple[bool, str, str]:
     if not torch.cuda.is_available():
         return False, path, (f"{path}={dev!r}: this torch build ({torch.__version__}) or machine has no CUDA; "
                              "use cpu, or install a CUDA build of torch")
-    index = int(dev.split(":")[1]) if ":" in dev else 0
-    count = torch.cuda.device_count()
-    return index < count, path, f"{path}={dev!r}: this machine has {count} CUDA device(s) (cuda:0..cuda:{count - 1})"
+    from zoo.core.devices import cuda_count_problem
+
+    problem = cuda_count_problem(path, dev, torch.cuda.device_count())
+    return problem is None, path, problem or ""
 
 
 # ----------------------------------------------------------------------------- config files
@@ -674,7 +677,13 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         if not _DEVICE_RE.match(dev):
             need(False, path, f"{path}={dev!r} is not a device; use cpu, cuda, cuda:N or mps")
         elif dev != "cpu" and not remote:
-            need(*_device_available(path, dev))
+            ok, _, message = _device_available(path, dev)
+            need(ok, path, message)
+            if ok and path == "policy.device":
+                from zoo.core.devices import precision_problem
+
+                bad = precision_problem("policy.precision", p.precision, dev)
+                need(bad is None, "policy.precision", bad or "")
     need(not (cfg.env_steps and cfg.frames), "env_steps",
          f"both env_steps={cfg.env_steps} and frames={cfg.frames} are set; set only one budget "
          "(--steps N or --frames N)")

@@ -135,6 +135,7 @@ class Inference:
     def __init__(self, ctx: WorkerContext, index: int) -> None:
         import torch
 
+        from zoo.core.devices import choose_precision, use_device
         from zoo.core.graph import worker_device
 
         cfg = ctx.cfg
@@ -142,13 +143,15 @@ class Inference:
         # Sampled actions come from torch's generator: seeded per policy worker (zoo.core.seeding).
         torch.manual_seed(derive_seed(cfg.seed, "policy", index, resume=int(getattr(cfg, "resume", 0) or 0)))
         self.device = worker_device(cfg.policy.device, index)
+        use_device(self.device)  # before any tensor on cuda:N: no stray context on GPU 0
+        self.precision = choose_precision(cfg.policy.precision, self.device)
         algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
         self.policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(self.device)
         self.policy.eval()
-        cast_for_precision(self.policy, cfg.policy.precision)
+        cast_for_precision(self.policy, self.precision)
         state_shape = getattr(self.policy, "state_shape", None)
         self.states = RecurrentStates(state_shape) if state_shape else None
-        self.autocast = inference_autocast(cfg.policy.precision, self.device)
+        self.autocast = inference_autocast(self.precision, self.device)
         self.version, self.attempt = -1, 0
 
     def refresh(self, params, timeout: float) -> bool:

@@ -318,17 +318,37 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` returned (CUDA states only where CUDA is available)."""
+def set_rng_state(state: dict[str, Any]) -> str | None:
+    """Restore what :func:`rng_state` returned.
+
+    The CPU state is restored as the CPU ``torch.ByteTensor`` torch requires, wherever the
+    checkpoint's tensors were loaded. CUDA states are restored only for the devices this
+    machine has (a checkpoint from a machine with more GPUs keeps the first ones; with no
+    CUDA, none).
+
+    Returns:
+        None when every state was restored, else one line saying which CUDA states were
+        dropped and why (the trainer sends it to the controller as a warning).
+    """
     import random
 
     import torch
 
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(torch.as_tensor(state["torch"]).to("cpu", torch.uint8))
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = list(state.get("cuda") or [])
+    if not cuda:
+        return None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for i, s in enumerate(cuda[:count]):
+        torch.cuda.set_rng_state(torch.as_tensor(s).to("cpu", torch.uint8), i)
+    if len(cuda) > count:
+        kept = f"restored those of cuda:0..cuda:{count - 1}" if count else "restored none"
+        return (f"the checkpoint holds the CUDA RNG states of {len(cuda)} devices and this machine has {count}: "
+                f"{kept}, dropped {len(cuda) - count}; random draws on the dropped devices will not repeat "
+                "those of the first run")
+    return None
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -348,6 +368,7 @@ class TrainerState:
         self.nonfinite_updates = 0
         self.nonfinite_streak = 0
         self.resumes = 0
+        self.rng_note: str | None = None  # set by load(): CUDA RNG states a checkpoint held for devices not here
         self.time_before = 0.0  # running time of the run's earlier segments, seconds
         self.recent: collections.deque = collections.deque(maxlen=RECENT_EPISODES)
         self.recent_stats: dict[str, collections.deque] = {}
@@ -406,8 +427,7 @@ class TrainerState:
             self.recent_stats[k] = collections.deque(v, maxlen=RECENT_EPISODES)
         self.pending, self.origins = list(t.get("pending", [])), list(t.get("origins", []))
         self.pending_slots = int(t.get("pending_slots", 0))
-        if "rng" in t:
-            set_rng_state(t["rng"])
+        self.rng_note = set_rng_state(t["rng"]) if "rng" in t else None
 
     def return_mean(self) -> float | None:
         return float(np.mean(self.recent)) if self.recent else None
@@ -436,6 +456,24 @@ def run(ctx: WorkerContext) -> None:
             time.sleep(0.05)
         if not ctx.stop:
             raise
+
+
+def load_resume(path: str, algo: Any) -> dict[str, Any]:
+    """Read the checkpoint at ``path`` onto the CPU and load its ``"algorithm"`` state into
+    ``algo``, whose ``load_state_dict`` moves weights, optimiser state and statistics to the
+    algorithm's device (torch's ``Optimizer.load_state_dict`` casts state to each parameter's
+    device; ``Module.load_state_dict`` copies into the existing tensors). Everything else (the
+    RNG states above all, which torch takes only as CPU ByteTensors) stays on the CPU.
+
+    Returns:
+        The checkpoint dict (for :meth:`TrainerState.load`).
+
+    Raises:
+        CheckpointError: the file is missing or unreadable (:func:`zoo.core.checkpoint.load_checkpoint`).
+    """
+    ckpt = load_checkpoint(path, map_location="cpu")
+    algo.load_state_dict(ckpt["algorithm"])
+    return ckpt
 
 
 def _devices(cfg: Any, count: int) -> list[str] | None:
@@ -479,9 +517,10 @@ def _run(ctx: WorkerContext) -> None:
     if resume or attempt:
         latest = latest_path(ctx.run_dir)
         if os.path.exists(latest):
-            ckpt = load_checkpoint(latest, map_location=str(getattr(algo, "device", "cpu")))
-            algo.load_state_dict(ckpt["algorithm"])
+            ckpt = load_resume(latest, algo)
             st.load(ckpt)
+            if lead and st.rng_note:
+                ctx.send_control("warning", timeout=0.05, key="rng", message=st.rng_note)
             if not lead:  # the samples waiting in the checkpoint were rank 0's
                 st.pending, st.origins, st.pending_slots, st.pending_share = [], [], 0, fresh_share()
             cut = ckpt.get("trainer", {}).get("metrics_bytes")  # absent from a checkpoint of format 1: no cut

@@ -53,7 +53,7 @@ class RunningMeanStd(nn.Module):
         total = self.count + n
         self.mean += delta * n / total
         self.var.copy_((self.var * self.count + b_var * n + delta ** 2 * self.count * n / total) / total)
-        self.count.fill_(float(total))
+        self.count.copy_(total)  # on the device: no host sync per update
 
 
 def norm_keys(observation_space: dict[str, Any]) -> list[str]:

@@ -362,7 +362,7 @@ def test_validate_refuses_devices_this_torch_cannot_use_before_any_process_start
     cfg.policy.device, cfg.algo.device = "cuda:1", "cuda:2"
     with pytest.raises(ConfigError) as info:
         validate(cfg, reg)
-    assert info.value.problems == ["algo.device='cuda:2': this machine has 2 CUDA device(s) (cuda:0..cuda:1)"]
+    assert info.value.problems == ["algo.device=cuda:2: this machine has 2 CUDA devices (cuda:0..cuda:1); use one of cuda:0..cuda:1"]
 
 
 def test_validate_accepts_defaults(reg):

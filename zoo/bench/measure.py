@@ -197,6 +197,40 @@ def cpu_ms(fn, repeats: int, warmup: int = 3) -> float:
     return (time.process_time() - start) / repeats * 1e3
 
 
+def device_ms(fn, repeats: int, warmup: int = 3, device: Any = "cpu") -> float:
+    """Milliseconds per call of ``fn`` on the device it runs on, after ``warmup`` calls.
+
+    On ``cpu`` (or any non-CUDA device): CPU core-milliseconds (:func:`cpu_ms`, every thread of
+    this process). On ``cuda[:N]``: GPU milliseconds between two CUDA events recorded on that
+    device's current stream around the ``repeats`` calls, after ``torch.cuda.synchronize``
+    (the work queued by the warm-up calls is not counted; the events' end waits for the last).
+    """
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return cpu_ms(fn, repeats, warmup)
+    with torch.cuda.device(dev):
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize(dev)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            fn()
+        end.record()
+        torch.cuda.synchronize(dev)
+        return start.elapsed_time(end) / repeats
+
+
+def _model_device(module: Any) -> Any:
+    """The device of ``module``'s first parameter (``cpu`` for a module without any)."""
+    import torch
+
+    param = next(iter(module.parameters()), None)
+    return torch.device("cpu") if param is None else param.device
+
+
 def _algorithm_and_first_obs(cfg: Any) -> tuple[type, dict[str, Any]]:
     """``cfg``'s algorithm class and the first observation of its env (``reset(seed=0)``; the env
     is closed again)."""
@@ -215,28 +249,36 @@ def _algorithm_and_first_obs(cfg: Any) -> tuple[type, dict[str, Any]]:
 
 
 def inference_cost(cfg: Any, batch: int, repeats: int = 30) -> float:
-    """Core seconds per env step of the policy's forward pass (``act``) at ``batch`` observations on
-    one torch thread (the policy worker's ``policy.threads=1`` default), float32 or
-    ``cfg.policy.precision`` as the policy worker runs it; observations are the env's reset
-    observation repeated ``batch`` times. Per env step = per pass / ``batch`` x agents."""
+    """Seconds per env step of the policy's forward pass (``act``) at ``batch`` observations on
+    ``cfg.policy.device``, float32 or ``cfg.policy.precision`` as the policy worker runs it, on
+    one torch thread (the policy worker's ``policy.threads=1`` default); observations are the
+    env's reset observation repeated ``batch`` times, placed on the device before timing. On the
+    CPU the seconds are core seconds (``time.process_time``); on CUDA they are GPU seconds timed
+    with CUDA events (:func:`device_ms`). Per env step = per pass / ``batch`` x agents."""
     import numpy as np
     import torch
 
+    from zoo.core.devices import choose_precision
     from zoo.core.workers.policy import cast_for_precision, inference_autocast
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         algo_cls, obs = _algorithm_and_first_obs(cfg)
-        policy = algo_cls.build_policy(cfg.algo, cfg.spec).eval()
-        cast_for_precision(policy, cfg.policy.precision)
+        device = torch.device(getattr(cfg.policy, "device", "cpu") or "cpu")
+        policy = algo_cls.build_policy(cfg.algo, cfg.spec).to(device).eval()
+        precision = choose_precision(cfg.policy.precision, device)
+        cast_for_precision(policy, precision)
         agents = cfg.spec.num_agents
         rows = max(1, batch)
-        x = {k: torch.as_tensor(np.repeat(np.asarray(v), -(-rows // agents), axis=0)[:rows]) for k, v in obs.items()}
+        x = {k: torch.as_tensor(np.repeat(np.asarray(v), -(-rows // agents), axis=0)[:rows], device=device)
+             for k, v in obs.items()}
         state = policy.zero_state(rows) if getattr(policy, "state_shape", None) is not None else None
-        with torch.inference_mode(), inference_autocast(cfg.policy.precision, "cpu"):
+        if state is not None:
+            state = state.to(device)
+        with torch.inference_mode(), inference_autocast(precision, device.type):
             call = (lambda: policy.act(x, state=state)) if state is not None else (lambda: policy.act(x))
-            ms = cpu_ms(call, repeats)
+            ms = device_ms(call, repeats, device=device)
         return ms / 1e3 / rows * agents
     finally:
         torch.set_num_threads(threads)
@@ -247,6 +289,9 @@ def synthetic_batch(cfg: Any, policy: Any, obs: dict[str, Any]) -> dict[str, Any
     sample_length`` steps x ``B = trainer.batch_samples`` agent-slots, every observation the env's
     reset observation ``obs``, the actions and extras (``logp``, ``value``, ...) from ``policy.act``
     on them, rewards N(0, 1) (seed 0), no episode ends, every step active, policy version 0.
+    The observations go to ``policy`` on its own device (that of its first parameter); the
+    batch is host numpy arrays, as the trainer receives it from the sample stream (what ``act``
+    returns is copied back with ``.cpu()``).
 
     Raises:
         BenchError: the policy is recurrent (its state is not part of this batch).
@@ -260,8 +305,10 @@ def synthetic_batch(cfg: Any, policy: Any, obs: dict[str, Any]) -> dict[str, Any
     rows = (T + 1) * B
     full = {k: np.repeat(np.asarray(v), -(-rows // agents), axis=0)[:rows] for k, v in obs.items()}
     batch_obs = {k: v.reshape(T + 1, B, *v.shape[1:]) for k, v in full.items()}
+    device = _model_device(policy)
     with torch.inference_mode():
-        out = policy.act({k: torch.as_tensor(v[:T].reshape(T * B, *v.shape[2:])) for k, v in batch_obs.items()})
+        out = policy.act({k: torch.as_tensor(v[:T].reshape(T * B, *v.shape[2:]), device=device)
+                          for k, v in batch_obs.items()})
     batch = {"obs": batch_obs,
              "reward": np.random.default_rng(0).standard_normal((T, B)).astype(np.float32),
              "terminated": np.zeros((T, B), bool), "truncated": np.zeros((T, B), bool),
@@ -270,16 +317,17 @@ def synthetic_batch(cfg: Any, policy: Any, obs: dict[str, Any]) -> dict[str, Any
              "final_obs": {k: v[:0] for k, v in full.items()}, "final_index": np.zeros((0, 2), np.int64)}
     for key, value in out.items():
         value = value.float() if value.dtype == torch.bfloat16 else value
-        batch[key] = value.numpy().reshape(T, B, *value.shape[1:])
+        batch[key] = value.detach().cpu().numpy().reshape(T, B, *value.shape[1:])
     return batch
 
 
 def training_cost(cfg: Any, threads: int, repeats: int = 2) -> float:
     """Core seconds per env step of one update of ``cfg``'s algorithm (``update``) on
     :func:`synthetic_batch` (``sample_length x trainer.batch_samples`` agent-slots: the Pong
-    workload's 128 x 8 = 1,024 env steps), on ``threads`` torch threads, after one warm-up update.
-    Core seconds are ``time.process_time`` (every thread of this process), so two threads that
-    each work 1 s count 2 s. Per env step = per update / (``T x B / agents``).
+    workload's 128 x 8 = 1,024 env steps), on ``threads`` torch threads, after one warm-up update,
+    on the algorithm's ``algo.device``. On the CPU, core seconds are ``time.process_time`` (every
+    thread of this process), so two threads that each work 1 s count 2 s; on CUDA, GPU seconds
+    timed with CUDA events (:func:`device_ms`). Per env step = per update / (``T x B / agents``).
 
     Raises:
         BenchError: the algorithm's batch cannot be made here (a recurrent policy), or the update failed.
@@ -293,7 +341,8 @@ def training_cost(cfg: Any, threads: int, repeats: int = 2) -> float:
         algo = algo_cls(cfg.algo, cfg.spec, 0)
         batch = synthetic_batch(cfg, algo.policy, obs)
         try:
-            ms = cpu_ms(lambda: algo.update(batch), repeats, warmup=1)
+            ms = device_ms(lambda: algo.update(batch), repeats, warmup=1,
+                           device=getattr(algo, "device", None) or _model_device(algo.policy))
         except Exception as exc:  # an algorithm whose batch needs more than the layout's keys
             raise BenchError(f"the training cost of {cfg.algo_name} could not be measured: "
                              f"{type(exc).__name__}: {exc}") from None

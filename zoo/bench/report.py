@@ -185,6 +185,8 @@ def format_table(result: dict[str, Any]) -> str:
                          " of the CPU-work bound with training")
         if bound.get("train_note"):
             lines.append(f"training cost: {bound['train_note']}")
+    for phase, reason in (result.get("errors") or {}).items():
+        lines.append(f"{phase} failed: {reason}")
     for key, label in (("sampling", "sampling"), ("train", "end to end")):
         p = result.get(key)
         if not p:

@@ -110,6 +110,8 @@ def bench_command(
     _console().print(format_table(result), markup=False, highlight=False, soft_wrap=True)
     if json_out is not None:
         json_out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    if result.get("errors"):
+        raise _fail(f"zoo bench: {len(result['errors'])} phase(s) failed: {', '.join(result['errors'])} (see above)", 1)
 
 
 def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: float, limit_s: float,
@@ -117,8 +119,10 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     """Measure ``phases`` of workload ``w`` with the resolved configs ``cfgs`` (``{learn: cfg}``);
     returns the JSON result (see :func:`zoo.bench.report.format_table`).
 
-    Raises:
-        zoo.bench.measure.BenchError: a measurement failed or ran past ``limit_s``.
+    A phase that fails (``ceiling``, ``sampling``, ``train``, ``inference``: a ``BenchError``, a
+    run past ``limit_s``, or any other exception such as a CUDA error) leaves its figures out
+    and its one-line reason in ``result["errors"][phase]``; the others are still measured. A
+    failed training cost is ``result["bound"]["train_note"]``.
     """
     import torch
 
@@ -137,33 +141,48 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
                          f"{torch.__version__}, load average {os.getloadavg()[0]:.1f} at start",
               "cores": cores, "frame_skip": spec.frame_skip, "seconds": seconds, "warmup": warmup,
               "env_steps_per_update": per_update, "ceiling": None, "bound": None, "sampling": None, "train": None}
+    errors: dict[str, str] = {}
+
+    def attempt(phase: str, fn):
+        """``fn()``, or None with the failure kept in ``result["errors"][phase]``: one failed
+        phase does not cost the others their figures."""
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - any failure of a phase is reported in its row
+            errors[phase] = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
+            return None
+
     raw = None
     if "ceiling" in phases:
-        raw = raw_ceiling(cfg.env_name, cfg.env, processes, cfg.actors.envs_per_actor, seconds, warmup=min(warmup, 5.0),
-                          timeout_s=limit_s, group=group)
-        result["ceiling"] = {"env_steps_per_s": raw.env_steps_per_s, "processes": raw.processes,
-                             "envs_per_process": raw.envs_per_process, "env_ms_per_step": raw.cpu_s_per_step * 1e3}
+        raw = attempt("ceiling", lambda: raw_ceiling(cfg.env_name, cfg.env, processes, cfg.actors.envs_per_actor,
+                                                     seconds, warmup=min(warmup, 5.0), timeout_s=limit_s, group=group))
+        if raw is not None:
+            result["ceiling"] = {"env_steps_per_s": raw.env_steps_per_s, "processes": raw.processes,
+                                 "envs_per_process": raw.envs_per_process, "env_ms_per_step": raw.cpu_s_per_step * 1e3}
     runs = {}
     for phase, learn in (("sampling", False), ("train", True)):
         if phase in phases:
-            runs[phase] = measure_run(cfgs[learn], seconds=seconds, warmup=warmup, limit_s=limit_s)
+            run = attempt(phase, lambda: measure_run(cfgs[learn], seconds=seconds, warmup=warmup, limit_s=limit_s))
+            if run is not None:
+                runs[phase] = run
     if raw is not None:
         live_rows = [r for run in runs.values() for r in ((run.live or {}).get("workers") or ())
                      if r.get("role") == "policy" and r.get("batch_rows")]
         batch = round(sum(r["batch_rows"] for r in live_rows) / len(live_rows)) if live_rows else group * spec.num_agents
-        inf = inference_cost(cfg, batch)
-        bound = cpu_work_bound(cores, raw.cpu_s_per_step, inf)
-        result["bound"] = {"env_steps_per_s": bound, "env_ms_per_step": raw.cpu_s_per_step * 1e3,
-                           "inference_ms_per_step": inf * 1e3, "batch": batch}
-        if "train" in phases:
+        inf = attempt("inference", lambda: inference_cost(cfg, batch))
+        if inf is not None:
+            bound = cpu_work_bound(cores, raw.cpu_s_per_step, inf)
+            result["bound"] = {"env_steps_per_s": bound, "env_ms_per_step": raw.cpu_s_per_step * 1e3,
+                               "inference_ms_per_step": inf * 1e3, "batch": batch}
+        if "train" in phases and inf is not None:
             threads = thread_plan(cfg).trainer
-            try:
-                train = training_cost(cfg, threads)
-            except BenchError as exc:
-                result["bound"]["train_note"] = str(exc)
+            train = attempt("training cost", lambda: training_cost(cfg, threads))
+            if train is None:
+                result["bound"]["train_note"] = errors.pop("training cost")
             else:
                 result["bound"].update(train_ms_per_step=train * 1e3, train_threads=threads,
                                        trained_env_steps_per_s=cpu_work_bound(cores, raw.cpu_s_per_step, inf, train))
+    result["errors"] = errors
     ceiling = raw.env_steps_per_s if raw else None
     bound_rate = result["bound"]["env_steps_per_s"] if result["bound"] else None
     for phase, run in runs.items():

@@ -171,7 +171,7 @@ class IMPALA:
         self.agent_steps = 0  # active steps trained on so far (drives lr annealing)
         self.progress = 0.0  # fraction of the run's env-step budget done; set by the trainer
         self.updates = 0
-        self.reward_norm = RewardNorm(config.norm_clip) if config.norm_reward else None
+        self.reward_norm = RewardNorm(config.norm_clip).to(self.device) if config.norm_reward else None
 
     def current_lr(self) -> float:
         """The learning rate of the next update (:func:`~zoo.plugins.algorithms.tensors.annealed_lr`)."""

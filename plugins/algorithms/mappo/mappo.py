@@ -402,7 +402,7 @@ class MAPPO:
         self.buffer: list[dict[str, Any]] = []  # kept batches (sample reuse), oldest first
         self.agent_steps = 0
         self.updates = 0
-        self.reward_norm = RewardNorm() if config.norm_reward else None
+        self.reward_norm = RewardNorm().to(self.device) if config.norm_reward else None
 
     @property
     def recurrent(self) -> bool:
