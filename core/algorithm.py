@@ -22,8 +22,9 @@ An algorithm is a class registered through ``register_algorithms`` with:
   resume: policy weights, optimiser state, counters, RNG state, any kept batches (sample
   reuse); ``state_dict()["policy"]`` is the policy's own state dict;
 - optionally an attribute ``progress``: the trainer sets it before each update to the
-  fraction of the run's env-step budget done, in [0, 1] (for schedules such as a
-  learning rate annealed over the run).
+  fraction of the run's env-step budget that the updates already done stand for, in
+  [0, 1] (0 at the first update; :func:`zoo.core.workers.trainer.schedule_progress`), for
+  schedules such as a learning rate annealed over the run.
 
 **Batch layout** (time-major, ``T`` = sample length, ``B`` = agent-slots in the batch):
 
