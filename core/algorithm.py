@@ -6,8 +6,9 @@ An algorithm is a class registered through ``register_algorithms`` with:
 - ``build_policy(config, spec) -> torch.nn.Module`` (classmethod): the network the policy
   worker runs. Its ``act(obs, deterministic=False)`` takes ``dict[str, Tensor [N, ...]]``
   and returns ``dict[str, Tensor]`` with ``"action"`` ``[N, *action_shape]`` and any
-  extras the algorithm needs back in its samples (for PPO ``"logp"`` and ``"value"``,
-  float32 ``[N]``);
+  extras the algorithm needs back in its samples (for PPO ``"logp"``, float32 ``[N]``; its
+  ``"value"`` extra travels too but the update recomputes every value with its current
+  network, see :meth:`zoo.plugins.algorithms.ppo.ppo.PPO.update`);
 - ``presets(spec) -> dict[str, Any]`` (classmethod): dotted experiment-config overrides
   suited to the environment (applied before the user's ``--set``); optionally
   ``explain_presets(spec) -> str`` (classmethod): what the presets chose and why, plain
