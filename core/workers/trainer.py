@@ -478,7 +478,9 @@ def _run(ctx: WorkerContext) -> None:
     torch.set_num_threads(thread_plan(cfg).trainer)
     # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
     # so they all start from the same weights.
-    seed = derive_seed(cfg.seed, "trainer", 0)
+    # A restarted trainer (ctx.attempt >= 1) draws new ones: it does not replay the crashed attempt
+    # (its checkpoint, when there is one, then restores the state it continues from).
+    seed = derive_seed(cfg.seed, "trainer", 0, attempt=ctx.attempt)
     torch.manual_seed(seed)
     devices = _devices(cfg, K)
     algo_cfg = cfg.algo
