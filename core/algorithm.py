@@ -6,8 +6,9 @@ An algorithm is a class registered through ``register_algorithms`` with:
 - ``build_policy(config, spec) -> torch.nn.Module`` (classmethod): the network the policy
   worker runs. Its ``act(obs, deterministic=False)`` takes ``dict[str, Tensor [N, ...]]``
   and returns ``dict[str, Tensor]`` with ``"action"`` ``[N, *action_shape]`` and any
-  extras the algorithm needs back in its samples (for PPO ``"logp"`` and ``"value"``,
-  float32 ``[N]``);
+  extras the algorithm needs back in its samples (for PPO ``"logp"``, float32 ``[N]``; its
+  ``"value"`` extra travels too but the update recomputes every value with its current
+  network, see :meth:`zoo.plugins.algorithms.ppo.ppo.PPO.update`);
 - ``presets(spec) -> dict[str, Any]`` (classmethod): dotted experiment-config overrides
   suited to the environment (applied before the user's ``--set``); optionally
   ``explain_presets(spec) -> str`` (classmethod): what the presets chose and why, plain
@@ -22,8 +23,9 @@ An algorithm is a class registered through ``register_algorithms`` with:
   resume: policy weights, optimiser state, counters, RNG state, any kept batches (sample
   reuse); ``state_dict()["policy"]`` is the policy's own state dict;
 - optionally an attribute ``progress``: the trainer sets it before each update to the
-  fraction of the run's env-step budget done, in [0, 1] (for schedules such as a
-  learning rate annealed over the run).
+  fraction of the run's env-step budget that the updates already done stand for, in
+  [0, 1] (0 at the first update; :func:`zoo.core.workers.trainer.schedule_progress`), for
+  schedules such as a learning rate annealed over the run.
 
 **Batch layout** (time-major, ``T`` = sample length, ``B`` = agent-slots in the batch):
 

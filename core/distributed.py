@@ -180,6 +180,50 @@ def global_moments(x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[i
     return n, s1 / n, s2 / n
 
 
+def pooled_mean_var(x: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """``(count, mean, variance)`` of the rows of ``x [N, *F]`` concatenated over every rank.
+
+    float64 results per feature ``F`` on ``x``'s device; the variance is the population
+    (biased) one, ``M2 / count``; mean and variance are 0 when the count is 0 (a rank with
+    ``N = 0`` takes part and contributes nothing). For K = 1: ``x.mean(0)``,
+    ``x.var(0, unbiased=False)``. Across ranks it merges the shares' sufficient moments with
+    the parallel-variance formula of Chan, Golub and LeVeque ("Updating formulae and a
+    pairwise algorithm for computing sample variances", Stanford STAN-CS-79-773, 1979, eq.
+    2.1; "Algorithms for computing the sample variance", The American Statistician 37(3),
+    1983): ``n = sum_r n_r``, ``mean = sum_r n_r mean_r / n``,
+    ``M2 = sum_r (M2_r + n_r (mean_r - mean)^2)``, in two all-reduces (``[n_r, n_r mean_r]``,
+    then the ``M2`` terms), never from ``sum x^2 - n mean^2`` (which cancels catastrophically).
+    Every rank receives the same sums, so the results are bitwise identical on all ranks;
+    they equal one trainer's on the concatenated rows up to float64 rounding (the sums are
+    taken in another order).
+
+    Raises:
+        PeerLost: an all-reduce failed.
+    """
+    x64 = x.detach().to(torch.float64)
+    n, feat = int(x64.shape[0]), tuple(x64.shape[1:])
+    if _GROUP is None:
+        if n == 0:
+            zero = torch.zeros(feat, dtype=torch.float64, device=x.device)
+            return 0, zero, zero.clone()
+        return n, x64.mean(0), x64.var(0, unbiased=False)
+    local_mean = x64.mean(0) if n else torch.zeros(feat, dtype=torch.float64, device=x.device)
+    packed = torch.cat([torch.tensor([float(n)], dtype=torch.float64), (local_mean * n).reshape(-1).cpu()])
+    _GROUP.all_reduce_cpu(packed)
+    total = int(packed[0])
+    if total == 0:
+        zero = torch.zeros(feat, dtype=torch.float64, device=x.device)
+        return 0, zero, zero.clone()
+    mean = (packed[1:] / total).reshape(feat).to(x.device)
+    if n:
+        m2 = x64.var(0, unbiased=False) * n + n * (local_mean - mean) ** 2
+    else:
+        m2 = torch.zeros(feat, dtype=torch.float64, device=x.device)
+    m2 = m2.reshape(-1).cpu().clone()
+    _GROUP.all_reduce_cpu(m2)
+    return total, mean, (m2 / total).reshape(feat).to(x.device)
+
+
 def global_any(flag: bool) -> bool:
     """True when ``flag`` is True on any rank."""
     return bool(global_sum([1.0 if flag else 0.0])[0] > 0)

@@ -56,8 +56,9 @@ error: the run stops there instead of failing later in the policy worker or trai
 **Env seeds** (:func:`zoo.core.seeding.env_seeds`): env ``i`` of actor ``a`` is built and
 first reset with ``derive_seed(seed, "env", a, i)`` (numpy ``SeedSequence`` over the run
 seed, the role, the actor and the env slot: independent across envs, actors and runs);
-when the run was resumed (``cfg.resume`` = n >= 1) n joins the key, so a resumed run's envs
-do not replay the first episodes of the run's start. Environment state itself (positions, the envs' own RNGs) is not checkpointed: a resumed
+when the run was resumed (``cfg.resume`` = n >= 1) n joins the key, and when this actor is a
+restarted process (``ctx.attempt`` = a >= 1) n and a do, so neither a resumed run's envs nor a
+restarted actor's replay the episodes of the run's start or of the crashed attempt. Environment state itself (positions, the envs' own RNGs) is not checkpointed: a resumed
 run starts new episodes.
 
 Its heartbeats carry where its time goes (:class:`zoo.core.health.Meter`): ``env``
@@ -378,13 +379,21 @@ def inference_client(ctx: WorkerContext, graph: Graph):
     return ctx.transport("inference").request_client(endpoint("inference", graph.policy_of(ctx.index)), ctx.index)
 
 
+def actor_env_seeds(ctx: WorkerContext) -> list[int]:
+    """The first-reset seeds of this actor's ``actors.envs_per_actor`` envs, slot 0 first
+    (module docstring, "Env seeds"): :func:`env_seeds` of the run seed, the actor's index,
+    ``cfg.resume`` and ``ctx.attempt``."""
+    cfg = ctx.cfg
+    return env_seeds(cfg.seed, ctx.index, cfg.actors.envs_per_actor, int(getattr(cfg, "resume", 0) or 0), ctx.attempt)
+
+
 def run(ctx: WorkerContext) -> None:
     cfg = ctx.cfg
     n_groups = cfg.actors.ring_size
     per_group = cfg.actors.envs_per_actor // n_groups
     # reward normalisation (an algorithm option norm_reward with its gamma): samples carry disc_return
     return_gamma = float(cfg.algo.gamma) if getattr(cfg.algo, "norm_reward", False) else None
-    all_seeds = env_seeds(cfg.seed, ctx.index, cfg.actors.envs_per_actor, int(getattr(cfg, "resume", 0) or 0))
+    all_seeds = actor_env_seeds(ctx)
     groups: list[EnvGroup] = []
     for g in range(n_groups):
         seeds = all_seeds[g * per_group:(g + 1) * per_group]

@@ -33,7 +33,7 @@ seed, and a policy worker that batches all of the actor's groups (``actors.ring_
 inline actor produces the same samples — observations, actions, log-probabilities, values,
 recurrent states and ``policy_version`` of every step — as the remote path, when new
 parameters arrive between rollouts: the actor's torch generator is seeded like policy
-worker ``i`` (``derive_seed(seed, "policy", i)``, :class:`~zoo.core.workers.policy.Inference`).
+worker ``i`` (``derive_seed(seed, "policy", i, resume, attempt)`` with the actor's attempt, :class:`~zoo.core.workers.policy.Inference`).
 ``tests/unit/test_inline_inference.py`` checks this value for value.
 
 Torch threads: ``policy.threads`` (default 1) per inline actor.

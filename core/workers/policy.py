@@ -118,8 +118,9 @@ class Inference:
     ``policy.inline`` (:mod:`zoo.core.workers.inline`), so both sample the same actions from
     the same weights (module doc of :mod:`zoo.core.workers.inline`). Building it sets this
     process's torch CPU threads (``policy.threads``) and seeds torch's generator, from which
-    actions are sampled, with ``derive_seed(seed, "policy", index, resume)``
-    (:mod:`zoo.core.seeding`); ``index`` is the policy worker's index, or the inline actor's.
+    actions are sampled, with ``derive_seed(seed, "policy", index, resume, attempt)``
+    (:mod:`zoo.core.seeding`); ``index`` and ``attempt`` (``ctx.attempt``: 0, then 1, 2...
+    after restarts) are the policy worker's, or the inline actor's.
 
     Attributes:
         policy: the algorithm's network (``build_policy``), in eval mode, on ``device``
@@ -141,7 +142,8 @@ class Inference:
         cfg = ctx.cfg
         torch.set_num_threads(cfg.policy.threads)
         # Sampled actions come from torch's generator: seeded per policy worker (zoo.core.seeding).
-        torch.manual_seed(derive_seed(cfg.seed, "policy", index, resume=int(getattr(cfg, "resume", 0) or 0)))
+        torch.manual_seed(derive_seed(cfg.seed, "policy", index, resume=int(getattr(cfg, "resume", 0) or 0),
+                                      attempt=ctx.attempt))
         self.device = worker_device(cfg.policy.device, index)
         use_device(self.device)  # before any tensor on cuda:N: no stray context on GPU 0
         self.precision = choose_precision(cfg.policy.precision, self.device)

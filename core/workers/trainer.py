@@ -351,6 +351,23 @@ def set_rng_state(state: dict[str, Any]) -> str | None:
     return None
 
 
+def schedule_progress(updates_done: int, update_env_steps: int, budget_steps: int) -> float:
+    """The schedule position of the next update (``algo.progress``), in [0, 1].
+
+    ``min(1, updates_done x update_env_steps / budget_steps)``: the fraction of the run's
+    env-step budget that the updates already done stand for, each counted at the size
+    (env steps, every trainer's) of the batch about to be trained on. It is CleanRL's
+    ``frac = 1 - (update - 1) / num_updates`` with ``num_updates = budget / batch size``
+    (``ppo.py``; Huang et al., "The 37 Implementation Details of PPO", detail 4): the
+    first update runs at the configured rate and none at rate 0 (lr 1e-3 annealed over 4
+    updates: 1e-3, 7.5e-4, 5e-4, 2.5e-4). ``updates_done`` is the run's update count, which
+    a checkpoint restores, so a resumed run continues the schedule where it stopped.
+    """
+    if budget_steps <= 0:
+        return 1.0
+    return min(1.0, updates_done * update_env_steps / budget_steps)
+
+
 # ----------------------------------------------------------------------------- the worker
 class TrainerState:
     """The trainer's own counters and bookkeeping: everything a checkpoint holds besides the
@@ -499,7 +516,9 @@ def _run(ctx: WorkerContext) -> None:
     torch.set_num_threads(thread_plan(cfg).trainer)
     # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
     # so they all start from the same weights.
-    seed = derive_seed(cfg.seed, "trainer", 0)
+    # A restarted trainer (ctx.attempt >= 1) draws new ones: it does not replay the crashed attempt
+    # (its checkpoint, when there is one, then restores the state it continues from).
+    seed = derive_seed(cfg.seed, "trainer", 0, attempt=ctx.attempt)
     torch.manual_seed(seed)
     devices = _devices(cfg, K)
     algo_cfg = cfg.algo
@@ -710,7 +729,7 @@ def _run(ctx: WorkerContext) -> None:
                 if ctx.stop and K == 1:  # K > 1: the others are already in this update; stop at the next sync
                     break
             if hasattr(algo, "progress"):
-                algo.progress = min(1.0, st.env_steps / budget_steps)
+                algo.progress = schedule_progress(st.updates, used_steps, budget_steps)
             if sources:  # a non-finite batch (K > 1: on any rank): every rank skips this update
                 skip("batch values", sources, f"the batch holds NaN/inf from {_where(sources)}: "
                      "check that environment (its rewards and observations) or the policy's outputs")

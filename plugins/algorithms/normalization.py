@@ -16,7 +16,12 @@ var' = (var n + var_b n_b + delta^2 n n_b / M) / M``, starting from ``m = 0, var
 
 Merged across actors: the trainer updates them from each batch (which holds the samples
 of every actor), *after* the update, so that the update uses the statistics the
-behaviour policy acted with. Saved in checkpoints: observation statistics are buffers
+behaviour policy acted with. Merged across data-parallel trainers (``trainer.count`` = K
+> 1): each update's moments are those of the K shares concatenated
+(:func:`zoo.core.distributed.pooled_mean_var`, the same parallel formula across ranks), so
+every rank holds the same statistics, those one trainer would keep on the whole batch;
+every rank must therefore call ``update`` the same number of times (with 0 rows if it has
+none). Saved in checkpoints: observation statistics are buffers
 of the policy (so the policy worker and ``zoo eval`` use them too), reward statistics
 are part of the algorithm's ``state_dict``.
 """
@@ -27,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from zoo.core import distributed as zdist
 from zoo.core.spaces import is_zoo_key
 
 EPS = 1e-8
@@ -43,12 +49,18 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Merge the moments of ``x [n, *shape]`` (module docstring); ``n = 0`` changes nothing."""
+        """Merge the moments of ``x [n, *shape]`` (module docstring); with data-parallel
+        trainers those of every rank's ``x`` (a collective: call it on every rank). No rows
+        (on every rank) change nothing.
+
+        Raises:
+            PeerLost: data-parallel trainers only: the all-reduce failed.
+        """
         x = x.detach().to(torch.float64).reshape(-1, *self.mean.shape)
-        n = x.shape[0]
+        n, b_mean, b_var = zdist.pooled_mean_var(x)
         if n == 0:
             return
-        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+        b_mean, b_var = b_mean.to(self.mean.device), b_var.to(self.mean.device)
         delta = b_mean - self.mean
         total = self.count + n
         self.mean += delta * n / total

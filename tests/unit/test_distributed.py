@@ -152,3 +152,129 @@ def test_two_ranks_hold_identical_weights_equal_to_one_trainer_on_both_shares(tm
         assert ranks[0][f"{name}/agent_steps"] == ranks[1][f"{name}/agent_steps"] == 36
     checksum = [sum(float(np.abs(v).sum()) for k, v in r.items() if not k.endswith("agent_steps")) for r in ranks]
     assert checksum[0] == checksum[1]
+
+
+# ----------------------------------------------------------------------------- statistics that must agree
+NORM_SETTINGS = {  # observation and reward normalisation on; two passes over one minibatch
+    "ppo": {"hidden": 8, "epochs": 2, "minibatches": 1, "norm_obs": True, "norm_reward": True},
+    "impala": {"hidden": 8, "max_grad_norm": 40.0, "norm_obs": True, "norm_reward": True},
+    "mappo": {"hidden": 8, "epochs": 2, "minibatches": 1, "obs_norm": True, "norm_reward": True,
+              "value_norm": "running", "recurrent": False, "policy": "mlp"},
+}
+UPDATES = 3
+# Each rank's own data order and data, not state shared by the group: the minibatch permutation
+# generator (it draws permutations of this rank's share) and MAPPO's kept batches (this rank's share).
+OWN = ("rng", "buffer", "config")
+
+
+def norm_share(rank: int, update: int) -> dict:
+    """Rank ``rank``'s share of update ``update``: :func:`share` with observations of a
+    different scale per feature (so the statistics move far from their start), discounted
+    returns for reward normalisation and one truncated step with its final observation."""
+    batch = share(rank)
+    rng = np.random.default_rng(1000 + 10 * update + rank)
+    batch["obs"] = {"obs": (rng.normal(size=(T + 1, B, 4)) * [1.0, 3.0, 0.5, 10.0] + [0.0, 5.0, -2.0, 1.0])
+                    .astype(np.float32)}
+    batch["reward"] = rng.normal(size=(T, B)).astype(np.float32) * (1 + rank)
+    batch["disc_return"] = rng.normal(size=(T, B)).astype(np.float32) * (3 + update)
+    batch["terminated"][2, 1] = False
+    batch["truncated"][2, 1] = True
+    batch["final_obs"] = {"obs": rng.normal(size=(1, 4)).astype(np.float32)}
+    batch["final_index"] = np.array([[2, 1]], np.int64)
+    return batch
+
+
+def make_norm(name: str):
+    from zoo.core.plugins import get_registry
+
+    cls = get_registry().get("algorithm", name).load()
+    return cls(cls.Config(**{k: v for k, v in NORM_SETTINGS[name].items() if hasattr(cls.Config, k)}), SPEC, seed=3)
+
+
+def flat_state(state, prefix: str = "") -> dict[str, np.ndarray]:
+    """An algorithm's whole ``state_dict()`` (policy, optimiser, statistics, counters) as
+    ``{"a/b/c": array}``, without the entries in :data:`OWN`."""
+    out: dict[str, np.ndarray] = {}
+    if isinstance(state, dict):
+        for k, v in state.items():
+            if not prefix and k in OWN:
+                continue
+            out.update(flat_state(v, f"{prefix}{k}/"))
+    elif isinstance(state, (list, tuple)):
+        for i, v in enumerate(state):
+            out.update(flat_state(v, f"{prefix}{i}/"))
+    elif isinstance(state, torch.Tensor):
+        out[prefix[:-1]] = state.detach().cpu().numpy().copy()
+    elif state is not None and not isinstance(state, str):
+        out[prefix[:-1]] = np.array(state)
+    return out
+
+
+def _norm_rank_main(rank: int, world: int, run_id: str, run_dir: str, out: str) -> None:
+    from zoo.core.distributed import TrainerGroup
+    from zoo.plugins.resolvers.files.resolver import FilesResolver
+
+    torch.set_num_threads(1)
+    group = TrainerGroup.join(rank, world, "cpu", ["cpu"] * world, run_id, FilesResolver(run_dir), 30.0,
+                              stop=lambda: False, heartbeat=lambda: None)
+    try:
+        result = {}
+        for name in NORM_SETTINGS:
+            algo = make_norm(name)
+            group.broadcast_module(algo.policy)
+            for u in range(UPDATES):
+                algo.update(norm_share(rank, u))
+            result.update({f"{name}|{k}": v for k, v in flat_state(algo.state_dict()).items()})
+        np.savez(out, **result)
+    finally:
+        group.close()
+
+
+def test_two_ranks_keep_the_statistics_of_one_trainer_on_the_concatenated_shares(tmp_path):
+    """Observation and reward normalisation with K = 2 over 3 updates: each rank's whole state
+    (weights, buffers, optimiser state, reward statistics, counters) is bitwise the other's, and
+    equals one trainer's fed both shares concatenated: the data statistics (observation and
+    reward mean, variance, count: float64 sums of the same numbers in another order) within
+    1e-12 relative, weights, optimiser moments and MAPPO's value statistics (outputs of the
+    network) within 1e-6 as in the test above (an all-reduced mean gradient is not bitwise a
+    one-batch gradient, and the updates compound it). Before the statistics were pooled each
+    rank kept the moments of its own share (rank 1's rewards have twice the scale)."""
+    from zoo.core.workers.trainer import collate
+
+    run_id = f"dist-{uuid.uuid4().hex[:8]}"
+    ctx = mp.get_context("spawn")
+    outs = [str(tmp_path / f"rank{r}.npz") for r in range(2)]
+    procs = [ctx.Process(target=_norm_rank_main, args=(r, 2, run_id, str(tmp_path), outs[r])) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(240)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    assert [p.exitcode for p in procs] == [0, 0]
+    ranks = [dict(np.load(o)) for o in outs]
+    assert ranks[0].keys() == ranks[1].keys()
+    for key in ranks[0]:
+        assert np.array_equal(ranks[0][key], ranks[1][key]), f"{key}: the ranks differ"
+    for name in NORM_SETTINGS:
+        single = make_norm(name)
+        for u in range(UPDATES):
+            single.update(collate([norm_share(0, u), norm_share(1, u)]))
+        expect = flat_state(single.state_dict())
+        assert {f"{name}|{k}" for k in expect} == {k for k in ranks[0] if k.startswith(f"{name}|")}
+        data_stats = [k for k in expect if "obs_norm" in k or k.startswith("reward_norm/")]
+        assert any("obs_norm" in k for k in data_stats) and any(k.startswith("reward_norm/") for k in data_stats)
+        for key, value in expect.items():
+            got = ranks[0][f"{name}|{key}"]
+            if key in data_stats:
+                np.testing.assert_allclose(got, value, rtol=1e-12, atol=0, err_msg=f"{name} {key}")
+            else:
+                np.testing.assert_allclose(got, value, rtol=0, atol=1e-6, err_msg=f"{name} {key}")
+        # the reward statistics saw the active steps of 3 updates, (24 - 3) + (24 - 9) = 36 each, after
+        # the 1e-4 prior; so did the ranks
+        assert float(expect["reward_norm/returns.count"]) == pytest.approx(1e-4 + UPDATES * 36, rel=1e-15)
+        assert float(ranks[0][f"{name}|reward_norm/returns.count"]) == pytest.approx(1e-4 + UPDATES * 36, rel=1e-15)

@@ -156,9 +156,32 @@ def test_truncated_step_bootstraps_from_the_final_observation():
     batch["final_obs"] = {"obs": np.ones((1, 3), np.float32)}
     batch["final_index"] = np.array([[1, 0]], np.int64)
     prepared = algo.prepare(batch)
-    # A_1 = 1 + 0.5 * V(final) - 0 = 2; A_0 = (1 + 0.5 * 0 - 0) + 0.5 * 1 * A_1 = 2
-    assert prepared["adv_raw"][:, 0].tolist() == [2.0, 2.0]
+    # every value is the current critic's (V = 2; the recorded 0s are not used):
+    # A_1 = 1 + 0.5 * V(final) - V(s_1) = 0 (-1 if the final observation were not bootstrapped);
+    # A_0 = (1 + 0.5 * V(s_1) - V(s_0)) + 0.5 * 1 * A_1 = 0; G = A + V = 2
+    assert prepared["adv_raw"][:, 0].tolist() == [0.0, 0.0]
     assert prepared["ret_raw"][:, 0].tolist() == [2.0, 2.0]
+
+
+def test_every_gae_value_comes_from_the_current_critic_not_the_recorded_one():
+    """The acting critic recorded V = 1 everywhere; the trainer's says 5. 3 steps, rewards 1, 0,
+    2, truncated at t = 1 (final observation), gamma = lambda = 0.5, all values 5:
+    A_2 = 2 + 0.5 * 5 - 5 = -0.5; A_1 = 0 + 0.5 * V(final) 5 - 5 = -2.5 (episode cut);
+    A_0 = (1 + 0.5 * 5 - 5) + 0.25 * A_1 = -2.125; G = A + 5. Mixing the recorded rows with the
+    trainer's bootstrap and final values would give A = 0.875, 1.5, 3.5."""
+    algo = MAPPO(MAPPOConfig(gamma=0.5, gae_lambda=0.5, value_norm="none", norm_adv=False, obs_norm=False),
+                 vec_spec(agents=1), 0)
+    with torch.no_grad():
+        algo.policy.value_head.linear.weight.zero_()
+        algo.policy.value_head.linear.bias.fill_(5.0)
+    batch = vec_batch(3, 1, reward=[[1.0], [0.0], [2.0]], value=[[1.0], [1.0], [1.0]])
+    batch["truncated"][1, 0] = True
+    batch["final_obs"] = {"obs": np.ones((1, 3), np.float32)}
+    batch["final_index"] = np.array([[1, 0]], np.int64)
+    prepared = algo.prepare(batch)
+    assert prepared["adv_raw"][:, 0].tolist() == [-2.125, -2.5, -0.5]
+    assert prepared["ret_raw"][:, 0].tolist() == [2.875, 2.5, 4.5]
+    assert prepared["value"].reshape(-1).tolist() == [5.0, 5.0, 5.0]  # V~old of the clipped value loss
 
 
 # -- (b) chunking of recurrent samples -----------------------------------------------------

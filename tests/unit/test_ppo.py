@@ -136,8 +136,9 @@ def test_presets():
 # -- the update ------------------------------------------------------------------------
 
 def two_step_batch(B=1):
-    # A -> B terminated after B, rewards 0 and 1, behaviour values 0.3, 0.8, logp -ln 2.
-    # gamma 0.95, lambda 0: targets 0.76, 1.0; advantages 0.46, 0.2.
+    # A -> B terminated after B, rewards 0 and 1, recorded (behaviour) values 0.3, 0.8 (not used:
+    # every value is the current network's, 0.76 below), logp -ln 2.
+    # gamma 0.95, lambda 0: targets 0 + 0.95 * 0.76 = 0.722 and 1.0; advantages -0.038, 0.24.
     def cols(*xs):
         return np.repeat(np.array(xs).reshape(2, 1), B, axis=1)
 
@@ -159,24 +160,24 @@ def test_update_stats_by_hand_clipped_value_loss():
     assert stats["clipfrac"] == 0.0
     assert stats["pg_loss"] == pytest.approx(0.0, abs=1e-6)
     assert stats["entropy"] == pytest.approx(LN2, rel=1e-6)
-    # V = 0.76 for both; clipped V = (0.3 + 0.2, 0.8 - 0.04) = (0.5, 0.76):
-    # max((0.76 - 0.76)^2, (0.5 - 0.76)^2) = 0.0676; max((0.76 - 1)^2, (0.76 - 1)^2) = 0.0576
-    # v_loss = 0.5 * (0.0676 + 0.0576) / 2 = 0.0313
-    assert stats["v_loss"] == pytest.approx(0.0313, rel=1e-5)
-    # targets (0.76, 1.0) vs behaviour values (0.3, 0.8): 1 - 0.0169 / 0.0144
-    assert stats["explained_variance"] == pytest.approx(1 - 0.0169 / 0.0144, rel=1e-5)
+    # V = 0.76 for both, and the clipping is around the values before the update (0.76, not the
+    # recorded 0.3, 0.8, which would give clipped V = (0.5, 0.76) and v_loss 0.5 * (0.0676 + 0.0576) / 2):
+    # v_loss = 0.5 * ((0.76 - 0.722)^2 + (0.76 - 1)^2) / 2 = 0.5 * (0.001444 + 0.0576) / 2 = 0.014761
+    assert stats["v_loss"] == pytest.approx(0.014761, rel=1e-5)
+    # targets (0.722, 1.0) vs values (0.76, 0.76): the residuals vary exactly as the targets do: 0
+    assert stats["explained_variance"] == pytest.approx(0.0, abs=1e-5)
     assert stats["agent_steps"] == 2.0 and stats["lr"] == 0.1
 
 
 def test_update_value_bias_step_by_hand():
     algo = two_step_algo(clip_vloss=False, max_grad_norm=0.0)
     stats = algo.update(two_step_batch())
-    # v_loss = 0.5 * ((0.76 - 0.76)^2 + (0.76 - 1)^2) / 2 = 0.0144
-    assert stats["v_loss"] == pytest.approx(0.0144, rel=1e-5)
-    # d(vf_coef * v_loss)/d(bias) = 0.5 * mean(V - target) = 0.5 * (0 - 0.24) / 2 = -0.06;
+    # v_loss = 0.5 * ((0.76 - 0.722)^2 + (0.76 - 1)^2) / 2 = 0.014761
+    assert stats["v_loss"] == pytest.approx(0.014761, rel=1e-5)
+    # d(vf_coef * v_loss)/d(bias) = 0.5 * mean(V - target) = 0.5 * (0.038 - 0.24) / 2 = -0.0505;
     # Adam's first step moves by lr * g / (|g| + eps) against the gradient:
-    # 0.76 + 0.1 * 0.06 / (0.06 + 1e-5)
-    expected = 0.76 + 0.1 * 0.06 / (0.06 + 1e-5)
+    # 0.76 + 0.1 * 0.0505 / (0.0505 + 1e-5)
+    expected = 0.76 + 0.1 * 0.0505 / (0.0505 + 1e-5)
     assert algo.policy.critic[-1].bias.item() == pytest.approx(expected, rel=1e-6)
 
 
@@ -206,7 +207,7 @@ def test_missing_logp_is_named():
 
 
 def test_single_sample_minibatch_stays_finite(monkeypatch):
-    # 5 samples (T=1, B=5), every step terminated with reward 3 and behaviour value 0:
+    # 5 samples (T=1, B=5), every step terminated with reward 3 and value 0 (the network's):
     # every advantage is exactly 3.0. 3 minibatches of 5 -> sizes 2, 2, 1; the last holds
     # one sample with advantage 3.0, normalised (centred only) to 0.
     seen = []
@@ -218,6 +219,7 @@ def test_single_sample_minibatch_stays_finite(monkeypatch):
 
     monkeypatch.setattr(ppo_module, "normalize_advantages", recording)
     algo = PPO(PPOConfig(epochs=1, minibatches=3), vector_spec(), seed=0)
+    flat_policy(algo, value_bias=0.0)
     logp = algo.policy.act({"obs": torch.zeros(5, 4)})["logp"].numpy()
     batch = make_batch(1, 5, [3.0] * 5, [0.0] * 5, [True] * 5, logp)
     stats = algo.update(batch)
@@ -274,3 +276,22 @@ def test_out_of_range_hyperparameters_name_the_field_and_the_range():
         with pytest.raises(ValueError) as info:
             PPOConfig(lr=lr)
         assert str(info.value) == f"algo.lr must be finite and > 0, got {lr!r}"
+
+
+def test_every_gae_value_comes_from_the_current_network_not_the_recorded_one():
+    """The acting network recorded V = 1 everywhere; the trainer's network says 5. 3 steps,
+    rewards 1, 0, 2, truncated at t = 1 (final observation), gamma = lambda = 0.5, all values 5:
+    A_2 = 2 + 0.5 * 5 - 5 = -0.5; A_1 = 0 + 0.5 * V(final) 5 - 5 = -2.5 (episode cut);
+    A_0 = (1 + 0.5 * 5 - 5) + 0.25 * A_1 = -2.125; G = A + 5. Mixing the recorded rows with the
+    trainer's bootstrap and final values would give A = 0.875, 1.5, 3.5."""
+    spec = EnvSpec("t", ("a",), {"obs": spaces.Box(-1, 1, (4,), np.float32)}, spaces.Discrete(2))
+    algo = PPO(PPOConfig(gamma=0.5, gae_lambda=0.5), spec, seed=0)
+    flat_policy(algo, 5.0)
+    batch = make_batch(3, 1, [1.0, 0.0, 2.0], [1.0, 1.0, 1.0], [False] * 3, [math.log(0.5)] * 3)
+    batch["truncated"][1, 0] = True
+    batch["final_obs"] = {"obs": np.ones((1, 4), np.float32)}
+    batch["final_index"] = np.array([[1, 0]], np.int64)
+    values, adv, ret = algo._targets(batch, algo._obs(batch["obs"]))
+    assert values[:, 0].tolist() == [5.0, 5.0, 5.0]
+    assert adv[:, 0].tolist() == [-2.125, -2.5, -0.5]
+    assert ret[:, 0].tolist() == [2.875, 2.5, 4.5]

@@ -84,3 +84,63 @@ def test_two_runs_with_seed_3_see_identical_first_100_observations_per_env(env_i
     assert all(x.shape[0] == 101 for x in run_a)
     assert not any(np.array_equal(x[0], y[0]) for x, y in zip(run_a, other))  # another seed: other starts
     assert len({x[0].tobytes() for x in run_a}) == 4  # the 4 envs of one run start differently
+
+
+def _by_hand_key(run_seed, key):
+    words = np.random.SeedSequence(run_seed, spawn_key=key).generate_state(2, np.uint32)
+    return ((int(words[0]) << 32) | int(words[1])) & ((1 << 63) - 1)
+
+
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_a_restarted_attempt_draws_new_seeds_and_attempt_0_keeps_todays(role):
+    code = ROLES[role]
+    # attempt 0: the key is (code, index, slot) as before attempts existed, (.., resume) after a resume
+    assert derive_seed(7, role, 2, 1, attempt=0) == _by_hand_key(7, (code, 2, 1)) == derive_seed(7, role, 2, 1)
+    assert derive_seed(7, role, 2, 1, resume=3, attempt=0) == _by_hand_key(7, (code, 2, 1, 3))
+    # attempt a >= 1: (code, index, slot, resume, a)
+    assert derive_seed(7, role, 2, 1, attempt=1) == _by_hand_key(7, (code, 2, 1, 0, 1))
+    assert derive_seed(7, role, 2, 1, resume=3, attempt=2) == _by_hand_key(7, (code, 2, 1, 3, 2))
+    seeds = {derive_seed(7, role, 2, 1, resume=r, attempt=a) for r in range(3) for a in range(3)}
+    assert len(seeds) == 9  # no (resume, attempt) pair repeats another's seed, e.g. (1, 0) vs (0, 1)
+    with pytest.raises(ValueError):
+        derive_seed(7, role, attempt=-1)
+
+
+class RecordingEnv:
+    """Records the seed of every reset (a fake-counting env underneath)."""
+
+    def __init__(self, seeds: list):
+        from zoo.core.testing.fake_envs import make_counting
+
+        self.inner, self.seeds = make_counting(None), seeds
+        self.spec = self.inner.spec
+
+    def reset(self, seed=None):
+        self.seeds.append(seed)
+        return self.inner.reset(seed=seed)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_restarted_actor_resets_its_envs_with_new_seeds():
+    """The actor's envs as its worker builds them (``actor_env_seeds`` -> ``EnvGroup``), for
+    attempt 0 and for the restarted attempt 1 of actor 1: the envs record their reset seeds;
+    attempt 0's are today's (``derive_seed(seed, "env", 1, slot)``), attempt 1's are all new."""
+    from zoo.core.config import build_config
+    from zoo.core.workers.actor import EnvGroup, actor_env_seeds
+    from zoo.core.workers.base import WorkerContext
+    from tests.unit.trainer_harness import fake_host
+
+    host = fake_host()
+    cfg = build_config(host.registry, "ppo", "fake-counting", seed=5, name="run", steps=1000,
+                       overrides=["actors.envs_per_actor=4", "log.tensorboard=false"])
+    recorded = []
+    for attempt in (0, 1):
+        ctx = WorkerContext("actor", 1, cfg, cfg.spec, "run-id", "/nonexistent", attempt=attempt)
+        seeds: list = []
+        EnvGroup([RecordingEnv(seeds) for _ in range(4)], actor_env_seeds(ctx), actor=1)
+        recorded.append(seeds)
+    assert recorded[0] == [_by_hand(5, 1, 1, s) for s in range(4)]
+    assert recorded[1] == [_by_hand_key(5, (1, 1, s, 0, 1)) for s in range(4)]
+    assert set(recorded[0]).isdisjoint(recorded[1])

@@ -34,6 +34,17 @@ padding) and a padding step of a short last chunk contribute nothing to ``pg_los
 the observation statistics; masked entries are *selected out* (``torch.where``), never
 multiplied by 0, so even a non-finite masked entry changes nothing.
 
+**Values.** GAE's values of the rows, of the bootstrap row ``obs[T]`` and of ``final_obs``
+all come from one critic: the trainer's, with its value statistics, when the batch
+arrives (:meth:`MAPPO.prepare`); the ``"value"`` the acting policy recorded is not used.
+Samples may be up to ``trainer.max_policy_lag`` versions old, and recorded values cannot
+cover the bootstrap (``obs[T]`` is acted on only in the next sample, ``final_obs``
+never), so a TD error would otherwise mix two critics. Recomputing the values with the
+current networks follows Andrychowicz et al., "What Matters in On-Policy Reinforcement
+Learning?", ICLR 2021 (arXiv 2006.05990), who recommend recomputing advantages; without
+lag it is the behaviour critic, as in MAPPO's own code. The clipped value loss's
+``V~old`` is this value.
+
 **Recurrent training** (policies with ``state_shape``; the policy worker stores the
 state *fed* at each step as the extra ``rnn_state [T, B, *state_shape]``): each sample
 is cut into chunks of ``L = chunk_length`` steps (:func:`chunk_time`); chunk ``c``
@@ -417,8 +428,8 @@ class MAPPO:
 
         Returns a dict of tensors, columns = chunks (``M = ceil(T / L) * B``):
         ``obs`` ``{k: [L, M, ...]}``, ``action`` ``[L, M, ...]``, ``logp`` ``[L, M]``
-        (behaviour), ``value`` and ``ret`` ``[L, M]`` (behaviour value and GAE target, real
-        units), ``adv`` ``[L, M]`` (standardised when ``norm_adv``), ``mask`` bool ``[L, M]``
+        (behaviour), ``value`` and ``ret`` ``[L, M]`` (the critic's value now, module docstring
+        "Values", and the GAE target, real units), ``adv`` ``[L, M]`` (standardised when ``norm_adv``), ``mask`` bool ``[L, M]``
         (active and not padding), ``reset`` bool ``[L, M]``, ``state0`` ``[M, *S]`` or
         None, ``uses`` 0; plus ``T``, ``B``, ``n`` (active steps), ``adv_raw``, ``ret_raw``
         (``[T, B]``) and ``explained_variance``.
@@ -464,15 +475,13 @@ class MAPPO:
         vh = pol.value_head
         with torch.no_grad():
             boot_state = final_state = None
-            values = to_tensor(batch["value"], dev, torch.float32) if "value" in batch else None
-            if self.recurrent or values is None:
-                ev = pol.critic_sequence(ch["obs"], state0, ch["reset"], ch["mask"])
-                if values is None:
-                    values = vh.denormalize(unchunk_time(ev["value"], T, B))
-                if self.recurrent:
-                    after = unchunk_time(ev["after"], T, B)          # [T, B, *S]
-                    boot_state = after[T - 1]
-                    final_state = after[final_index[:, 0], final_index[:, 1]]
+            # one critic for every value (module docstring, "Values"): the rows' recorded "value" is not used
+            ev = pol.critic_sequence(ch["obs"], state0, ch["reset"], ch["mask"])
+            values = vh.denormalize(unchunk_time(ev["value"], T, B))
+            if self.recurrent:
+                after = unchunk_time(ev["after"], T, B)          # [T, B, *S]
+                boot_state = after[T - 1]
+                final_state = after[final_index[:, 0], final_index[:, 1]]
             bootstrap = vh.denormalize(pol.value({k: v[T] for k, v in obs.items()}, boot_state))
             if final_index.shape[0] > 0:
                 final_values = vh.denormalize(pol.value(self._obs(batch["final_obs"]), final_state))

@@ -18,9 +18,10 @@ returned losses and statistics are rank 0's share; ``agent_steps`` counts every 
 
 The batch follows :mod:`zoo.core.algorithm` (time-major ``[T, B]``, bootstrap row
 ``obs[T]``, ``final_obs`` / ``final_index`` for truncated steps, ``active`` mask, and the
-behaviour policy's ``"logp"`` and ``"value"`` extras). Samples may come from slightly
-older weights (policy lag); the importance ratio ``exp(logp_new - logp_behaviour)`` and
-its clipping account for that.
+behaviour policy's ``"logp"`` extra; its ``"value"`` extra is not used: every value
+is the current network's, see :meth:`PPO.update`). Samples may come from slightly older
+weights (policy lag); the importance ratio ``exp(logp_new - logp_behaviour)`` and its
+clipping account for that.
 """
 from __future__ import annotations
 
@@ -220,17 +221,15 @@ class PPO:
         return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
     def _targets(self, batch: Batch, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Behaviour values ``[T, B]``, advantages and value targets (GAE) under no_grad."""
+        """Values ``[T, B]`` (the current network's), advantages and value targets (GAE) under no_grad."""
         c, dev = self.config, self.device
         reward = to_tensor(batch["reward"], dev, torch.float32)
         T, B = reward.shape
         active = to_tensor(batch["active"], dev, torch.bool) if "active" in batch else None
         reward = scaled_rewards(self.reward_norm, batch, reward, active)
         with torch.no_grad():
-            if "value" in batch:
-                values = to_tensor(batch["value"], dev, torch.float32)
-            else:  # not recorded at rollout time: use the current network
-                values = self.policy.value({k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}).reshape(T, B)
+            # one network for every value (update docstring): the rows' recorded "value" is not used
+            values = self.policy.value({k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}).reshape(T, B)
             bootstrap = self.policy.value({k: v[T] for k, v in obs.items()})
             final_index = to_tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
             if final_index.shape[0] > 0:
@@ -249,15 +248,25 @@ class PPO:
     def update(self, batch: Batch) -> dict[str, float]:
         """One PPO update on ``batch`` (layout in :mod:`zoo.core.algorithm`).
 
-        Values of the bootstrap row ``obs[T]`` and of ``final_obs`` come from the current
-        network; the rows ``0..T-1`` use the behaviour policy's ``"value"`` (recomputed if
-        absent). Only active steps enter the losses and statistics.
+        **Values: one network for all.** GAE's values of the rows ``0..T-1``, of the bootstrap
+        row ``obs[T]`` and of ``final_obs`` (truncated steps) are all computed by the current
+        network at the start of the update; the behaviour policy's recorded ``"value"`` is not
+        used. A sample may be up to ``trainer.max_policy_lag`` versions old, and the recorded
+        values cannot cover the bootstrap (``obs[T]`` is acted on, by a later version, only in
+        the next sample; ``final_obs`` never is), so mixing them with the current network's
+        would mix two critics in one TD error. Recomputing values (and so advantages) with the
+        current network is what Andrychowicz et al., "What Matters in On-Policy Reinforcement
+        Learning?", ICLR 2021 (arXiv 2006.05990), recommend in their study of the training
+        setup (recompute the advantages, here once per update); without lag the current network is the behaviour network,
+        as in CleanRL's ``ppo.py``. The value clipping and ``explained_variance`` use these
+        values too (the prediction before this update). Only active steps enter the losses
+        and statistics.
 
         Returns:
             Means over all minibatch steps of ``pg_loss``, ``v_loss``, ``entropy`` (nats),
             ``approx_kl`` (the ``(r - 1) - log r`` estimator), ``clipfrac`` (fraction of
             samples with ``|r - 1| > clip_coef``) and ``grad_norm`` (before clipping);
-            ``explained_variance`` of the behaviour values (nan if the targets are
+            ``explained_variance`` of the values before the update (nan if the targets are
             constant); ``lr``; ``agent_steps`` (active steps in this batch). All zeros
             except ``lr`` when the batch has no active step.
 
