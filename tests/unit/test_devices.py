@@ -90,16 +90,6 @@ def test_reward_statistics_load_onto_the_algorithm_device(make):
     assert_on_device(algo.reward_norm, "meta")
 
 
-def test_a_host_reward_norm_fed_cuda_returns_fails_as_on_a_gpu():
-    """What fault 2 was, reproduced on the CPU: FakeTensorMode refuses the CPU statistics
-    buffers in an update with CUDA returns, as a GPU does."""
-    norm = RewardNorm()
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        cuda = torch.ones(3, 2, device="cuda:0")
-        with pytest.raises(RuntimeError, match="cpu"):
-            scaled_rewards(norm, {"disc_return": cuda}, cuda, None)
-
-
 # -- resume onto a device (issue 21, fault 3) -------------------------------------------
 
 @pytest.fixture
