@@ -21,14 +21,12 @@ and writes its checkpoint and ``end`` row), the run's transport files and resolv
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
 import signal
 import socket
 import sys
-import threading
 import time
 import uuid
 from typing import Any, Callable
@@ -36,6 +34,9 @@ from typing import Any, Callable
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
 from zoo.core.rundir import RunStatus, append_missing_restarts, append_row, claim_run_dir, what_was_saved
+from zoo.core.stopping import STOPS, StopRequested  # noqa: F401 (re-exported)
+from zoo.core.stopping import ignoring_stop_signals as _ignoring_stop_signals
+from zoo.core.stopping import signals_stop_the_run as _signals_stop_the_run
 from zoo.core.supervision import STOP_GRACE_S, Restart, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
 from zoo.core.workers.base import WorkerContext
 
@@ -241,18 +242,6 @@ class StatusPacer:
         return status
 
 
-STOPS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143), signal.SIGHUP: ("SIGHUP", 129)}
-"""Signals that stop a run, with their name in messages and the exit code of :func:`run`."""
-
-
-class StopRequested(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived: stop the run exactly like Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
     """Run one experiment to its budget; returns the process exit code (see module doc)."""
     run_dir = run_dir or prepare_run_dir(cfg)
@@ -310,39 +299,3 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                 health.close()
                 status.end(*outcome)
 
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-@contextlib.contextmanager
-def _signals_stop_the_run():
-    """SIGTERM and SIGHUP raise :class:`StopRequested` in the block, as SIGINT raises
-    KeyboardInterrupt (main thread only: elsewhere signals cannot be set)."""
-    if not _main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        raise StopRequested(signum)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def _ignoring_stop_signals():
-    """SIGINT, SIGTERM and SIGHUP ignored inside the block (main thread only)."""
-    if not _main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

