@@ -110,3 +110,47 @@ def test_ctrl_c_stops_zoo_train_started_with_sigint_ignored(tmp_path):
     s = status(run)
     assert (s["status"], s["exit_code"], s["reason"]) == ("stopped", 130, "Ctrl-C")
     nothing_left(proc, mark)
+
+
+def live_trainer(run: Path) -> dict:
+    """The trainer's entry of ``live.json`` with the file's ``time`` (``{}`` before there is one)."""
+    try:
+        live = json.loads((run / "live.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {**next((w for w in live.get("workers", []) if w["role"] == "trainer"), {}), "time": live.get("time", 0)}
+
+
+def test_a_second_ctrl_c_abandons_the_update_and_keeps_the_last_checkpoint(tmp_path):
+    # The first update is fast and checkpointed (policy version 1); the second sleeps 600 s,
+    # ignoring stop requests. Before the fix the second Ctrl-C was ignored: no "again" line.
+    proc, mark, err = start(tmp_path, "train", "slow-ppo", "--env", "CartPole-v1", "--steps", "1000000",
+                            "--name", "slow", "--set", "algo.update_sleep_s=600", "--set", "algo.fast_updates=1",
+                            "--set", "trainer.checkpoint_interval=1", "--set", "log.interval_s=1")
+    run = tmp_path / "slow"
+    try:
+        wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
+        seen = time.time()
+        wait_for(lambda: (lambda t: t.get("busy") == "update" and t["time"] > seen)(live_trainer(run)), 120,
+                 "live.json to show the trainer in its second update", proc)
+        proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "Ctrl-C again to stop now" in err.read_text(), 120, "the first Ctrl-C's message", proc)
+        proc.send_signal(signal.SIGINT)
+        text = ended(proc, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, text[-3000:]
+    latest = run / "checkpoints" / "latest.pt"
+    ckpt = checkpoint(run)
+    assert ckpt["policy_version"] == 1 and [r["policy_version"] for r in rows(run, "update")] == [1]
+    assert rows(run, "end") == []  # the trainer was killed in its update: no end row
+    flat = " ".join(text.split())
+    assert (f"Ctrl-C again to stop now (keeps checkpoint {latest} (policy version 1, "
+            f"{ckpt['env_steps']} env steps))") in flat
+    assert (f"every worker killed, the update under way abandoned; kept the last checkpoint {latest} "
+            f"(policy version 1, {ckpt['env_steps']} env steps)") in flat
+    s = status(run)
+    assert (s["status"], s["exit_code"], s["reason"]) == ("stopped", 130, "Ctrl-C, then Ctrl-C again: update abandoned")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest.pt"]  # nothing half-written
+    nothing_left(proc, mark)

@@ -46,3 +46,32 @@ def test_the_entry_point_takes_sigint_back_when_started_with_it_ignored():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
+
+
+def test_stop_all_kills_a_busy_trainer_at_once_when_asked_to_stop_now():
+    from tests.unit.test_supervision import all_beat, beat, make_supervisor
+
+    s, launcher, clock = make_supervisor(stop_timeout_s=600.0)
+    all_beat(s)
+    polls = []
+
+    def poll(timeout):  # the trainer heartbeats from inside a 600-s update; Ctrl-C again at the 3rd poll
+        clock.t += 1.0
+        polls.append(clock.t)
+        beat(s, "trainer", 0, busy="update", busy_s=float(len(polls)))
+
+    told = []
+    assert s.stop_all(poll, told.append, now=lambda: len(polls) >= 3) is True
+    assert len(polls) == 3 and told == []  # no further wait once asked to stop now
+    assert [h.calls for h in launcher.handles] == [["stop", "kill"], ["stop", "kill"], ["stop", "kill"],
+                                                   ["stop", "kill"]]
+    assert launcher.closed
+
+
+def test_stop_all_without_stop_now_reports_no_abandon():
+    from tests.unit.test_supervision import all_beat, make_supervisor
+
+    s, launcher, clock = make_supervisor()
+    all_beat(s)
+    s.workers[("trainer", 0)].handle.code = 0  # finished by itself
+    assert s.stop_all(lambda timeout: None, lambda limit_s: None, now=lambda: False) is False
