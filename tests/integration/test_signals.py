@@ -32,13 +32,16 @@ CHAOS_PLUGIN = ROOT / "tests" / "plugins" / "zoo-chaos"
 
 
 def start(tmp_path: Path, *args: str, ignore_sigint: bool = False) -> tuple[subprocess.Popen, str, Path]:
-    """``zoo ARGS --set runs_dir=tmp_path``; its stderr goes to a file (read while it runs)."""
+    """``zoo train ARGS --set runs_dir=tmp_path`` (``zoo resume ARGS --runs-dir tmp_path``); its
+    stderr goes to a file (read while it runs)."""
     mark = uuid.uuid4().hex
     env = subprocess_env(CHAOS_PLUGIN, ZOO_TEST_MARK=mark)
     err = tmp_path / f"stderr-{mark}.txt"
     with open(err, "w") as f:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "zoo", *args, "--set", f"runs_dir={tmp_path}", "--set", "log.tensorboard=false"],
+            [sys.executable, "-m", "zoo", *args,
+             *(("--runs-dir", str(tmp_path)) if args[0] == "resume" else
+               ("--set", f"runs_dir={tmp_path}", "--set", "log.tensorboard=false"))],
             stdout=subprocess.DEVNULL, stderr=f, env=env,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL))
     return proc, mark, err
@@ -153,4 +156,38 @@ def test_a_second_ctrl_c_abandons_the_update_and_keeps_the_last_checkpoint(tmp_p
     s = status(run)
     assert (s["status"], s["exit_code"], s["reason"]) == ("stopped", 130, "Ctrl-C, then Ctrl-C again: update abandoned")
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest.pt"]  # nothing half-written
+    nothing_left(proc, mark)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_two_trainers_stop_with_their_final_checkpoint_and_resume_without_a_gap(tmp_path, sig):
+    # trainer.count=2: before the fix a stop often ended the run without its final checkpoint or
+    # end row (rank 1 left the sync point alone; rank 0's exchange then failed with PeerLost).
+    two = ("--set", "trainer.count=2", "--set", "policy.count=2", "--set", "actors.count=2")
+    proc, mark, err = start(tmp_path, "train", "ppo", "--env", "CartPole-v1", "--steps", "200000", "--name", "k2",
+                            *two)
+    run = tmp_path / "k2"
+    try:
+        wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
+        proc.send_signal(sig)
+        text = ended(proc, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    code = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGHUP: 129}[sig]
+    assert proc.returncode == code, text[-3000:]
+    end = rows(run, "end")
+    updates = rows(run, "update")
+    assert len(end) == 1, text[-3000:]
+    assert checkpoint(run)["policy_version"] == end[0]["policy_version"] == updates[-1]["policy_version"]
+    assert status(run)["status"] == "stopped"
+    nothing_left(proc, mark)
+    first = len(updates)
+    budget = end[0]["env_steps"] + 3000
+    proc, mark, err = start(tmp_path, "resume", "k2", "--steps", str(budget))
+    text = ended(proc, err, 600)
+    assert proc.returncode == 0, text[-3000:]
+    versions = [r["policy_version"] for r in rows(run, "update")]
+    assert versions == list(range(1, len(versions) + 1)) and len(versions) > first  # no gap, no duplicate
+    assert rows(run, "end")[-1]["env_steps"] >= budget and status(run)["status"] == "finished"
     nothing_left(proc, mark)
