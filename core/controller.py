@@ -21,14 +21,12 @@ and writes its checkpoint and ``end`` row), the run's transport files and resolv
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
 import signal
 import socket
 import sys
-import threading
 import time
 import uuid
 from typing import Any, Callable
@@ -36,6 +34,10 @@ from typing import Any, Callable
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
 from zoo.core.rundir import RunStatus, append_missing_restarts, append_row, claim_run_dir, what_was_saved
+from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
+from zoo.core.stopping import STOPS, StopRequested, checkpoint_on_disk, second_ctrl_c_stops_now  # noqa: F401
+from zoo.core.stopping import ignoring_stop_signals as _ignoring_stop_signals
+from zoo.core.stopping import signals_stop_the_run as _signals_stop_the_run
 from zoo.core.supervision import STOP_GRACE_S, Restart, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
 from zoo.core.workers.base import WorkerContext
 
@@ -172,20 +174,24 @@ class Controller:
         self.rows_checked = w.attempt
         append_missing_restarts(os.path.join(self.run_dir, "metrics.jsonl"), self.restart_rows)
 
-    def stop(self) -> None:
-        """Stop every worker (:meth:`Supervisor.stop_all`), then remove the run's transport resources (idempotent)."""
+    def stop(self, now: Callable[[], bool] | None = None) -> bool:
+        """Stop every worker (:meth:`Supervisor.stop_all`; ``now()`` True: kill them at once, see
+        :mod:`zoo.core.stopping`), then remove the run's transport resources (idempotent). Returns
+        whether the workers were killed at once (then any half-written checkpoint is removed)."""
         if self.stopped:
-            return
+            return False
         self.stopped = True
 
         def waiting(limit_s: float) -> None:
             print(f"zoo: waiting for the trainer to finish its update and write its checkpoint (at most {limit_s:g} s, "
-                  f"supervision.stop_timeout_s; further Ctrl-C is ignored, kill -9 {os.getpid()} abandons it)",
-                  file=sys.stderr, flush=True)
+                  "supervision.stop_timeout_s; Ctrl-C again stops now)", file=sys.stderr, flush=True)
 
-        self.supervisor.stop_all(self.poll, waiting)
+        abandoned = self.supervisor.stop_all(self.poll, waiting, now)
+        if abandoned:
+            remove_stale_tmp(checkpoint_dir(self.run_dir))
         self.control.close()
         self._clean_up()
+        return abandoned
 
     def _clean_up(self) -> None:
         """Remove the run's transport resources and every key it published (nothing is left behind)."""
@@ -241,18 +247,6 @@ class StatusPacer:
         return status
 
 
-STOPS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143), signal.SIGHUP: ("SIGHUP", 129)}
-"""Signals that stop a run, with their name in messages and the exit code of :func:`run`."""
-
-
-class StopRequested(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived: stop the run exactly like Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
     """Run one experiment to its budget; returns the process exit code (see module doc)."""
     run_dir = run_dir or prepare_run_dir(cfg)
@@ -295,8 +289,14 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
             return 1
         except KeyboardInterrupt as stop:
             label, code = STOPS[getattr(stop, "signum", signal.SIGINT)]
-            with _ignoring_stop_signals():  # a second Ctrl-C must not cut the clean-up short
-                controller.stop()
+            with second_ctrl_c_stops_now() as now:  # a second Ctrl-C kills every worker at once
+                print(f"zoo: stopping ({label}): the trainer finishes its update and writes its checkpoint; "
+                      f"Ctrl-C again to stop now (keeps {checkpoint_on_disk(run_dir)})", file=sys.stderr, flush=True)
+                if controller.stop(now.is_set):
+                    print(f"zoo: stopped now ({label}, then Ctrl-C again); every worker killed, the update under "
+                          f"way abandoned; kept the last {checkpoint_on_disk(run_dir)}", file=sys.stderr, flush=True)
+                    outcome = ("stopped", 130, f"{label}, then Ctrl-C again: update abandoned", None)
+                    return 130
             print(f"zoo: interrupted ({label}); all workers stopped; {what_was_saved(run_dir)}",
                   file=sys.stderr, flush=True)
             outcome = ("stopped", code, label, None)
@@ -310,39 +310,3 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                 health.close()
                 status.end(*outcome)
 
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-@contextlib.contextmanager
-def _signals_stop_the_run():
-    """SIGTERM and SIGHUP raise :class:`StopRequested` in the block, as SIGINT raises
-    KeyboardInterrupt (main thread only: elsewhere signals cannot be set)."""
-    if not _main_thread():
-        yield
-        return
-
-    def stop(signum, frame):
-        raise StopRequested(signum)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def _ignoring_stop_signals():
-    """SIGINT, SIGTERM and SIGHUP ignored inside the block (main thread only)."""
-    if not _main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOPS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -23,7 +23,10 @@ arrived, so ``trainer.collective_timeout_s`` bounds only real work differences (
 hung peer). At each such sync point the ranks exchange their counters and stop flags
 (:meth:`TrainerGroup.exchange`), so the budget and stop decisions are made on the same
 numbers by all ranks together: no rank is left inside a collective that another never
-enters. A peer that dies breaks its connections; the others' next collective or store
+enters. A rank asked to stop still waits at the sync point for the others (asked at the same
+time), so a stop ends every rank at the same point and rank 0 writes the final checkpoint
+and ``end`` row, as with one trainer; it gives the point up only ``collective_timeout_s``
+after the stop request, and the ranks agree atomically whether a point was given up. A peer that dies breaks its connections; the others' next collective or store
 call raises :class:`PeerLost` at once.
 
 Outside a group (K = 1) every helper here is a no-op or the local value, so the
@@ -252,8 +255,8 @@ class TrainerGroup:
     """This trainer's membership of the group (see the module doc); built by :meth:`join`."""
 
     def __init__(self, rank: int, world: int, store: Any, backend: str, resolver: Any, key: str,
-                 stop: Callable[[], bool], heartbeat: Callable[[], None]) -> None:
-        self.rank, self.world, self.store, self.backend = rank, world, store, backend
+                 stop: Callable[[], bool], heartbeat: Callable[[], None], timeout_s: float = 30.0) -> None:
+        self.rank, self.world, self.store, self.backend, self.timeout_s = rank, world, store, backend, timeout_s
         self.resolver, self.key, self.stop, self.heartbeat = resolver, key, stop, heartbeat
         self.cpu_group = None
         self.rounds = 0
@@ -265,7 +268,8 @@ class TrainerGroup:
 
         ``device``: this rank's torch device; ``devices``: every rank's (they choose the
         backend); ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`.
-        Returns None when a stop was requested before every rank arrived.
+        Returns None when a stop was requested before every rank arrived (and they gave the
+        start up: :meth:`wait_for_peers`).
 
         Raises:
             PeerLost: rank 0's address did not appear, or the peers did not all arrive,
@@ -295,7 +299,7 @@ class TrainerGroup:
                 raise PeerLost(f"trainer rank {rank}: cannot reach rank 0's store at "
                                f"{address[0]}:{address[1]}: {exc}") from exc
         backend = choose_backend(devices)
-        group = cls(rank, world, store, backend, resolver, key, stop, heartbeat)
+        group = cls(rank, world, store, backend, resolver, key, stop, heartbeat, timeout_s)
         if not group.wait_for_peers("start", JOIN_TIMEOUT_S):
             return None
         if backend == "nccl":
@@ -310,21 +314,35 @@ class TrainerGroup:
         return group
 
     def wait_for_peers(self, name: str, deadline_s: float | None = None) -> bool:
-        """Arrive at sync point ``name`` and wait until all ranks have arrived (True), or a
-        stop was requested first (False). Polls the store; sends heartbeats while waiting.
+        """Arrive at sync point ``name`` and wait until all ranks have arrived (True), or the
+        ranks decided to give it up (False). Polls the store; sends heartbeats while waiting.
+
+        A stop request does not end the wait at once: every trainer is asked to stop at the same
+        time and arrives here within its current wait for samples (updates are collective: no
+        peer is in one while this rank waits here), and the stop flags exchanged at this point
+        then end every rank's loop together, rank 0 writing the final checkpoint and ``end`` row.
+        Only when ``trainer.collective_timeout_s`` passes after the stop request (a peer gone)
+        does this rank give the point up. The store's key ``sync/<name>/go`` decides atomically
+        (``compare_set``): ``"1"``, set by the last rank to arrive, sends every rank on to the
+        exchange; ``"gone"``, set by a rank giving up first, sends every rank away. So no rank
+        is left in an exchange that another never enters.
 
         Raises:
             PeerLost: the store failed (rank 0 is gone), or ``deadline_s`` passed.
         """
         key = f"sync/{name}"
+        gate = key + "/go"
         start = time.monotonic()
+        stop_since = None
         nap = 0.0005
         try:
             if self.store.add(key, 1) == self.world:
-                self.store.set(key + "/go", "1")
-            while not self.store.check([key + "/go"]):
-                if self.stop():
-                    return bool(self.store.check([key + "/go"]))
+                return self.store.compare_set(gate, "", "1") == b"1"
+            while not self.store.check([gate]):
+                if stop_since is None and self.stop():
+                    stop_since = time.monotonic()
+                if stop_since is not None and time.monotonic() - stop_since > self.timeout_s:
+                    return self.store.compare_set(gate, "", "gone") == b"1"
                 if deadline_s is not None and time.monotonic() - start > deadline_s:
                     arrived = self.store.add(key, 0)
                     raise PeerLost(f"trainer rank {self.rank}: only {arrived} of {self.world} trainers arrived "
@@ -332,11 +350,11 @@ class TrainerGroup:
                 self.heartbeat()
                 time.sleep(nap)
                 nap = min(0.02, nap * 2)
+            return self.store.get(gate) == b"1"
         except PeerLost:
             raise
         except RuntimeError as exc:
             raise PeerLost(f"trainer rank {self.rank}: the trainers' rendezvous store (rank 0) is gone: {exc}") from exc
-        return True
 
     def all_reduce_cpu(self, t: torch.Tensor) -> None:
         """In-place sum over ranks of a CPU tensor (on the gloo side group under NCCL)."""

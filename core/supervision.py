@@ -32,6 +32,8 @@ processes). Actors and policy workers get :data:`STOP_GRACE_S` seconds, then are
 Each trainer finishes its update and writes its checkpoint and ``end`` row however long that
 takes, up to ``supervision.stop_timeout_s``; it is killed sooner only when it stops
 reporting for ``heartbeat_timeout_s`` (hung) — its busy heartbeats show it is still working.
+A second Ctrl-C during that wait (``now`` of :meth:`Supervisor.stop_all`) kills every worker
+at once: the update under way is abandoned (:mod:`zoo.core.stopping`).
 """
 from __future__ import annotations
 
@@ -236,44 +238,56 @@ class Supervisor:
         return None
 
     def stop_all(self, poll: Callable[[float], Any] = lambda timeout: None,
-                 waiting: Callable[[float], None] = lambda limit_s: None) -> None:
+                 waiting: Callable[[float], None] = lambda limit_s: None,
+                 now: Callable[[], bool] | None = None) -> bool:
         """Stop every worker as the module doc says (idempotent). ``poll(timeout)`` keeps control
         messages flowing while the trainer finishes; ``waiting(limit_s)`` is called once when the
-        trainer is still running after :data:`STOP_GRACE_S` (to tell the user why)."""
+        trainer is still running after :data:`STOP_GRACE_S` (to tell the user why). Once ``now()``
+        is True (a second Ctrl-C) every worker still running is killed at once: the trainer's
+        update and checkpoint under way are abandoned. Returns whether that happened."""
         if self.stopped:
-            return
+            return False
         self.stopped = True
+        stop_now = now or (lambda: False)
         live = [w for w in self.workers.values() if w.handle is not None]
         for w in live:
             w.handle.stop()
         others = [w.handle for w in live if w.role != "trainer"]
         trainers = [w for w in live if w.role == "trainer"]
         start = self.clock()
-        _wait_all(others, STOP_GRACE_S)
+        _wait_all(others, STOP_GRACE_S, now)
         for h in others:
             h.kill()
         told = False
-        while any(w.handle.alive() for w in trainers):
-            now = self.clock()
+        while not stop_now() and any(w.handle.alive() for w in trainers):
+            t = self.clock()
             for w in trainers:
-                silent = now - (w.last_seen if w.last_seen is not None else w.started)
-                if w.handle.alive() and (now - start > self.sv.stop_timeout_s or silent > self.sv.heartbeat_timeout_s):
+                silent = t - (w.last_seen if w.last_seen is not None else w.started)
+                if w.handle.alive() and (t - start > self.sv.stop_timeout_s or silent > self.sv.heartbeat_timeout_s):
                     w.handle.kill()
-            if not told and now - start > STOP_GRACE_S:
+            if not told and t - start > STOP_GRACE_S:
                 told = True
                 waiting(self.sv.stop_timeout_s)
             poll(0.2)
             for w in trainers:
                 w.handle.wait(0.05 / len(trainers))
+        abandoned = stop_now() and any(w.handle.alive() for w in live)
+        for w in live if abandoned else ():
+            if w.handle.alive():
+                w.handle.kill()
         _wait_all([w.handle for w in live], 2.0)
         for w in live:  # nothing outlives the run
             if w.handle.alive():
                 w.handle.kill()
         self.launcher.close()
+        return abandoned
 
 
-def _wait_all(handles: list[WorkerHandle], timeout: float) -> None:
+def _wait_all(handles: list[WorkerHandle], timeout: float, now: Callable[[], bool] | None = None) -> None:
+    """Wait up to ``timeout`` s for every handle to end; with ``now``, in 0.1-s slices, and no
+    longer once ``now()`` is True."""
     deadline = time.monotonic() + timeout
     for handle in handles:
-        handle.wait(max(0.0, deadline - time.monotonic()))
-
+        while (left := deadline - time.monotonic()) > 0 and not (now is not None and now()):
+            if handle.wait(left if now is None else min(0.1, left)) is not None or now is None:
+                break

@@ -6,6 +6,15 @@ the command quietly with status 130 instead of a traceback.
 A Ctrl-C that lands while Python runs a callback it cannot raise from (a weakref callback of
 the import system, a ``__del__``) would be printed as "Exception ignored in ..." with a
 traceback and lost; :func:`redeliver_stop` delivers it again instead, where it can be raised.
+
+Ctrl-C always stops ``zoo``: :func:`run` installs Python's SIGINT handler
+(``signal.default_int_handler``) and unblocks SIGINT first, whatever it inherited. Python
+leaves SIGINT ignored when the process starts with it ignored (a background job of a
+non-interactive shell: ``zoo train ... &`` in a script), and ``zoo train`` then ignored Ctrl-C
+and ``kill -INT``; Go programs (``signal.Notify``) and uvicorn take the signal back the same
+way. A run that must survive the terminal's Ctrl-C is started in a session of its own
+(``setsid zoo train ...``). SIGHUP ignored at start (``nohup``) stays ignored
+(:mod:`zoo.core.stopping`).
 """
 import signal
 import sys
@@ -23,7 +32,10 @@ def redeliver_stop(unraisable) -> None:
 
 
 def run() -> None:
-    """Entry point: :func:`zoo.cli.main`, with Ctrl-C during start-up a one-line exit 130."""
+    """Entry point: :func:`zoo.cli.main`, with Ctrl-C during start-up a one-line exit 130 (Ctrl-C
+    stops it even when it was started with SIGINT ignored: see the module doc)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     sys.unraisablehook = redeliver_stop
     try:
         from zoo.cli import main

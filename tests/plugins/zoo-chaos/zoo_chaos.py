@@ -5,7 +5,8 @@
   simulator would) if it is the first env of the run to get there: it claims the file
   ``env.hang_file`` with ``O_CREAT | O_EXCL`` first, so a restarted actor does not hang again.
 - algorithm ``slow-ppo``: PPO whose every update first sleeps ``algo.update_sleep_s`` seconds,
-  ignoring stop requests (a long hide-and-seek update, shortened).
+  ignoring stop requests (a long hide-and-seek update, shortened); the first
+  ``algo.fast_updates`` updates (default 0) do not sleep.
 """
 from __future__ import annotations
 
@@ -62,12 +63,16 @@ def slow_ppo():
     class SlowPPOConfig(PPOConfig):
         update_sleep_s: float = 0.0
         """Seconds each update sleeps first (stop requests are not looked at)."""
+        fast_updates: int = 0
+        """Updates (counted in this process) made before the sleeping starts."""
 
     class SlowPPO(PPO):
         Config = SlowPPOConfig
 
         def update(self, batch):
-            time.sleep(self.config.update_sleep_s)
+            self.made = getattr(self, "made", 0) + 1
+            if self.made > self.config.fast_updates:
+                time.sleep(self.config.update_sleep_s)
             return super().update(batch)
 
     for cls in (SlowPPO, SlowPPOConfig):  # picklable by name (configs travel to the workers)

@@ -1,0 +1,77 @@
+"""Signal handling of the controller and the CLI entry point (zoo.core.stopping, zoo.__main__)."""
+import os
+import signal
+import subprocess
+import sys
+
+from zoo.core.stopping import StopRequested, signals_stop_the_run
+
+
+def test_sighup_ignored_at_start_stays_ignored_and_sigterm_still_stops():
+    # nohup starts the process with SIGHUP ignored: a closed terminal must not stop the run.
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with signals_stop_the_run():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: nothing raised
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                raise AssertionError("SIGTERM did not stop")
+            except StopRequested as stop:
+                assert stop.signum == signal.SIGTERM
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def test_sighup_stops_when_not_ignored():
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        with signals_stop_the_run():
+            try:
+                os.kill(os.getpid(), signal.SIGHUP)
+                raise AssertionError("SIGHUP did not stop")
+            except StopRequested as stop:
+                assert stop.signum == signal.SIGHUP
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def test_the_entry_point_takes_sigint_back_when_started_with_it_ignored():
+    # zoo.__main__.run installs Python's handler before anything else; `zoo.cli.main` replaced
+    # here by a report of the disposition it runs under.
+    code = ("import signal, sys, types; import zoo.__main__ as m; "
+            "sys.modules['zoo.cli'] = types.SimpleNamespace(main=lambda: print(signal.getsignal(signal.SIGINT) "
+            "is signal.default_int_handler)); m.run()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
+
+
+def test_stop_all_kills_a_busy_trainer_at_once_when_asked_to_stop_now():
+    from tests.unit.test_supervision import all_beat, beat, make_supervisor
+
+    s, launcher, clock = make_supervisor(stop_timeout_s=600.0)
+    all_beat(s)
+    polls = []
+
+    def poll(timeout):  # the trainer heartbeats from inside a 600-s update; Ctrl-C again at the 3rd poll
+        clock.t += 1.0
+        polls.append(clock.t)
+        beat(s, "trainer", 0, busy="update", busy_s=float(len(polls)))
+
+    told = []
+    assert s.stop_all(poll, told.append, now=lambda: len(polls) >= 3) is True
+    assert len(polls) == 3 and told == []  # no further wait once asked to stop now
+    assert [h.calls for h in launcher.handles] == [["stop", "kill"], ["stop", "kill"], ["stop", "kill"],
+                                                   ["stop", "kill"]]
+    assert launcher.closed
+
+
+def test_stop_all_without_stop_now_reports_no_abandon():
+    from tests.unit.test_supervision import all_beat, make_supervisor
+
+    s, launcher, clock = make_supervisor()
+    all_beat(s)
+    s.workers[("trainer", 0)].handle.code = 0  # finished by itself
+    assert s.stop_all(lambda timeout: None, lambda limit_s: None, now=lambda: False) is False
