@@ -220,7 +220,8 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
         args = typing.get_args(tp)
         rest = [a for a in args if a is not type(None)]
         if len(rest) < len(args):
-            return True, (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])
+            # a Union built at run time from a tuple of types: `X | Y` has no such form
+            return True, (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])  # noqa: UP007
     return False, tp
 
 
@@ -306,7 +307,7 @@ def _convert(value: Any, tp: Any) -> Any:
         if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
             if len(items) != len(args):
                 raise _Bad(f"{len(args)} comma-separated values ({type_name(tp)})")
-            out = [_convert(i, a) for i, a in zip(items, args)]
+            out = [_convert(i, a) for i, a in zip(items, args, strict=True)]
         else:
             try:
                 out = [_convert(i, args[0] if args else Any) for i in items]

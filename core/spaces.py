@@ -44,8 +44,9 @@ reach the env (:class:`ActionClipper`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -112,13 +113,15 @@ def _leaf(name: str, path: tuple, space: Any, where: str) -> Leaf:
             if channels_last(shape):
                 out = _box(np.transpose(space.low, (2, 0, 1)), np.transpose(space.high, (2, 0, 1)),
                            (shape[2], shape[0], shape[1]), dt)
-                return Leaf(name, path, space, out, lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (2, 0, 1))))
+                return Leaf(name, path, space, out,
+                            lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (2, 0, 1))))
             return Leaf(name, path, space, space, lambda x: np.asarray(x, dt))
         if len(shape) == 4 and dt == np.uint8 and channels_last(shape[1:]):
             s, h, w, c = shape
             out = _box(0, 255, (s * c, h, w), dt)
             return Leaf(name, path, space, out,
-                        lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (0, 3, 1, 2))).reshape(s * c, h, w))
+                        lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (0, 3, 1, 2)))
+                        .reshape(s * c, h, w))
         if len(shape) == 2 and dt == np.uint8:
             out = _box(space.low[None], space.high[None], (1, *shape), dt)
             return Leaf(name, path, space, out, lambda x: np.asarray(x, dt)[None])

@@ -35,7 +35,8 @@ CONTROL = "control"
 CONTROL_TRANSPORT = "nng"
 
 
-def check_options(factory: Any, name: str, options: dict[str, Any], path: str, kind: str = "transport") -> dict[str, Any]:
+def check_options(factory: Any, name: str, options: dict[str, Any], path: str,
+                  kind: str = "transport") -> dict[str, Any]:
     """``options`` checked against ``kind`` (transport, resolver) ``name``'s ``factory.Options``
     dataclass and typed.
 

@@ -89,7 +89,7 @@ class VideoWriter:
             self._gen.close()
             self._gen = None
 
-    def __enter__(self) -> "VideoWriter":
+    def __enter__(self) -> VideoWriter:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -12,13 +12,14 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 
-from zoo.display import Display, final_status, format_status_line
 from zoo.core.rundir import RunNotFound, find_run_dir, pid_alive
+from zoo.display import Display, final_status, format_status_line
 
 __all__ = ["NO_LIVE_WAIT_S", "RunNotFound", "find_run_dir", "pid_alive", "read_json", "run_over", "watch"]
 

@@ -37,7 +37,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 START_S = 90.0
 """Longest wait for a started worker's first message (spawn + imports on a loaded machine)."""
@@ -92,7 +93,7 @@ class LauncherUnderTest:
         self.handles: list[Any] = []
         self.messages: list[dict[str, Any]] = []
 
-    def __enter__(self) -> "LauncherUnderTest":
+    def __enter__(self) -> LauncherUnderTest:
         return self
 
     def __exit__(self, *exc: Any) -> None:

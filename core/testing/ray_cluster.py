@@ -74,7 +74,7 @@ class LocalRayCluster:
         self.log.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalRayCluster":
+    def __enter__(self) -> LocalRayCluster:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -71,8 +71,10 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +108,7 @@ class TransportUnderTest:
     options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_registry(cls, name: str, registry=None, **options: Any) -> "TransportUnderTest":
+    def from_registry(cls, name: str, registry=None, **options: Any) -> TransportUnderTest:
         """Load ``name`` from ``registry`` (default: the process-wide one)."""
         if registry is None:
             from zoo.core.plugins import get_registry
@@ -132,7 +134,7 @@ class TransportUnderTest:
         return bool(flag)
 
     @contextlib.contextmanager
-    def run(self, run_id: str | None = None) -> Iterator["Run"]:
+    def run(self, run_id: str | None = None) -> Iterator[Run]:
         """A fresh run (``create=True``); on exit every endpoint is closed and ``cleanup()`` called."""
         run = Run(self, run_id or self.new_run_id())
         try:
@@ -419,7 +421,7 @@ def check_publish_latest(tut: TransportUnderTest, versions: int = 30) -> None:
             look(0.05)
         if not seen or seen[-1] != versions:
             _fail(name, f"the newest version {versions} never arrived (seen {seen})")
-        if any(b <= a for a, b in zip(seen, seen[1:])):
+        if any(b <= a for a, b in pairwise(seen)):
             _fail(name, f"versions went backwards or repeated: {seen}")
 
 
@@ -461,7 +463,7 @@ def check_close(tut: TransportUnderTest) -> None:
             result: list[Any] = []
             started = threading.Event()
 
-            def target(endpoint=endpoint, call=call) -> None:
+            def target(endpoint=endpoint, call=call, result=result, started=started) -> None:
                 started.set()
                 try:
                     result.append(call(endpoint))

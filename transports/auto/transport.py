@@ -22,8 +22,9 @@ matters when the stream resolves to ``shm``, ``token`` only when it resolves to 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from zoo.transports.nng.transport import NngOptions, NngTransport
 from zoo.transports.shm.transport import ShmOptions, ShmTransport

@@ -33,7 +33,7 @@ PUSH_CAPACITY = 8
 REQUEST_CAPACITY = 64
 REPLY_CAPACITY = 64
 
-_REGISTRY: dict[tuple[str, str], "_Stream"] = {}
+_REGISTRY: dict[tuple[str, str], _Stream] = {}
 _RUNS: set[str] = set()  # runs created (create=True) in this process
 _REGISTRY_LOCK = threading.Lock()
 

@@ -62,7 +62,14 @@ from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.engine import Published, check_resolvable, is_loopback, publish_port, read_port
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    create_run_dir,
+    default_resolver,
+    hold_lock,
+    leave_run,
+    lock_path,
+    reclaim_stale_run_dirs,
+    remove_run_dir,
+    run_dir,
     safe_name,
 )
 from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budget_us
@@ -184,7 +191,7 @@ class _Dial:
     the listener has published its port (polled until the caller's deadline). nng then
     (re)connects in the background, so start order does not matter."""
 
-    def __init__(self, sock: pynng.Socket, address: "_IpcAddress | _TcpAddress") -> None:
+    def __init__(self, sock: pynng.Socket, address: _IpcAddress | _TcpAddress) -> None:
         self.sock, self.address, self.done, self.closed = sock, address, False, False
         self.ready(0.0)
 
@@ -209,7 +216,7 @@ class _Dial:
 
 class _Endpoint:
     def __init__(self, sock: pynng.Socket, spin_us: int = DEFAULT_SPIN_US,
-                 listen: "_IpcAddress | _TcpAddress | None" = None, dial: "_Dial | None" = None,
+                 listen: _IpcAddress | _TcpAddress | None = None, dial: _Dial | None = None,
                  token: str | None = None) -> None:
         self.sock = sock
         self._listen, self._dial, self._token = listen, dial, token
@@ -291,7 +298,7 @@ class _Endpoint:
     def _message(self, bundle: dict[str, Any] | None, meta: dict[str, Any]) -> pynng.Message:
         return _message(bundle, meta if self._token is None else {**meta, TOKEN_KEY: self._token})
 
-    def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float, dial: "_Dial | None" = None) -> bool:
+    def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float, dial: _Dial | None = None) -> bool:
         self._check_open()
         if dial is not None and not dial.done and not dial.ready(time.monotonic() + max(0.0, timeout)):
             return False  # the peer has not published its port yet
@@ -356,7 +363,7 @@ class NngRawPusher(NngPusher):
 
 
 class NngReplyServer(_Endpoint):
-    def __init__(self, transport: "NngTransport", stream: str) -> None:
+    def __init__(self, transport: NngTransport, stream: str) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
                          listen=transport._listen_address(stream), token=transport.token)
         self.transport, self.stream = transport, stream
@@ -391,7 +398,7 @@ class NngReplyServer(_Endpoint):
 
 
 class NngRequestClient(_Endpoint):
-    def __init__(self, transport: "NngTransport", stream: str, client_id: int) -> None:
+    def __init__(self, transport: NngTransport, stream: str, client_id: int) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
                          listen=transport._listen_address(f"{stream}-c{client_id}"), token=transport.token)
         self.client_id = client_id

@@ -111,7 +111,7 @@ class Segment:
         self._bytes: np.ndarray | None = np.frombuffer(mm, np.uint8)
 
     @classmethod
-    def create(cls, name: str, slot_bytes: int, slots: int, gen: int) -> "Segment":
+    def create(cls, name: str, slot_bytes: int, slots: int, gen: int) -> Segment:
         """Create, reserve (``posix_fallocate``) and map a new segment.
 
         Raises:
@@ -142,7 +142,7 @@ class Segment:
         return cls(name, mm, slot_bytes, slots, gen, owner=True)
 
     @classmethod
-    def attach(cls, name: str, slot_bytes: int, slots: int, gen: int) -> "Segment":
+    def attach(cls, name: str, slot_bytes: int, slots: int, gen: int) -> Segment:
         """Map an existing segment and check its header against what its owner announced.
 
         Raises:

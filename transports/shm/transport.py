@@ -82,17 +82,43 @@ from zoo.core.arrays import MAX_FRAME_BYTES, Layout, WireError
 from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.shm.segments import (
-    LendingRing, PublishRing, Segment, hold_run_lock, list_segments, reclaim_stale_segments, run_lock_path,
-    run_prefix, unlink_run_segments,
+    LendingRing,
+    PublishRing,
+    Segment,
+    hold_run_lock,
+    list_segments,
+    reclaim_stale_segments,
+    run_lock_path,
+    run_prefix,
+    unlink_run_segments,
 )
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import Conn, ProtocolError
 from zoo.transports.sockets.framing import (
-    FRAME, GRANT, REC, REC_MAGIC, RELEASE, RETURN, RING, SLOT, SLOT_REC, json_record, pairs_record, parse_json,
-    parse_pairs, record_header,
+    FRAME,
+    GRANT,
+    REC,
+    REC_MAGIC,
+    RELEASE,
+    RETURN,
+    RING,
+    SLOT,
+    SLOT_REC,
+    json_record,
+    pairs_record,
+    parse_json,
+    parse_pairs,
+    record_header,
 )
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    create_run_dir,
+    default_resolver,
+    hold_lock,
+    leave_run,
+    lock_path,
+    reclaim_stale_run_dirs,
+    remove_run_dir,
+    run_dir,
     safe_name,
 )
 from zoo.transports.sockets.spin import spin_budget_us

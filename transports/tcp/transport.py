@@ -39,7 +39,14 @@ from zoo.core.resolver import run_key
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import check_resolvable, is_loopback
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    create_run_dir,
+    default_resolver,
+    hold_lock,
+    leave_run,
+    lock_path,
+    reclaim_stale_run_dirs,
+    remove_run_dir,
+    run_dir,
     safe_name,
 )
 from zoo.transports.sockets.spin import spin_budget_us
