@@ -102,7 +102,7 @@ class Layout:
             if offset > pos:
                 out.append(bytes(offset - pos))
             flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-            out.append(memoryview(flat))
+            out.append(flat.data)  # memoryview(flat)
             pos = offset + flat.nbytes
         if self.size > pos:
             out.append(bytes(self.size - pos))
@@ -216,17 +216,19 @@ def _entry_error(entry: Any) -> WireError:
     return WireError(f"malformed array entry {entry!r}")
 
 
-def decode(frame: bytes | bytearray | memoryview,
+def decode(frame: bytes | bytearray | memoryview | np.ndarray,
            max_bytes: int = MAX_FRAME_BYTES) -> tuple[dict[str, Any], dict[str, Any]]:
     """Decode a frame into ``(bundle, meta)``.
 
-    The arrays are views into ``frame`` (no copy; read-only when ``frame`` is): copy them to
-    write. Shapes, offsets and sizes in the header must be JSON integers.
+    ``frame``: any bytes-like object, a uint8 array included. The arrays are views into
+    ``frame`` (no copy; read-only when ``frame`` is): copy them to write. Shapes, offsets and
+    sizes in the header must be JSON integers.
 
     Raises:
         WireError: on any malformed, truncated, oversized or wrong-version frame.
     """
-    buf = memoryview(frame)
+    # numpy's stubs give ndarray its buffer (__buffer__) only for Python >= 3.12:
+    buf = memoryview(frame)  # type: ignore[arg-type]  # (see above)
     if buf.format != "B" or buf.ndim != 1:
         buf = buf.cast("B")
     size = buf.nbytes

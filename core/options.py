@@ -412,9 +412,9 @@ def _field_docs(cls: type) -> dict[str, str]:
     current: str | None = None  # a docstring item being continued on indented lines
     for line in inspect.cleandoc(cls.__doc__ or "").splitlines():
         m = re.match(r"^\s*[-*]?\s*(?:``(\w+)``|(\w+))\s*(?:\([^)]*\))?\s*:\s*(.+)$", line)
-        name = (m.group(1) or m.group(2)) if m else None
-        if m and name in names and name not in docs:
-            docs[name], current = m.group(3).strip(), name
+        item = (m.group(1) or m.group(2)) if m else None
+        if m and item in names and item not in docs:
+            docs[item], current = m.group(3).strip(), item
         elif current and line[:1].isspace() and line.strip():
             docs[current] += " " + line.strip()
         else:
@@ -441,8 +441,8 @@ def list_options(obj: Any, prefix: str = "") -> list[OptionInfo]:
         if isinstance(obj, type):
             if f.default is not dataclasses.MISSING:
                 value = f.default
-            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                value = f.default_factory()  # type: ignore[misc]
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
             else:
                 value = None
         else:

@@ -135,13 +135,13 @@ def _leaf(name: str, path: tuple, space: Any, where: str) -> Leaf:
         return Leaf(name, path, space, _box(0.0, 1.0, (n,), np.float32), lambda x: eye[int(x) - start])
     if isinstance(space, spaces.MultiDiscrete):
         nvec = np.ravel(space.nvec).astype(np.int64)
-        start = np.ravel(getattr(space, "start", np.zeros_like(space.nvec))).astype(np.int64)
+        starts = np.ravel(getattr(space, "start", np.zeros_like(space.nvec))).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
         total = int(nvec.sum())
 
-        def one_hot(x, offsets=offsets, start=start, total=total):
+        def one_hot(x, offsets=offsets, starts=starts, total=total):
             out = np.zeros(total, np.float32)
-            out[offsets + (np.ravel(np.asarray(x, np.int64)) - start)] = 1.0
+            out[offsets + (np.ravel(np.asarray(x, np.int64)) - starts)] = 1.0
             return out
         return Leaf(name, path, space, _box(0.0, 1.0, (total,), np.float32), one_hot)
     if isinstance(space, spaces.MultiBinary):

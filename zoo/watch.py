@@ -43,7 +43,7 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
 def _metrics_ended(run_dir: Path) -> bool:
     """metrics.jsonl ends with the trainer's ``end`` row."""
     row = final_status(None, str(run_dir / "metrics.jsonl"))
-    return bool(row) and row.get("type") == "end"
+    return row is not None and row.get("type") == "end"
 
 
 def run_over(run_dir: Path, live: dict[str, Any] | None, status: dict[str, Any] | None, now: float,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class EnvCheckReport:
     episodes: int
 
 
-def _fail(env_id: str, where: str, what: str) -> None:
+def _fail(env_id: str, where: str, what: str) -> NoReturn:
     raise EnvCheckError(f"env {env_id!r}: {where}: {what}")
 
 

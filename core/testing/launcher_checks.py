@@ -103,7 +103,8 @@ class LauncherUnderTest:
         """Start ``worker`` (one of this module's tiny workers) through the launcher."""
         from zoo.core.workers.base import WorkerContext
 
-        ctx = WorkerContext(role, index, self.cfg, None, self.run_id, self.run_dir, attempt=attempt,
+        ctx = WorkerContext(role, index, self.cfg, None,  # type: ignore[arg-type]  # its workers build no env
+                            self.run_id, self.run_dir, attempt=attempt,
                             entry=f"{_HERE}:{worker.__name__}")
         handle = self.launcher.start(ctx)
         self.handles.append(handle)

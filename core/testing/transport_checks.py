@@ -66,7 +66,6 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
-import signal
 import struct
 import threading
 import time
@@ -74,7 +73,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -90,7 +89,7 @@ class CheckSkipped(Exception):
     """A check does not apply to this transport (the message says why)."""
 
 
-def _fail(check: str, message: str) -> None:
+def _fail(check: str, message: str) -> NoReturn:
     raise TransportCheckError(f"[{check}] {message}")
 
 
@@ -687,12 +686,12 @@ def check_peer_death(tut: TransportUnderTest, max_s: float = 30.0) -> None:
                             dead_replies.append(ok)
 
             serve(lambda: min(pushes.values()) >= 3 and min(requests.values()) >= 3, "both peers to start")
-            os.kill(procs[1].pid, signal.SIGKILL)
+            procs[1].kill()  # SIGKILL
             procs[1].join(5.0)
             base_push, base_req = pushes[2], requests[2]
             serve(lambda: pushes[2] >= base_push + 10 and requests[2] >= base_req + 10,
                   "the surviving peer to be served after the other was killed")
-            os.kill(procs[2].pid, signal.SIGKILL)
+            procs[2].kill()  # SIGKILL
             procs[2].join(5.0)
             drained = 0
             while puller.recv(0.3) is not None:
@@ -744,7 +743,7 @@ def check_sigkill_reclaim(tut: TransportUnderTest, rounds: int = 5, max_s: float
                 if not ready.wait(max_s):
                     _fail(name, f"round {i}: the owner process did not get its run going within {max_s} s "
                                 f"(exit code {proc.exitcode})")
-                os.kill(proc.pid, signal.SIGKILL)
+                proc.kill()  # SIGKILL
             finally:
                 if proc.is_alive():
                     proc.kill()

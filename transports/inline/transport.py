@@ -198,6 +198,7 @@ class InlineSubscriber(_Endpoint):
                 return None
             self._seen = self.stream.seq
             frame = self.stream.value
+        assert frame is not None  # set with every seq increment
         return decode(frame)
 
 

@@ -89,8 +89,10 @@ class _Frame(np.ndarray):
     """A received message's body as a uint8 array that keeps the nng message alive: decoded
     arrays are views into it (no copy), and the message is freed with the last of them."""
 
+    msg: pynng.Message
 
-def _frame(msg: pynng.Message) -> np.ndarray:
+
+def _frame(msg: pynng.Message) -> _Frame:
     frame = np.frombuffer(msg._buffer, np.uint8).view(_Frame)  # noqa: SLF001 - see _Frame
     frame.msg = msg
     return frame
@@ -253,7 +255,7 @@ class _Endpoint:
         except pynng.Timeout:
             return None
 
-    def _recv_raw(self, timeout: float) -> np.ndarray | None:
+    def _recv_raw(self, timeout: float) -> _Frame | None:
         try:
             msg = self._poll()
             if msg is None and timeout > 0:
@@ -279,7 +281,7 @@ class _Endpoint:
                     return bundle, meta
             timeout = deadline - time.monotonic()  # keep serving until the caller's timeout
 
-    def _admit(self, meta: dict[str, Any], raw: np.ndarray) -> bool:
+    def _admit(self, meta: dict[str, Any], raw: _Frame) -> bool:
         """Whether the message carries this endpoint's token (always, without one); the token
         is taken out of ``meta``. A message without it is counted in ``refused`` and logged."""
         got = meta.pop(TOKEN_KEY, None)
@@ -335,6 +337,7 @@ class NngPusher(_Endpoint):
 class NngSubscriber(_Endpoint):
     def latest(self, timeout: float):
         self._check_open()
+        assert self._dial is not None  # a subscriber dials
         if not self._dial.done:
             start = time.monotonic()
             if not self._dial.ready(start + max(0.0, timeout)):

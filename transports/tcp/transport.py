@@ -133,7 +133,7 @@ class TcpTransport:
                         self.run_id, self.host)
         return self._address(stream)
 
-    def _args(self, stream: str) -> tuple:
+    def _args(self, stream: str) -> tuple[str, str, int, str | None]:
         return (self.run_id, stream, self.max_frame_bytes, self.token)
 
     def _tuned(self, endpoint: E) -> E:
