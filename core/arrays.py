@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class Layout:
             if offset > pos:
                 out.append(bytes(offset - pos))
             flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-            out.append(memoryview(flat))
+            out.append(flat.data)  # memoryview(flat)
             pos = offset + flat.nbytes
         if self.size > pos:
             out.append(bytes(self.size - pos))
@@ -183,7 +184,7 @@ def layout(bundle: dict[str, Any] | None, meta: dict[str, Any] | None) -> Layout
     header = f'{{"version":{FORMAT_VERSION},"meta":{_JSON_ENCODE(meta or {})},"arrays":{arrays_json}}}'.encode()
     start = _pad(_PREFIX.size + len(header))
     head = _PREFIX.pack(MAGIC, len(header)) + header + bytes(start - _PREFIX.size - len(header))
-    return Layout(head, [(start + off, arr) for off, (_, arr) in zip(offsets, leaves) if arr.nbytes],
+    return Layout(head, [(start + off, arr) for off, (_, arr) in zip(offsets, leaves, strict=True) if arr.nbytes],
                   start + data_bytes)
 
 
@@ -215,16 +216,19 @@ def _entry_error(entry: Any) -> WireError:
     return WireError(f"malformed array entry {entry!r}")
 
 
-def decode(frame: bytes | bytearray | memoryview, max_bytes: int = MAX_FRAME_BYTES) -> tuple[dict[str, Any], dict[str, Any]]:
+def decode(frame: bytes | bytearray | memoryview | np.ndarray,
+           max_bytes: int = MAX_FRAME_BYTES) -> tuple[dict[str, Any], dict[str, Any]]:
     """Decode a frame into ``(bundle, meta)``.
 
-    The arrays are views into ``frame`` (no copy; read-only when ``frame`` is): copy them to
-    write. Shapes, offsets and sizes in the header must be JSON integers.
+    ``frame``: any bytes-like object, a uint8 array included. The arrays are views into
+    ``frame`` (no copy; read-only when ``frame`` is): copy them to write. Shapes, offsets and
+    sizes in the header must be JSON integers.
 
     Raises:
         WireError: on any malformed, truncated, oversized or wrong-version frame.
     """
-    buf = memoryview(frame)
+    # numpy's stubs give ndarray its buffer (__buffer__) only for Python >= 3.12:
+    buf = memoryview(frame)  # type: ignore[arg-type]  # (see above)
     if buf.format != "B" or buf.ndim != 1:
         buf = buf.cast("B")
     size = buf.nbytes
@@ -272,7 +276,8 @@ def decode(frame: bytes | bytearray | memoryview, max_bytes: int = MAX_FRAME_BYT
             raise WireError(f"array {name!r}: shape {tuple(shape)} x {dtype.itemsize} bytes != declared {nbytes} bytes")
         start = data_start + off
         if start + nbytes > size:
-            raise WireError(f"array {name!r}: bytes {start}..{start + nbytes} lie past the frame end {size} (truncated frame)")
+            raise WireError(f"array {name!r}: bytes {start}..{start + nbytes} lie past the frame end {size} "
+                            "(truncated frame)")
         items[name] = np.frombuffer(buf, dtype, count, start).reshape(shape)
         nested = nested or "/" in name
     return (unflatten(items) if nested else items), meta

@@ -33,13 +33,22 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from zoo.core.spaces import (ACTION_MASK_KEY, ENV_MASK_KEY, GLOBAL_STATE_KEY, OBS_KEY, ObsFlattener,
-                             as_mask, check_action_space, mask_size)
+from zoo.core.spaces import (
+    ACTION_MASK_KEY,
+    ENV_MASK_KEY,
+    GLOBAL_STATE_KEY,
+    OBS_KEY,
+    ObsFlattener,
+    as_mask,
+    check_action_space,
+    mask_size,
+)
 
 __all__ = ["OBS_KEY", "ACTION_MASK_KEY", "GLOBAL_STATE_KEY", "EnvSpec", "Env", "VectorEnv", "GymnasiumEnv",
            "PettingZooEnv", "close_envs", "CLOSE_BUDGET_S", "SLOW_CLOSE_S"]
@@ -75,7 +84,8 @@ class Env(Protocol):
 
     def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
 
-    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]: ...
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray,
+                                                dict[str, Any]]: ...
 
     def close(self) -> None: ...
 
@@ -111,7 +121,8 @@ class VectorEnv(Protocol):
 
     def reset(self, seeds: list[int]) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
 
-    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]: ...
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray,
+                                                dict[str, Any]]: ...
 
     def close(self) -> None: ...
 
@@ -158,8 +169,9 @@ class GymnasiumEnv:
         obs_space = dict(self.flat.spaces)
         self.mask_n = mask_size(env.action_space)
         if ACTION_MASK_KEY in obs_space and obs_space[ACTION_MASK_KEY].shape != (self.mask_n,):
-            raise ValueError(f"env {env_id!r}: observation entry 'action_mask' has {obs_space[ACTION_MASK_KEY].shape[0]} "
-                             f"entries; the action space {env.action_space} needs {self.mask_n}")
+            raise ValueError(f"env {env_id!r}: observation entry 'action_mask' has "
+                             f"{obs_space[ACTION_MASK_KEY].shape[0]} entries; the action space {env.action_space} "
+                             f"needs {self.mask_n}")
         self.info_mask = False
         if self.mask_n and ACTION_MASK_KEY not in obs_space and action_mask is not False:
             if action_mask is None:

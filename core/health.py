@@ -40,8 +40,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 __all__ = ["ACTOR_PHASES", "Health", "Meter", "WINDOW_S", "bottleneck", "percent", "write_json_atomic"]
 

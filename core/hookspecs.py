@@ -11,7 +11,7 @@ listing components never imports heavy libraries (torch, ale-py, mujoco).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pluggy
 

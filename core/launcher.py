@@ -114,7 +114,7 @@ class Launcher(abc.ABC):
         Default: this host (``socket.gethostname()``)."""
         return socket.gethostname()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional: a launcher with nothing of its own to release keeps this)
         """Release the launcher's own resources (after every worker ended)."""
 
 

@@ -220,7 +220,8 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
         args = typing.get_args(tp)
         rest = [a for a in args if a is not type(None)]
         if len(rest) < len(args):
-            return True, (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])
+            # a Union built at run time from a tuple of types: `X | Y` has no such form
+            return True, (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)])  # noqa: UP007
     return False, tp
 
 
@@ -306,7 +307,7 @@ def _convert(value: Any, tp: Any) -> Any:
         if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
             if len(items) != len(args):
                 raise _Bad(f"{len(args)} comma-separated values ({type_name(tp)})")
-            out = [_convert(i, a) for i, a in zip(items, args)]
+            out = [_convert(i, a) for i, a in zip(items, args, strict=True)]
         else:
             try:
                 out = [_convert(i, args[0] if args else Any) for i in items]
@@ -411,9 +412,9 @@ def _field_docs(cls: type) -> dict[str, str]:
     current: str | None = None  # a docstring item being continued on indented lines
     for line in inspect.cleandoc(cls.__doc__ or "").splitlines():
         m = re.match(r"^\s*[-*]?\s*(?:``(\w+)``|(\w+))\s*(?:\([^)]*\))?\s*:\s*(.+)$", line)
-        name = (m.group(1) or m.group(2)) if m else None
-        if m and name in names and name not in docs:
-            docs[name], current = m.group(3).strip(), name
+        item = (m.group(1) or m.group(2)) if m else None
+        if m and item in names and item not in docs:
+            docs[item], current = m.group(3).strip(), item
         elif current and line[:1].isspace() and line.strip():
             docs[current] += " " + line.strip()
         else:
@@ -440,8 +441,8 @@ def list_options(obj: Any, prefix: str = "") -> list[OptionInfo]:
         if isinstance(obj, type):
             if f.default is not dataclasses.MISSING:
                 value = f.default
-            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                value = f.default_factory()  # type: ignore[misc]
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
             else:
                 value = None
         else:

@@ -31,8 +31,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from zoo.core.streams import CONTROL, CONTROL_OPTIONS, CONTROL_TRANSPORT, STREAMS, transport_options
 

@@ -18,6 +18,7 @@ import functools
 import importlib
 import importlib.metadata as md
 import os
+import sys
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,7 +208,8 @@ class PluginHost:
                         info.hooks.append(hook)
                     impl.function(register=functools.partial(self._register, staged, KIND_OF_HOOK[hook], info))
         except Exception as exc:  # noqa: BLE001 - a failing hook fails only its plugin
-            exc.__notes__ = [traceback.format_exc()]
+            if sys.version_info >= (3, 11):  # notes: Python >= 3.11
+                exc.add_note(traceback.format_exc())
             self._fail(info, exc)
             if self._ready and self.strict:
                 raise PluginLoadError(f"plugin {info.name!r} ({info.distribution} {info.version}) failed: "

@@ -43,7 +43,7 @@ def load_object(path: Any) -> Any:
     return obj
 
 
-def _origin(component: "Component") -> str:
+def _origin(component: Component) -> str:
     return f" ({component.distribution} {component.version})" if component.distribution else ""
 
 

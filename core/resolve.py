@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from zoo.core.env import EnvSpec
 from zoo.core.options import ConfigError

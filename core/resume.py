@@ -15,8 +15,8 @@ budget from the current step on), ``log.*``, ``trainer.checkpoint_interval``,
 ``trainer.checkpoint_interval_s``, ``trainer.keep_checkpoints``, ``trainer.threads``,
 ``trainer.max_nonfinite_updates``, ``policy.threads``, ``policy.device``,
 ``policy.max_wait_ms``, ``policy.stall_warning_s``, ``algo.device``, ``streams.*`` (how data
-travels, not what is learned), ``supervision.*``, ``launcher``, ``launcher_options.*`` and ``resolver.*`` (how workers are run
-and find each other).
+travels, not what is learned), ``supervision.*``, ``launcher``, ``launcher_options.*`` and
+``resolver.*`` (how workers are run and find each other).
 Anything else that differs from ``config.json`` (an algorithm hyperparameter, the seed, the
 environment or its options, the number of actors, the sample length...) is refused with
 the list of differing keys, and so is an environment whose spec (spaces, agents,
@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from zoo.core.checkpoint import CheckpointError, latest_path, load_checkpoint
 from zoo.core.options import ConfigError
@@ -122,7 +123,7 @@ def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str |
             changed env spec; a budget not above the env steps already done; and every
             error of :func:`~zoo.core.config.build_config`.
     """
-    from zoo.core.config import build_config, budget, config_to_dict
+    from zoo.core.config import budget, build_config, config_to_dict
 
     path = Path(run_dir)
     try:
@@ -160,7 +161,8 @@ def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str |
             f"{listed}. A resume may change only the budget (--steps/--frames), log.*, trainer.checkpoint_interval"
             "(_s), trainer.keep_checkpoints, trainer.threads, trainer.max_nonfinite_updates, policy.threads/device/"
             "max_wait_ms/stall_warning_s, algo.device, streams.*, supervision.* and launcher; to change the "
-            "others start a new run (--name NEW)", field=refused[0][0], problems=[f"{k}: {o!r} -> {n!r}" for k, o, n in refused])
+            "others start a new run (--name NEW)", field=refused[0][0],
+            problems=[f"{k}: {o!r} -> {n!r}" for k, o, n in refused])
     _, total = budget(cfg)
     if total <= int(ckpt["env_steps"]):
         raise ConfigError(

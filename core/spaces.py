@@ -44,8 +44,9 @@ reach the env (:class:`ActionClipper`).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -112,13 +113,15 @@ def _leaf(name: str, path: tuple, space: Any, where: str) -> Leaf:
             if channels_last(shape):
                 out = _box(np.transpose(space.low, (2, 0, 1)), np.transpose(space.high, (2, 0, 1)),
                            (shape[2], shape[0], shape[1]), dt)
-                return Leaf(name, path, space, out, lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (2, 0, 1))))
+                return Leaf(name, path, space, out,
+                            lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (2, 0, 1))))
             return Leaf(name, path, space, space, lambda x: np.asarray(x, dt))
         if len(shape) == 4 and dt == np.uint8 and channels_last(shape[1:]):
             s, h, w, c = shape
             out = _box(0, 255, (s * c, h, w), dt)
             return Leaf(name, path, space, out,
-                        lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (0, 3, 1, 2))).reshape(s * c, h, w))
+                        lambda x: np.ascontiguousarray(np.transpose(np.asarray(x, dt), (0, 3, 1, 2)))
+                        .reshape(s * c, h, w))
         if len(shape) == 2 and dt == np.uint8:
             out = _box(space.low[None], space.high[None], (1, *shape), dt)
             return Leaf(name, path, space, out, lambda x: np.asarray(x, dt)[None])
@@ -132,13 +135,13 @@ def _leaf(name: str, path: tuple, space: Any, where: str) -> Leaf:
         return Leaf(name, path, space, _box(0.0, 1.0, (n,), np.float32), lambda x: eye[int(x) - start])
     if isinstance(space, spaces.MultiDiscrete):
         nvec = np.ravel(space.nvec).astype(np.int64)
-        start = np.ravel(getattr(space, "start", np.zeros_like(space.nvec))).astype(np.int64)
+        starts = np.ravel(getattr(space, "start", np.zeros_like(space.nvec))).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
         total = int(nvec.sum())
 
-        def one_hot(x, offsets=offsets, start=start, total=total):
+        def one_hot(x, offsets=offsets, starts=starts, total=total):
             out = np.zeros(total, np.float32)
-            out[offsets + (np.ravel(np.asarray(x, np.int64)) - start)] = 1.0
+            out[offsets + (np.ravel(np.asarray(x, np.int64)) - starts)] = 1.0
             return out
         return Leaf(name, path, space, _box(0.0, 1.0, (total,), np.float32), one_hot)
     if isinstance(space, spaces.MultiBinary):

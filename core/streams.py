@@ -35,7 +35,8 @@ CONTROL = "control"
 CONTROL_TRANSPORT = "nng"
 
 
-def check_options(factory: Any, name: str, options: dict[str, Any], path: str, kind: str = "transport") -> dict[str, Any]:
+def check_options(factory: Any, name: str, options: dict[str, Any], path: str,
+                  kind: str = "transport") -> dict[str, Any]:
     """``options`` checked against ``kind`` (transport, resolver) ``name``'s ``factory.Options``
     dataclass and typed.
 
@@ -56,7 +57,7 @@ def check_options(factory: Any, name: str, options: dict[str, Any], path: str, k
     if not options:
         return {}
     opts_cls = getattr(factory, "Options", None)
-    if opts_cls is None or not dataclasses.is_dataclass(opts_cls):
+    if not isinstance(opts_cls, type) or not dataclasses.is_dataclass(opts_cls):  # a dataclass, not an instance
         first = next(iter(options))
         raise ConfigError(f"{path}.{first}: {kind} {name!r} has no options; remove "
                           f"{', '.join(f'{path}.{k}' for k in options)}", field=f"{path}.{first}")

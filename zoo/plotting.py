@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +121,7 @@ def _x_values(run: RunCurves, rows: list[dict[str, Any]], x: str) -> np.ndarray:
         return steps
     if x == "frames":
         return np.array([float(r["frames"]) if _numeric(r.get("frames")) else s * run.frame_skip
-                         for r, s in zip(rows, steps)])
+                         for r, s in zip(rows, steps, strict=True)])
     known = [(float(r["env_steps"]), float(r["time_s"])) for kind in ("update", "end")
              for r in run.rows.get(kind, []) if _numeric(r.get("time_s")) and _numeric(r.get("env_steps"))]
     own = np.array([float(r["time_s"]) if _numeric(r.get("time_s")) else np.nan for r in rows])
@@ -158,7 +159,7 @@ def smooth_curve(x: np.ndarray, y: np.ndarray, window: int) -> tuple[np.ndarray,
 
 def _groups(runs: Sequence[RunCurves]) -> list[list[RunCurves]]:
     """Runs whose configs are equal but for seed, name and runs_dir, in first-seen order."""
-    out: "OrderedDict[str, list[RunCurves]]" = OrderedDict()
+    out: OrderedDict[str, list[RunCurves]] = OrderedDict()
     for run in runs:
         key = json.dumps({k: v for k, v in run.config.items() if k not in _IDENTITY}, sort_keys=True, default=str)
         out.setdefault(key, []).append(run)

@@ -230,7 +230,7 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
             info.team_returns[key.removesuffix("_return")] = sum(values) / len(values)
     status = _read_status(run_dir)
     if status is not None:
-        info.status = status.get("status") if status.get("status") in STATUSES else "unknown"
+        info.status = str(status["status"]) if status.get("status") in STATUSES else "unknown"
         info.detail = status.get("reason")
         info.failed_worker = status.get("failed_worker") or None
         started, ended = status.get("started"), status.get("ended")

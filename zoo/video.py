@@ -13,6 +13,7 @@ No display is needed; ffmpeg is the binary that ``imageio-ffmpeg`` ships.
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,7 @@ class VideoWriter:
         self.path = check_video_path(path)
         self.fps = float(fps)
         self.count = 0
-        self._gen = None
+        self._gen: Generator[None, np.ndarray | None, None] | None = None  # imageio_ffmpeg.write_frames
         self._shape: tuple[int, ...] | None = None
         self._pad = (0, 0)
 
@@ -58,17 +59,18 @@ class VideoWriter:
 
         h, w = frame.shape[:2]
         if self.path.suffix.lower() == ".gif":
-            self._gen = imageio_ffmpeg.write_frames(
+            gen = imageio_ffmpeg.write_frames(
                 str(self.path), (w, h), fps=self.fps, codec="gif", pix_fmt_out="pal8", macro_block_size=1,
                 output_params=["-filter_complex",
                                "split[a][b];[a]palettegen=stats_mode=full[p];[b][p]paletteuse=dither=none",
                                "-loop", "0"], ffmpeg_log_level="error")
         else:
             self._pad = (h % 2, w % 2)
-            self._gen = imageio_ffmpeg.write_frames(
+            gen = imageio_ffmpeg.write_frames(
                 str(self.path), (w + w % 2, h + h % 2), fps=self.fps, codec="libx264", pix_fmt_out="yuv420p",
                 macro_block_size=1, quality=7, ffmpeg_log_level="error")
-        self._gen.send(None)
+        gen.send(None)
+        self._gen = gen
 
     def append(self, frame: np.ndarray) -> None:
         frame = np.asarray(frame)
@@ -81,6 +83,7 @@ class VideoWriter:
             raise ValueError(f"video frame {self.count} is {list(frame.shape)}, the first was {list(self._shape)}")
         if any(self._pad):
             frame = np.pad(frame, ((0, self._pad[0]), (0, self._pad[1]), (0, 0)), mode="edge")
+        assert self._gen is not None  # opened with the first frame
         self._gen.send(np.ascontiguousarray(frame))
         self.count += 1
 
@@ -89,7 +92,7 @@ class VideoWriter:
             self._gen.close()
             self._gen = None
 
-    def __enter__(self) -> "VideoWriter":
+    def __enter__(self) -> VideoWriter:
         return self
 
     def __exit__(self, *exc) -> None:

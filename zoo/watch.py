@@ -12,13 +12,14 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 
-from zoo.display import Display, final_status, format_status_line
 from zoo.core.rundir import RunNotFound, find_run_dir, pid_alive
+from zoo.display import Display, final_status, format_status_line
 
 __all__ = ["NO_LIVE_WAIT_S", "RunNotFound", "find_run_dir", "pid_alive", "read_json", "run_over", "watch"]
 
@@ -42,7 +43,7 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
 def _metrics_ended(run_dir: Path) -> bool:
     """metrics.jsonl ends with the trainer's ``end`` row."""
     row = final_status(None, str(run_dir / "metrics.jsonl"))
-    return bool(row) and row.get("type") == "end"
+    return row is not None and row.get("type") == "end"
 
 
 def run_over(run_dir: Path, live: dict[str, Any] | None, status: dict[str, Any] | None, now: float,

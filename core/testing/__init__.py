@@ -26,18 +26,29 @@ from zoo.core.testing.fake_envs import (
     make_slow,
 )
 from zoo.core.testing.procs import subprocess_env
+from zoo.core.testing.resolver_checks import CHECKS as RESOLVER_CHECKS
+from zoo.core.testing.resolver_checks import ResolverCheckError, check_resolver
+from zoo.core.testing.transport_checks import CHECKS as TRANSPORT_CHECKS
+from zoo.core.testing.transport_checks import TransportCheckError, TransportUnderTest, check_transport
 
 __all__ = [
     "AUTORESET_INFO_KEYS",
+    "RESOLVER_CHECKS",
+    "TRANSPORT_CHECKS",
     "CountingConfig",
     "CountingEnv",
     "CrashingConfig",
     "CrashingEnv",
     "EnvCheckError",
     "EnvCheckReport",
+    "ResolverCheckError",
     "SlowConfig",
     "SlowEnv",
+    "TransportCheckError",
+    "TransportUnderTest",
     "check_env",
+    "check_resolver",
+    "check_transport",
     "check_vector_env",
     "make_boom",
     "make_counting",
@@ -45,5 +56,3 @@ __all__ = [
     "make_slow",
     "subprocess_env",
 ]
-from zoo.core.testing.transport_checks import CHECKS as TRANSPORT_CHECKS, TransportCheckError, TransportUnderTest, check_transport  # noqa: E402,F401
-from zoo.core.testing.resolver_checks import CHECKS as RESOLVER_CHECKS, ResolverCheckError, check_resolver  # noqa: E402,F401

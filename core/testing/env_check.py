@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class EnvCheckReport:
     episodes: int
 
 
-def _fail(env_id: str, where: str, what: str) -> None:
+def _fail(env_id: str, where: str, what: str) -> NoReturn:
     raise EnvCheckError(f"env {env_id!r}: {where}: {what}")
 
 
@@ -44,7 +44,8 @@ def _check_spec(env: Any) -> tuple[str, int]:
 
     spec = getattr(env, "spec", None)
     if not isinstance(spec, EnvSpec):
-        raise EnvCheckError(f"env {type(env).__name__}: .spec must be a zoo.core.env.EnvSpec, got {type(spec).__name__}")
+        raise EnvCheckError(f"env {type(env).__name__}: .spec must be a zoo.core.env.EnvSpec, "
+                            f"got {type(spec).__name__}")
     env_id = spec.env_id
     if not isinstance(env_id, str) or not env_id:
         _fail(str(env_id), "spec.env_id", f"must be a non-empty str, got {env_id!r}")
@@ -230,7 +231,7 @@ def check_env(env: Any, *, seed: int = 0, episodes: int = 2, max_steps: int = 1_
                   "(pass check_determinism=False if that is intended)")
         for t, (action, expected) in enumerate(trace, start=1):
             got = _check_step(env, env_id, t, action, a, check_bounds)[:4]
-            for name, x, y in zip(("obs", "reward", "terminated", "truncated"), expected, got):
+            for name, x, y in zip(("obs", "reward", "terminated", "truncated"), expected, got, strict=True):
                 if not _same(x, y):
                     _fail(env_id, f"determinism, step #{t} after reset(seed={seed})",
                           f"{name} was {x!r} the first time and {y!r} on replay with the same actions")

@@ -37,7 +37,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 START_S = 90.0
 """Longest wait for a started worker's first message (spawn + imports on a loaded machine)."""
@@ -92,7 +93,7 @@ class LauncherUnderTest:
         self.handles: list[Any] = []
         self.messages: list[dict[str, Any]] = []
 
-    def __enter__(self) -> "LauncherUnderTest":
+    def __enter__(self) -> LauncherUnderTest:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -102,7 +103,8 @@ class LauncherUnderTest:
         """Start ``worker`` (one of this module's tiny workers) through the launcher."""
         from zoo.core.workers.base import WorkerContext
 
-        ctx = WorkerContext(role, index, self.cfg, None, self.run_id, self.run_dir, attempt=attempt,
+        ctx = WorkerContext(role, index, self.cfg, None,  # type: ignore[arg-type]  # its workers build no env
+                            self.run_id, self.run_dir, attempt=attempt,
                             entry=f"{_HERE}:{worker.__name__}")
         handle = self.launcher.start(ctx)
         self.handles.append(handle)

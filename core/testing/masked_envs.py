@@ -72,7 +72,7 @@ class MaskedTarget(gymnasium.Env):
 
 
 if GYM_ID not in gymnasium.registry:
-    gymnasium.register(GYM_ID, entry_point=MaskedTarget)
+    gymnasium.register(GYM_ID, entry_point=f"{__name__}:MaskedTarget")
 
 
 class MaskedTargetParallel:
@@ -103,7 +103,8 @@ class MaskedTargetParallel:
         return self._act_space
 
     def _observe(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        obs, infos = {}, {}
+        obs: dict[str, Any] = {}
+        infos: dict[str, Any] = {}
         for a in self.agents:
             self.goal[a], self.mask[a] = _draw(self.rng, self.n)
             feat = np.eye(self.n, dtype=np.float32)[self.goal[a]]

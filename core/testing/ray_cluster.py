@@ -50,6 +50,7 @@ class LocalRayCluster:
                                      env={**os.environ, **ENV}, text=True)
         deadline = time.monotonic() + START_S
         line = ""
+        assert self.proc.stdout is not None  # stdout=PIPE
         while not line and time.monotonic() < deadline and self.proc.poll() is None:
             line = self.proc.stdout.readline().strip()
         if not line:
@@ -66,6 +67,7 @@ class LocalRayCluster:
         """Stop the cluster (closing the owner's stdin; killed after 30 s) and remove its folder."""
         if self.proc.poll() is None:
             try:
+                assert self.proc.stdin is not None  # stdin=PIPE
                 self.proc.stdin.close()
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -74,7 +76,7 @@ class LocalRayCluster:
         self.log.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalRayCluster":
+    def __enter__(self) -> LocalRayCluster:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -35,8 +35,9 @@ import multiprocessing as mp
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from zoo.core.resolver import ResolveTimeout, run_key
 

@@ -66,13 +66,14 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
-import signal
 import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from itertools import pairwise
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class CheckSkipped(Exception):
     """A check does not apply to this transport (the message says why)."""
 
 
-def _fail(check: str, message: str) -> None:
+def _fail(check: str, message: str) -> NoReturn:
     raise TransportCheckError(f"[{check}] {message}")
 
 
@@ -106,7 +107,7 @@ class TransportUnderTest:
     options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_registry(cls, name: str, registry=None, **options: Any) -> "TransportUnderTest":
+    def from_registry(cls, name: str, registry=None, **options: Any) -> TransportUnderTest:
         """Load ``name`` from ``registry`` (default: the process-wide one)."""
         if registry is None:
             from zoo.core.plugins import get_registry
@@ -132,7 +133,7 @@ class TransportUnderTest:
         return bool(flag)
 
     @contextlib.contextmanager
-    def run(self, run_id: str | None = None) -> Iterator["Run"]:
+    def run(self, run_id: str | None = None) -> Iterator[Run]:
         """A fresh run (``create=True``); on exit every endpoint is closed and ``cleanup()`` called."""
         run = Run(self, run_id or self.new_run_id())
         try:
@@ -419,7 +420,7 @@ def check_publish_latest(tut: TransportUnderTest, versions: int = 30) -> None:
             look(0.05)
         if not seen or seen[-1] != versions:
             _fail(name, f"the newest version {versions} never arrived (seen {seen})")
-        if any(b <= a for a, b in zip(seen, seen[1:])):
+        if any(b <= a for a, b in pairwise(seen)):
             _fail(name, f"versions went backwards or repeated: {seen}")
 
 
@@ -461,7 +462,7 @@ def check_close(tut: TransportUnderTest) -> None:
             result: list[Any] = []
             started = threading.Event()
 
-            def target(endpoint=endpoint, call=call) -> None:
+            def target(endpoint=endpoint, call=call, result=result, started=started) -> None:
                 started.set()
                 try:
                     result.append(call(endpoint))
@@ -685,12 +686,12 @@ def check_peer_death(tut: TransportUnderTest, max_s: float = 30.0) -> None:
                             dead_replies.append(ok)
 
             serve(lambda: min(pushes.values()) >= 3 and min(requests.values()) >= 3, "both peers to start")
-            os.kill(procs[1].pid, signal.SIGKILL)
+            procs[1].kill()  # SIGKILL
             procs[1].join(5.0)
             base_push, base_req = pushes[2], requests[2]
             serve(lambda: pushes[2] >= base_push + 10 and requests[2] >= base_req + 10,
                   "the surviving peer to be served after the other was killed")
-            os.kill(procs[2].pid, signal.SIGKILL)
+            procs[2].kill()  # SIGKILL
             procs[2].join(5.0)
             drained = 0
             while puller.recv(0.3) is not None:
@@ -742,7 +743,7 @@ def check_sigkill_reclaim(tut: TransportUnderTest, rounds: int = 5, max_s: float
                 if not ready.wait(max_s):
                     _fail(name, f"round {i}: the owner process did not get its run going within {max_s} s "
                                 f"(exit code {proc.exitcode})")
-                os.kill(proc.pid, signal.SIGKILL)
+                proc.kill()  # SIGKILL
             finally:
                 if proc.is_alive():
                     proc.kill()

@@ -33,7 +33,7 @@ PUSH_CAPACITY = 8
 REQUEST_CAPACITY = 64
 REPLY_CAPACITY = 64
 
-_REGISTRY: dict[tuple[str, str], "_Stream"] = {}
+_REGISTRY: dict[tuple[str, str], _Stream] = {}
 _RUNS: set[str] = set()  # runs created (create=True) in this process
 _REGISTRY_LOCK = threading.Lock()
 
@@ -198,6 +198,7 @@ class InlineSubscriber(_Endpoint):
                 return None
             self._seen = self.stream.seq
             frame = self.stream.value
+        assert frame is not None  # set with every seq increment
         return decode(frame)
 
 

@@ -62,7 +62,14 @@ from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.engine import Published, check_resolvable, is_loopback, publish_port, read_port
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    create_run_dir,
+    default_resolver,
+    hold_lock,
+    leave_run,
+    lock_path,
+    reclaim_stale_run_dirs,
+    remove_run_dir,
+    run_dir,
     safe_name,
 )
 from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budget_us
@@ -82,8 +89,10 @@ class _Frame(np.ndarray):
     """A received message's body as a uint8 array that keeps the nng message alive: decoded
     arrays are views into it (no copy), and the message is freed with the last of them."""
 
+    msg: pynng.Message
 
-def _frame(msg: pynng.Message) -> np.ndarray:
+
+def _frame(msg: pynng.Message) -> _Frame:
     frame = np.frombuffer(msg._buffer, np.uint8).view(_Frame)  # noqa: SLF001 - see _Frame
     frame.msg = msg
     return frame
@@ -184,7 +193,7 @@ class _Dial:
     the listener has published its port (polled until the caller's deadline). nng then
     (re)connects in the background, so start order does not matter."""
 
-    def __init__(self, sock: pynng.Socket, address: "_IpcAddress | _TcpAddress") -> None:
+    def __init__(self, sock: pynng.Socket, address: _IpcAddress | _TcpAddress) -> None:
         self.sock, self.address, self.done, self.closed = sock, address, False, False
         self.ready(0.0)
 
@@ -209,7 +218,7 @@ class _Dial:
 
 class _Endpoint:
     def __init__(self, sock: pynng.Socket, spin_us: int = DEFAULT_SPIN_US,
-                 listen: "_IpcAddress | _TcpAddress | None" = None, dial: "_Dial | None" = None,
+                 listen: _IpcAddress | _TcpAddress | None = None, dial: _Dial | None = None,
                  token: str | None = None) -> None:
         self.sock = sock
         self._listen, self._dial, self._token = listen, dial, token
@@ -246,7 +255,7 @@ class _Endpoint:
         except pynng.Timeout:
             return None
 
-    def _recv_raw(self, timeout: float) -> np.ndarray | None:
+    def _recv_raw(self, timeout: float) -> _Frame | None:
         try:
             msg = self._poll()
             if msg is None and timeout > 0:
@@ -272,7 +281,7 @@ class _Endpoint:
                     return bundle, meta
             timeout = deadline - time.monotonic()  # keep serving until the caller's timeout
 
-    def _admit(self, meta: dict[str, Any], raw: np.ndarray) -> bool:
+    def _admit(self, meta: dict[str, Any], raw: _Frame) -> bool:
         """Whether the message carries this endpoint's token (always, without one); the token
         is taken out of ``meta``. A message without it is counted in ``refused`` and logged."""
         got = meta.pop(TOKEN_KEY, None)
@@ -291,7 +300,7 @@ class _Endpoint:
     def _message(self, bundle: dict[str, Any] | None, meta: dict[str, Any]) -> pynng.Message:
         return _message(bundle, meta if self._token is None else {**meta, TOKEN_KEY: self._token})
 
-    def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float, dial: "_Dial | None" = None) -> bool:
+    def _send(self, sock: pynng.Socket, msg: pynng.Message, timeout: float, dial: _Dial | None = None) -> bool:
         self._check_open()
         if dial is not None and not dial.done and not dial.ready(time.monotonic() + max(0.0, timeout)):
             return False  # the peer has not published its port yet
@@ -328,6 +337,7 @@ class NngPusher(_Endpoint):
 class NngSubscriber(_Endpoint):
     def latest(self, timeout: float):
         self._check_open()
+        assert self._dial is not None  # a subscriber dials
         if not self._dial.done:
             start = time.monotonic()
             if not self._dial.ready(start + max(0.0, timeout)):
@@ -356,7 +366,7 @@ class NngRawPusher(NngPusher):
 
 
 class NngReplyServer(_Endpoint):
-    def __init__(self, transport: "NngTransport", stream: str) -> None:
+    def __init__(self, transport: NngTransport, stream: str) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
                          listen=transport._listen_address(stream), token=transport.token)
         self.transport, self.stream = transport, stream
@@ -391,7 +401,7 @@ class NngReplyServer(_Endpoint):
 
 
 class NngRequestClient(_Endpoint):
-    def __init__(self, transport: "NngTransport", stream: str, client_id: int) -> None:
+    def __init__(self, transport: NngTransport, stream: str, client_id: int) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
                          listen=transport._listen_address(f"{stream}-c{client_id}"), token=transport.token)
         self.client_id = client_id

@@ -34,12 +34,15 @@ Memory is reserved with ``posix_fallocate`` when a segment is created, so a full
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import mmap
 import os
 import re
 import struct
 import weakref
+from collections.abc import Hashable
+from typing import TypeVar
 
 import numpy as np
 
@@ -111,7 +114,7 @@ class Segment:
         self._bytes: np.ndarray | None = np.frombuffer(mm, np.uint8)
 
     @classmethod
-    def create(cls, name: str, slot_bytes: int, slots: int, gen: int) -> "Segment":
+    def create(cls, name: str, slot_bytes: int, slots: int, gen: int) -> Segment:
         """Create, reserve (``posix_fallocate``) and map a new segment.
 
         Raises:
@@ -142,7 +145,7 @@ class Segment:
         return cls(name, mm, slot_bytes, slots, gen, owner=True)
 
     @classmethod
-    def attach(cls, name: str, slot_bytes: int, slots: int, gen: int) -> "Segment":
+    def attach(cls, name: str, slot_bytes: int, slots: int, gen: int) -> Segment:
         """Map an existing segment and check its header against what its owner announced.
 
         Raises:
@@ -173,6 +176,8 @@ class Segment:
     def view(self, slot: int, nbytes: int) -> np.ndarray:
         """``nbytes`` bytes of ``slot`` as a uint8 array (a view: drop it before :meth:`close`)."""
         start = HEADER_BYTES + slot * self.slot_bytes
+        if self._bytes is None:
+            raise TransportError(f"segment {self.name} is closed")
         return self._bytes[start:start + nbytes]
 
     def copy_out(self, slot: int, nbytes: int) -> np.ndarray:
@@ -263,6 +268,13 @@ def unlink_run_segments(run_id: str) -> list[str]:
     return removed
 
 
+C = TypeVar("C", bound=Hashable)  # a connection, as the transport knows it (only hashed here)
+
+def _loan_ended(back: collections.deque[tuple[int, int]], key: tuple[int, int], _ref: weakref.ref) -> None:
+    """A slot view's finalizer: queue its slot for :meth:`LendingRing.reap`."""
+    back.append(key)
+
+
 class LendingRing:
     """A ring owned by a *receiver* (puller, reply server, request client's replies).
 
@@ -333,16 +345,16 @@ class LendingRing:
         """Most unused grants one of ``n_conns`` connections may hold (few producers: deeper pipelines)."""
         return max(self.max_lent, self.slots // (2 * max(1, n_conns)))
 
-    def grant(self, conns: list) -> dict[object, list[tuple[int, int]]]:
+    def grant(self, conns: list[C]) -> dict[C, list[tuple[int, int]]]:
         """Lend free slots to ``conns`` (see the class doc); returns the new grants per connection."""
-        out: dict[object, list[tuple[int, int]]] = {}
+        out: dict[C, list[tuple[int, int]]] = {}
         if not conns or not self.free:
             return out
         cap, n_lent, n_held = self.cap(len(conns)), self._n_lent, self._n_held
         if len(conns) == 1 and n_lent[conns[0]] >= cap:
             return out  # the usual case with one peer: it holds all it may
         while self.free:
-            conn = None
+            conn: C | None = None
             for c in conns:
                 if n_lent[c] < cap and (conn is None or (n_held[c], self._granted_at.get(c, -1))
                                         < (n_held[conn], self._granted_at.get(conn, -1))):
@@ -409,7 +421,7 @@ class LendingRing:
         if len(self.loaned) < self.slots // 2:
             view = seg.view(slot, nbytes)
             back = self._back
-            self.loaned[key] = weakref.ref(view, lambda _ref, key=key: back.append(key))
+            self.loaned[key] = weakref.ref(view, functools.partial(_loan_ended, back, key))
             return view
         try:
             return seg.copy_out(slot, nbytes)

@@ -82,17 +82,43 @@ from zoo.core.arrays import MAX_FRAME_BYTES, Layout, WireError
 from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.shm.segments import (
-    LendingRing, PublishRing, Segment, hold_run_lock, list_segments, reclaim_stale_segments, run_lock_path,
-    run_prefix, unlink_run_segments,
+    LendingRing,
+    PublishRing,
+    Segment,
+    hold_run_lock,
+    list_segments,
+    reclaim_stale_segments,
+    run_lock_path,
+    run_prefix,
+    unlink_run_segments,
 )
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import Conn, ProtocolError
 from zoo.transports.sockets.framing import (
-    FRAME, GRANT, REC, REC_MAGIC, RELEASE, RETURN, RING, SLOT, SLOT_REC, json_record, pairs_record, parse_json,
-    parse_pairs, record_header,
+    FRAME,
+    GRANT,
+    REC,
+    REC_MAGIC,
+    RELEASE,
+    RETURN,
+    RING,
+    SLOT,
+    SLOT_REC,
+    json_record,
+    pairs_record,
+    parse_json,
+    parse_pairs,
+    record_header,
 )
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    create_run_dir,
+    default_resolver,
+    hold_lock,
+    leave_run,
+    lock_path,
+    reclaim_stale_run_dirs,
+    remove_run_dir,
+    run_dir,
     safe_name,
 )
 from zoo.transports.sockets.spin import spin_budget_us
@@ -129,8 +155,8 @@ class _PeerRing:
             self.seg = None
 
 
-class _ShmMixin:
-    """Shared by all shm endpoints; expects an :class:`engine.Endpoint` base."""
+class _ShmMixin(engine.Endpoint):
+    """Shared by all shm endpoints; comes before a socket pattern in their bases."""
 
     ring: LendingRing | None = None
     _inline_logged = False
@@ -225,8 +251,13 @@ class _ShmMixin:
     def _owner_conns(self) -> list[Conn]:
         raise NotImplementedError
 
+    def _own_ring(self) -> LendingRing:
+        """The ring this endpoint owns (receiver side: set before the endpoint starts)."""
+        assert self.ring is not None, f"{self!r} owns no ring"
+        return self.ring
+
     def _announce_ring(self, conns: list[Conn]) -> None:
-        record = json_record(RING, self.ring.ring_info())
+        record = json_record(RING, self._own_ring().ring_info())
         for conn in conns:
             self._send_control(conn, record)
 
@@ -248,18 +279,19 @@ class _ShmMixin:
     def _on_slot(self, conn: Conn, payload: bytes) -> None:
         gen, slot, nbytes, _ = _parse_slot(payload)
         try:
-            self.ring.announced(conn, gen, slot, nbytes)
+            self._own_ring().announced(conn, gen, slot, nbytes)
         except ValueError as exc:
             raise WireError(str(exc)) from None
         self._queue(conn, SLOT, (gen, slot, nbytes))
 
     def _on_return(self, conn: Conn, payload: bytes) -> None:
-        self.ring.returned(conn, parse_pairs(payload))
+        self._own_ring().returned(conn, parse_pairs(payload))
         self._regrant()
 
     def _maybe_grow(self, nbytes: int) -> None:
-        if nbytes > self.ring.slot_bytes and self.ring.grow(nbytes):
-            log.info("%r: ring grown to %d-byte slots (generation %d)", self, self.ring.slot_bytes, self.ring.gen)
+        ring = self._own_ring()
+        if nbytes > ring.slot_bytes and ring.grow(nbytes):
+            log.info("%r: ring grown to %d-byte slots (generation %d)", self, ring.slot_bytes, ring.gen)
             self._announce_ring(self._owner_conns())
             self._regrant()
 
@@ -267,9 +299,10 @@ class _ShmMixin:
         if kind != SLOT:
             return payload
         gen, slot, nbytes = payload
-        self.ring.reap()
+        ring = self._own_ring()
+        ring.reap()
         try:
-            return self.ring.consume(gen, slot, nbytes)
+            return ring.consume(gen, slot, nbytes)
         finally:
             self._regrant()
 
@@ -329,7 +362,7 @@ class ShmPuller(_ShmMixin, patterns.SocketPuller):
 
     def _shutdown(self) -> None:
         super()._shutdown()
-        self.ring.close()
+        self._own_ring().close()
 
 
 class ShmPusher(_ShmMixin, patterns.SocketPusher):
@@ -398,7 +431,7 @@ class ShmReplyServer(_ShmMixin, patterns.SocketReplyServer):
 
     def _shutdown(self) -> None:
         super()._shutdown()
-        self.ring.close()
+        self._own_ring().close()
 
 
 class ShmRequestClient(_ShmMixin, patterns.SocketRequestClient):
@@ -443,7 +476,7 @@ class ShmRequestClient(_ShmMixin, patterns.SocketRequestClient):
 
     def _shutdown(self) -> None:
         super()._shutdown()
-        self.ring.close()
+        self._own_ring().close()
 
 
 class _SubState:
@@ -565,8 +598,8 @@ class ShmSubscriber(_ShmMixin, patterns.SocketSubscriber):
                 st.segs.pop(gen).close()
         elif kind == SLOT:
             gen, slot, nbytes, seq = _parse_slot(payload)
-            seg = st.segs.get(gen)
-            if seg is None or slot >= seg.slots or nbytes > seg.slot_bytes:
+            known = st.segs.get(gen)
+            if known is None or slot >= known.slots or nbytes > known.slot_bytes:
                 raise WireError(f"SLOT ({gen}, {slot}, {nbytes} bytes) does not fit any announced ring")
             self._queue(conn, SLOT, (gen, slot, nbytes))
         else:
@@ -691,7 +724,7 @@ class ShmTransport:
         published = engine.Published(self.resolver, run_key(self.run_id, f"{safe_name(stream)}.shm"))
         return engine.UnixAddress(os.path.join(self.dir, f"{safe_name(stream)}.shm"), published)
 
-    def _args(self, stream: str) -> tuple:
+    def _args(self, stream: str) -> tuple[str, str, int, None]:
         return (self.run_id, stream, self.max_frame_bytes, None)
 
     def _ring(self, stream: str, role: str, slots: int) -> LendingRing:

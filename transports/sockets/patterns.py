@@ -44,7 +44,7 @@ class SocketPusher(Client):
         return self._send_frame(layout(bundle, meta), timeout)
 
 
-class RawPusherMixin:
+class RawPusherMixin(Client):
     """Testing aid for the conformance suite: send bytes that did not come from ``encode``."""
 
     def send_raw(self, payload: bytes, timeout: float = 1.0) -> bool:
@@ -74,6 +74,7 @@ class SocketReplyServer(Server):
         self.by_client: dict[int, Conn] = {}
 
     def _on_hello(self, conn: Conn) -> None:
+        assert conn.hello is not None  # _on_hello runs once the HELLO is read
         cid = conn.hello.get("client_id")
         if not isinstance(cid, int) or isinstance(cid, bool):
             self.refused += 1

@@ -182,7 +182,7 @@ def reclaim_stale_run_dirs(base_dir: str | None = None) -> list[str]:
     left alone. Returns the removed paths.
     """
     base = base_dir or tempfile.gettempdir()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(base)
     except OSError:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from zoo.core.transport import TransportError
 

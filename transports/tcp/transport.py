@@ -39,7 +39,14 @@ from zoo.core.resolver import run_key
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import check_resolvable, is_loopback
 from zoo.transports.sockets.rundir import (
-    create_run_dir, default_resolver, hold_lock, leave_run, lock_path, reclaim_stale_run_dirs, remove_run_dir, run_dir,
+    create_run_dir,
+    default_resolver,
+    hold_lock,
+    leave_run,
+    lock_path,
+    reclaim_stale_run_dirs,
+    remove_run_dir,
+    run_dir,
     safe_name,
 )
 from zoo.transports.sockets.spin import spin_budget_us
@@ -126,7 +133,7 @@ class TcpTransport:
                         self.run_id, self.host)
         return self._address(stream)
 
-    def _args(self, stream: str) -> tuple:
+    def _args(self, stream: str) -> tuple[str, str, int, str | None]:
         return (self.run_id, stream, self.max_frame_bytes, self.token)
 
     def _tuned(self, endpoint: E) -> E:

@@ -27,7 +27,8 @@ Definitions (units in brackets):
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
            "phase_figures", "format_table", "ROLES"]
@@ -178,11 +179,12 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"CPU work per env step: env {bound['env_ms_per_step']:.3f} core-ms, inference "
                      f"{bound['inference_ms_per_step']:.3f} core-ms (policy batch {bound['batch']} rows, 1 thread)"
                      + (f", training {bound['train_ms_per_step']:.3f} core-ms ({bound['train_threads']} trainer "
-                        f"thread{'s' if bound['train_threads'] != 1 else ''})" if bound.get("train_ms_per_step") else ""))
+                        f"thread{'s' if bound['train_threads'] != 1 else ''})"
+                        if bound.get("train_ms_per_step") else ""))
         train = result.get("train")
         if train and bound.get("trained_env_steps_per_s"):
-            lines.append(f"trained env steps/s end to end: {_pct(train['trained_env_steps_per_s'] / bound['trained_env_steps_per_s'])}"
-                         " of the CPU-work bound with training")
+            share = train["trained_env_steps_per_s"] / bound["trained_env_steps_per_s"]
+            lines.append(f"trained env steps/s end to end: {_pct(share)} of the CPU-work bound with training")
         if bound.get("train_note"):
             lines.append(f"training cost: {bound['train_note']}")
     for phase, reason in (result.get("errors") or {}).items():

@@ -5,7 +5,6 @@ What is drawn (x axes, metrics, smoothing, seed groups): :mod:`zoo.plotting`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -13,16 +12,16 @@ X_AXES = ("env_steps", "frames", "time")  # zoo.plotting.X_AXES (not imported he
 
 
 def plot_command(
-    runs: List[str] = typer.Argument(..., help="Run folders (or run names under ./runs) to overlay."),
+    runs: list[str] = typer.Argument(..., help="Run folders (or run names under ./runs) to overlay."),
     out: Path = typer.Option(Path("learning-curves.png"), "--out", "-o", help="PNG file to write.", dir_okay=False),
     x: str = typer.Option("env_steps", "--x", metavar="AXIS",
                           help=f"x axis: {', '.join(X_AXES)} (wall time in seconds)."),
-    y: List[str] = typer.Option([], "--y", metavar="METRIC",
+    y: list[str] = typer.Option([], "--y", metavar="METRIC",
                                 help="Metric to plot (repeatable): a field of the episode or update rows of "
                                      "metrics.jsonl. Default: the per-team returns if logged, else return."),
     smooth: int = typer.Option(0, "--smooth", min=0, metavar="ROWS",
                                help="Moving average over this many rows (1: none; 0: rows / 50)."),
-    title: Optional[str] = typer.Option(None, "--title", help="Figure title."),
+    title: str | None = typer.Option(None, "--title", help="Figure title."),
 ) -> None:
     """Plot learning curves as a PNG; runs differing only in seed become a mean with a +-std band."""
     from zoo.cli import _console, _fail

@@ -1,4 +1,6 @@
-"""Built-in plugin: the commands that look at and measure runs (``zoo bench``, ``zoo eval``, ``zoo plot``, ``zoo runs``).
+"""Built-in plugin: the commands that look at and measure runs.
+
+``zoo bench``, ``zoo eval``, ``zoo plot``, ``zoo runs``.
 
 They go through the same ``register_commands(app)`` hook a third-party plugin uses. The
 command modules import numpy, torch and matplotlib only when a command runs, so

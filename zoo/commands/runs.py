@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -68,7 +67,7 @@ def runs_table(folder: Path, now: float | None = None) -> Table:
 
 
 def runs_command(
-    folder: Optional[Path] = typer.Argument(None, help="Runs folder (default ./runs), or one run folder."),
+    folder: Path | None = typer.Argument(None, help="Runs folder (default ./runs), or one run folder."),
 ) -> None:
     """List runs: name, algorithm, env, status, env steps, last mean return, duration, checkpoint."""
     from zoo.cli import _console, _fail

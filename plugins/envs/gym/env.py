@@ -115,7 +115,8 @@ def make(arg: str | None, config: GymConfig, seed: int) -> GymnasiumEnv:
 
         close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=3)
         where = f" after importing {parts[0]!r} (does it call gymnasium.register?)" if parts else ""
-        raise ValueError(f"unknown Gymnasium id {env_id!r}{where}" + (f"; did you mean {', '.join(close)}?" if close else ""))
+        raise ValueError(f"unknown Gymnasium id {env_id!r}{where}"
+                         + (f"; did you mean {', '.join(close)}?" if close else ""))
     kwargs = parse_kwargs(config.kwargs)
     if config.max_episode_steps > 0:
         kwargs["max_episode_steps"] = config.max_episode_steps
@@ -139,9 +140,9 @@ def render(env: GymnasiumEnv):
     Raises:
         ValueError: the env's ``render()`` returns no RGB array (it has no ``rgb_array`` mode).
     """
-    import numpy as np
-
     import os
+
+    import numpy as np
 
     # pygame (classic control, Box2D) draws off-screen; without these SDL looks for a display
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")

@@ -73,7 +73,7 @@ class HideAndSeekEnv(ParallelEnv):
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         obs = self.game.reset(self._rng, (options or {}).get("layout"))
-        self.agents = [a for a, on in zip(self.possible_agents, self.game.active) if on]
+        self.agents = [a for a, on in zip(self.possible_agents, self.game.active, strict=True) if on]
         return obs
 
     def step_arrays(self, actions: np.ndarray):

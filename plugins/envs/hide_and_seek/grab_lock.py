@@ -89,7 +89,7 @@ class GrabLock:
         gap = self.reach - self.radius + 1e-3
         ga, go = self.agent_geoms, self.obj_geoms
         return [(i, o, mujoco.mj_geomDistance(m, d, int(ga[i]), int(go[o]), gap, None) + self.radius)
-                for i, o in zip(agents.tolist(), objs.tolist())]
+                for i, o in zip(agents.tolist(), objs.tolist(), strict=True)]
 
     def reach_distances(self, seen: np.ndarray) -> np.ndarray:
         """``float64 [A, O]``: :meth:`near_pairs` as a matrix, ``inf`` for the pairs it leaves out."""
@@ -117,7 +117,7 @@ class GrabLock:
         pairs = self.near_pairs(seen)
         if any_lock:
             self._lock(lock, [(i, o) for i, o, dd in pairs if dd <= self.lock_radius and self.lockable_list[o]])
-        want = [g and h < 0 for g, h in zip(grab, held.tolist())]
+        want = [g and h < 0 for g, h in zip(grab, held.tolist(), strict=True)]
         if any(want):
             lock_team = self.lock_team.tolist()
             nearest: dict[int, tuple[float, int]] = {}  # agent -> (distance, object); ties: lowest object

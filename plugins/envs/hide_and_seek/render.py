@@ -68,7 +68,7 @@ def render_topdown(game, size: int = 480) -> np.ndarray:
         c, sn = math.cos(yaw), math.sin(yaw)
         hx, hy = w.obj_size[o, 0] / 2, w.obj_size[o, 1] / 2
         off = 0.0 if o < w.n_boxes else -cfg.ramp_size / 6  # ramp: centroid -> bounding-box centre
-        to_px = lambda u, v: px(x + c * u - sn * v, y + sn * u + c * v)  # noqa: E731
+        to_px = lambda u, v, x=x, y=y, c=c, sn=sn: px(x + c * u - sn * v, y + sn * u + c * v)  # noqa: E731
         outline = (40, 40, 40) if o in held else (120, 90, 40)
         if o < w.n_boxes:
             draw.polygon([to_px(off + sx * hx, sy * hy) for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1))],

@@ -29,7 +29,6 @@ from .config import Params
 from .scenarios import Layout
 
 
-
 def _f(*xs: float) -> str:
     return " ".join(f"{x:.9g}" for x in xs)
 
@@ -44,7 +43,7 @@ def ramp_vertices(size: float) -> np.ndarray:
 def _joints(name: str, damping: tuple[float, float, float, float]) -> str:
     axes = (("x", "1 0 0", "slide"), ("y", "0 1 0", "slide"), ("z", "0 0 1", "slide"), ("r", "0 0 1", "hinge"))
     return "".join(f'<joint name="{name}{a}" type="{t}" axis="{ax}" damping="{d:.9g}"/>'
-                   for (a, ax, t), d in zip(axes, damping))
+                   for (a, ax, t), d in zip(axes, damping, strict=True))
 
 
 def build_xml(p: Params, layout: Layout) -> str:

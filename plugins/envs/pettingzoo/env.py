@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-
 from zoo.core.env import PettingZooEnv
 from zoo.plugins.envs.kwargs import parse_kwargs  # noqa: F401 - also importable from here
 
@@ -31,7 +30,8 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv:
     try:
         module = importlib.import_module(arg)
     except ImportError as exc:
-        raise ValueError(f"--env pettingzoo:{arg}: cannot import {arg!r} ({exc}); install the package that provides it") from None
+        raise ValueError(f"--env pettingzoo:{arg}: cannot import {arg!r} ({exc}); "
+                         "install the package that provides it") from None
     if not hasattr(module, "parallel_env"):
         raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env()")
     return PettingZooEnv(module.parallel_env(**parse_kwargs(config.kwargs)), arg)

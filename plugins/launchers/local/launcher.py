@@ -15,7 +15,7 @@ import socket
 import threading
 from typing import Any
 
-from zoo.core.launcher import LaunchError, Launcher, WorkerHandle
+from zoo.core.launcher import Launcher, LaunchError, WorkerHandle
 from zoo.core.workers.base import worker_main
 
 
