@@ -52,7 +52,8 @@ def _cuda_facts(device: Any) -> tuple[tuple[int, int], bool, str]:
     import torch
 
     index = torch.device(device).index or 0
-    return (tuple(torch.cuda.get_device_capability(index)), bool(torch.cuda.is_bf16_supported()),
+    major, minor = torch.cuda.get_device_capability(index)
+    return ((major, minor), bool(torch.cuda.is_bf16_supported()),
             torch.cuda.get_device_name(index))
 
 
@@ -73,7 +74,6 @@ def choose_precision(precision: str, device: Any) -> str:
 def precision_problem(path: str, precision: str, device: str) -> str | None:
     """One line when ``precision`` is ``bfloat16`` on a CUDA ``device`` without native bfloat16
     (imports torch; call it only for a device that exists), else None."""
-    import torch
 
     if precision != "bfloat16" or cuda_index(device) is None:
         return None

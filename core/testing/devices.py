@@ -10,7 +10,8 @@ Written for the CPU-only suite: run device-sensitive code under torch's ``FakeTe
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import nn
