@@ -42,7 +42,8 @@ def cuda_problem() -> str | None:
     return None
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (``benchmarks/gpu_check.py``'s test parses its gpu_pong command with it)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cores = os.cpu_count() or 1
     parser.add_argument("--actors", type=int, default=cores, help="actor workers (default: one per core)")
@@ -52,6 +53,12 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=480.0, help="give up on a phase after this many seconds")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE")
     parser.add_argument("--json", default=None, metavar="FILE")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
+    cores = os.cpu_count() or 1
     args = parser.parse_args()
     problem = cuda_problem()
     if problem:

@@ -34,3 +34,29 @@ def ray_cluster():
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+def cuda_problem() -> str | None:
+    """Why the tests marked ``cuda`` cannot run here (a CPU-only torch, no visible device), or None."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"needs a CUDA device: torch {torch.__version__} is a CPU-only build"
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return (f"needs a CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) sees none "
+                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+    return None
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``cuda`` skips without a usable CUDA device, saying why; with
+    ``ZOO_REQUIRE_CUDA=1`` (``benchmarks/gpu_check.py``) it fails instead, so that a GPU check
+    on a machine whose torch cannot reach the GPU does not pass by skipping everything."""
+    if item.get_closest_marker("cuda") is None:
+        return
+    problem = cuda_problem()
+    if problem is None:
+        return
+    if os.environ.get("ZOO_REQUIRE_CUDA") == "1":
+        pytest.fail(f"{problem} (ZOO_REQUIRE_CUDA=1)", pytrace=False)
+    pytest.skip(problem)
