@@ -30,10 +30,15 @@ import datetime as _dt
 import json
 import math
 import re
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published as tomli before it joined the standard library
+    import tomli as tomllib
 
 from zoo.core.env import EnvSpec
 from zoo.core.options import (  # noqa: F401  (re-exported)
