@@ -76,8 +76,7 @@ class SocketReplyServer(Server):
     def _on_hello(self, conn: Conn) -> None:
         cid = conn.hello.get("client_id")
         if not isinstance(cid, int) or isinstance(cid, bool):
-            self.refused += 1
-            log.warning("%r refused peer %s: HELLO without an integer client_id", self, conn.peer)
+            self._refuse(conn.peer, "hello", "HELLO without an integer client_id")
             self._drop(conn)
             return
         conn.client_id = cid
