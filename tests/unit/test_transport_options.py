@@ -10,6 +10,7 @@ import pytest
 from zoo.core.config import ConfigError, ExperimentConfig, apply_override, load_config_file, validate
 from zoo.core.plugins import get_registry
 from zoo.core.streams import transport_for, transport_options
+from zoo.transports.sockets.engine import default_max_connections
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +203,12 @@ def test_tcp_handshake_timeout_and_connection_cap_reach_every_listener(reg):
     finally:
         tr.cleanup()
     tr = transport_for(reg, cfg_with("streams.sample.transport=tcp"), "sample", f"hs{uuid.uuid4().hex[:8]}")
-    assert (tr.handshake_timeout_s, tr.max_connections) == (10.0, 1024)  # the defaults
+    assert (tr.handshake_timeout_s, tr.max_connections) == (10.0, default_max_connections())  # the defaults
+
+
+def test_the_default_connection_cap_follows_the_file_descriptor_limit():
+    # A quarter of the soft limit (ulimit -n) where that is below 1024, never under 16.
+    assert [default_max_connections(n) for n in (20000, 4096, 1024, 40)] == [1024, 1024, 256, 16]
 
 
 @pytest.mark.parametrize("option, value, problem", [

@@ -36,7 +36,7 @@ How it works
   (:data:`STAGING_BYTES`, large frames) are allocated only once its HELLO is accepted. A
   peer that has not completed its HELLO within ``handshake_timeout_s`` (default
   :data:`DEFAULT_HANDSHAKE_TIMEOUT_S`) is dropped, and a listener holding
-  ``max_connections`` connections (default :data:`DEFAULT_MAX_CONNECTIONS`) closes new
+  ``max_connections`` connections (default :func:`default_max_connections`) closes new
   ones at once.
 - Every peer turned away before it is authenticated — a HELLO refused (with a token
   configured, one that lacks it; another run, stream or role), another first record, a
@@ -91,7 +91,8 @@ STALL_S = 0.02
 DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 """Seconds a listener waits for a new connection's HELLO before dropping it (option ``handshake_timeout_s``)."""
 DEFAULT_MAX_CONNECTIONS = 1024
-"""Connections one listener holds at most; more are closed at once (option ``max_connections``)."""
+"""Connections one listener holds at most, unless the file-descriptor limit asks for fewer
+(:func:`default_max_connections`; option ``max_connections``)."""
 REFUSAL_LOG_INTERVAL_S = 10.0
 """A listener logs at most one refusal line per reason in this many seconds (:class:`RefusalLog`)."""
 _IOV = 512
@@ -653,6 +654,23 @@ def read_port(published: Published, connect_host: str | None = None) -> tuple[st
 
 
 # -- endpoints -------------------------------------------------------------------------
+def default_max_connections(nofile: int | None = None) -> int:
+    """The default cap of one listener: :data:`DEFAULT_MAX_CONNECTIONS`, or a quarter of the
+    process's soft file-descriptor limit ``nofile`` (default: ``RLIMIT_NOFILE``) if that is
+    lower, at least 16 — a process holds several listeners, and a listener whose ``accept``
+    fails for want of descriptors cannot even refuse."""
+    if nofile is None:
+        try:
+            import resource
+
+            nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if nofile == resource.RLIM_INFINITY:
+                return DEFAULT_MAX_CONNECTIONS
+        except (ImportError, OSError, ValueError):
+            return DEFAULT_MAX_CONNECTIONS
+    return max(16, min(DEFAULT_MAX_CONNECTIONS, nofile // 4))
+
+
 class RefusalLog:
     """Warnings about refused peers, at most one line per reason every ``interval_s`` seconds.
 
@@ -984,7 +1002,9 @@ class Server(Endpoint):
 
     def __init__(self, address, run_id: str, stream: str, max_frame_bytes: int, token: str | None, *,
                  handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections: int | None = None) -> None:
+        if max_connections is None:
+            max_connections = default_max_connections()
         if not handshake_timeout_s > 0 or not math.isfinite(handshake_timeout_s):
             raise ValueError(f"handshake_timeout_s must be > 0 and finite, got {handshake_timeout_s}")
         if max_connections < 1:

@@ -25,7 +25,8 @@ spin_us            ``ZOO_SPIN_US``      busy-poll budget of a wait in microsecon
 handshake_timeout  --                   ``handshake_timeout_s``: seconds a listener waits for a new
                                         connection's HELLO before dropping it (default 10)
 max_connections    --                   connections one listener holds at most; more are closed at
-                                        once and counted in ``refused`` (default 1024)
+                                        once and counted in ``refused`` (default 1024, or a quarter
+                                        of the file-descriptor limit if lower)
 =================  ===================  ==========================================================
 
 Before a peer is authenticated its listener reads nothing but one HELLO of at most 4 KiB
@@ -85,7 +86,8 @@ class TcpOptions:
     handshake_timeout_s: float | None = None
     """Seconds a listener waits for a new connection's HELLO before dropping it (default 10)."""
     max_connections: int | None = None
-    """Connections one listener holds at most; more are closed at once (default 1024)."""
+    """Connections one listener holds at most; more are closed at once (default 1024, or a
+    quarter of the process's file-descriptor limit if lower, at least 16)."""
 
     def __post_init__(self) -> None:
         for name in ("host", "connect_host", "token"):
@@ -133,7 +135,7 @@ class TcpTransport:
         # The checks of the config (environment token included), for keyword arguments too.
         TcpOptions(token=self.token or None, handshake_timeout_s=handshake_timeout_s, max_connections=max_connections)
         self.handshake_timeout_s = float(handshake_timeout_s or engine.DEFAULT_HANDSHAKE_TIMEOUT_S)
-        self.max_connections = int(max_connections or engine.DEFAULT_MAX_CONNECTIONS)
+        self.max_connections = int(max_connections or engine.default_max_connections())
         check_resolvable(self.host, "host")
         check_resolvable(self.connect_host, "connect_host")
         if create:
