@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import tracemalloc
+import uuid
 
 import pytest
 
@@ -220,3 +221,55 @@ def test_refusal_log_lines_are_rate_limited(caplog):
     # Nothing is lost: the lines account for all 50 (one each, plus the counts they carry).
     held = [int(m) for line in lines for m in re.findall(r"(\d+) more", line)]
     assert sum(1 for line in lines if "refused peer" in line) + sum(held) == 50
+
+
+_LOW_FD_LISTENER = r"""
+import json, os, resource, sys, time
+from zoo.transports.tcp.transport import TcpTransport
+tr = TcpTransport(sys.argv[1], create=True, handshake_timeout_s=600, max_connections=1000)
+puller = tr.puller("s")
+print(tr.resolver.lookup(f"{sys.argv[1]}/s.tcp", 5.0)["port"], flush=True)
+open_fds = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (open_fds + 6, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+end = time.monotonic() + 120
+while time.monotonic() < end and not os.path.exists(sys.argv[2]):
+    puller.recv(0.02)
+print(json.dumps({"refusals": puller.refusals, "conns": len(puller.conns)}), flush=True)
+sys.stdin.readline()  # the test counts the connections closed so far first
+puller.close()
+tr.cleanup()
+"""
+
+
+def test_a_listener_out_of_file_descriptors_refuses_new_connections_instead_of_leaving_them_waiting(tmp_path):
+    # The cap (1000) is above what the process may open: accept fails with EMFILE. The
+    # listener must still close the connections it cannot hold (else they wait in the kernel's
+    # backlog forever, and the listener's socket stays readable: every poll returns at once).
+    import subprocess
+    import sys
+
+    run_id = f"fd{uuid.uuid4().hex[:8]}"
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen([sys.executable, "-c", _LOW_FD_LISTENER, run_id, str(stop)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    socks = []
+    try:
+        port = int(proc.stdout.readline())
+        socks = [_dial(port) for _ in range(20)]
+        end = time.monotonic() + DEADLINE_S
+        while sum(map(_closed, socks)) < 10 and time.monotonic() < end:
+            time.sleep(0.05)  # the listener is another process: nothing here to pump
+        stop.touch()
+        report = json.loads(proc.stdout.readline())  # the listener has stopped accepting
+        closed = sum(map(_closed, socks))
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.wait(DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for sock in socks:
+            sock.close()
+    # Room for a few of them (about 6 descriptors were left); every other one was closed.
+    assert report["conns"] + closed == 20 and closed >= 10, (report, closed)
+    assert report["refusals"] == {"capacity": closed}

@@ -36,8 +36,9 @@ How it works
   (:data:`STAGING_BYTES`, large frames) are allocated only once its HELLO is accepted. A
   peer that has not completed its HELLO within ``handshake_timeout_s`` (default
   :data:`DEFAULT_HANDSHAKE_TIMEOUT_S`) is dropped, and a listener holding
-  ``max_connections`` connections (default :func:`default_max_connections`) closes new
-  ones at once.
+  ``max_connections`` connections (default :func:`default_max_connections`), or whose
+  process is out of file descriptors (a reserve descriptor is freed to accept and close
+  the connection), closes new ones at once.
 - Every peer turned away before it is authenticated — a HELLO refused (with a token
   configured, one that lacks it; another run, stream or role), another first record, a
   handshake timeout, the connection cap — is counted in ``refused`` and per reason in
@@ -49,6 +50,7 @@ Endpoints are meant for one thread at a time (plus ``close()`` from any thread).
 from __future__ import annotations
 
 import collections
+import errno
 import hmac
 import ipaddress
 import logging
@@ -654,6 +656,15 @@ def read_port(published: Published, connect_host: str | None = None) -> tuple[st
 
 
 # -- endpoints -------------------------------------------------------------------------
+def _reserve_fd() -> int | None:
+    """A spare descriptor (``/dev/null``) a listener frees when ``accept`` fails for want of
+    descriptors; None if none is left."""
+    try:
+        return os.open(os.devnull, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+
+
 def default_max_connections(nofile: int | None = None) -> int:
     """The default cap of one listener: :data:`DEFAULT_MAX_CONNECTIONS`, or a quarter of the
     process's soft file-descriptor limit ``nofile`` (default: ``RLIMIT_NOFILE``) if that is
@@ -1019,6 +1030,7 @@ class Server(Endpoint):
         self._lsock.setblocking(False)
         self._sel.register(self._lsock, selectors.EVENT_READ, _LISTEN)
         self.conns: set[Conn] = set()
+        self._reserve = _reserve_fd()  # freed to refuse a connection when accept runs out of descriptors
 
     def _conns(self) -> list[Conn]:
         return list(self.conns)
@@ -1029,7 +1041,9 @@ class Server(Endpoint):
                 sock, addr = self._lsock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._refuse_without_descriptors():
+                    continue
                 return
             if sock.family in (socket.AF_INET, socket.AF_INET6):
                 peer = f"{addr[0]}:{addr[1]}"
@@ -1044,6 +1058,26 @@ class Server(Endpoint):
             self._pending[conn] = time.monotonic() + self.handshake_timeout_s
             self._register(conn)
             self._read(conn)  # the HELLO is usually there already
+
+    def _refuse_without_descriptors(self) -> bool:
+        """Out of file descriptors: accept one waiting connection with the reserve descriptor
+        and close it (else it would wait in the backlog, and the listening socket, readable,
+        would wake every poll at once). False if there is no reserve or nothing to accept."""
+        if self._reserve is None:
+            self._reserve = _reserve_fd()  # a descriptor may have been freed since
+            return False
+        os.close(self._reserve)
+        try:
+            sock, addr = self._lsock.accept()
+        except OSError:
+            return False
+        else:
+            peer = f"{addr[0]}:{addr[1]}" if sock.family in (socket.AF_INET, socket.AF_INET6) else str(self.address)
+            sock.close()
+            self._refuse(peer, "capacity", "this process is out of file descriptors")
+            return True
+        finally:
+            self._reserve = _reserve_fd()
 
     def _expire_handshakes(self, timeout: float) -> float:
         now = time.monotonic()
@@ -1111,6 +1145,9 @@ class Server(Endpoint):
         self.conns.clear()
         self._pending.clear()
         self._refusal_log.flush()
+        if self._reserve is not None:
+            os.close(self._reserve)
+            self._reserve = None
         try:
             self._sel.unregister(self._lsock)
         except (KeyError, ValueError):
