@@ -720,7 +720,7 @@ class Endpoint:
 
     Attributes:
         rejected: malformed frames and corrupt connections dropped so far.
-        refused: peers refused at HELLO (wrong token, run or stream).
+        refused: listeners: peers turned away before authentication (see :attr:`Server.refusals`).
     """
 
     role = "endpoint"
@@ -997,10 +997,11 @@ class Endpoint:
 class Server(Endpoint):
     """The listening side: accepts dialers, checks their HELLO, reads all of them.
 
-    Before its HELLO is accepted a connection costs a few hundred bytes (no read buffer) and
+    Before its HELLO is accepted a connection costs about 2 KiB (no read buffer) and
     may send nothing but that HELLO (see the module's docstring): it is dropped if the HELLO
     has not arrived ``handshake_timeout_s`` after the connection was accepted, and a
-    connection accepted while ``max_connections`` are held is closed at once.
+    connection accepted while ``max_connections`` are held, or when the process is out of
+    file descriptors, is closed at once.
 
     Attributes:
         refusals: peers turned away before authentication, per reason: ``"token"`` (missing
@@ -1008,7 +1009,8 @@ class Server(Endpoint):
             (a first record other than a HELLO of at most
             :data:`~zoo.transports.sockets.framing.MAX_HELLO_BYTES`, or not JSON),
             ``"timeout"`` (no HELLO within ``handshake_timeout_s``), ``"capacity"``
-            (``max_connections`` reached). ``refused`` is their sum.
+            (``max_connections`` reached, or no file descriptor left). ``refused`` is their
+            sum. A peer that closes before its HELLO is complete is dropped uncounted.
     """
 
     def __init__(self, address, run_id: str, stream: str, max_frame_bytes: int, token: str | None, *,

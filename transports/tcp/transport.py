@@ -10,24 +10,24 @@ inline as length-prefixed records (:mod:`zoo.transports.sockets.framing`); see
 Options (per stream in the experiment config, ``--set streams.<stream>.options.<name>=value``,
 or keyword arguments; else environment variables; else defaults — see :class:`TcpOptions`):
 
-=================  ===================  ==========================================================
-option             environment          meaning
-=================  ===================  ==========================================================
-host               ``ZOO_TCP_HOST``     address listeners bind to (default ``127.0.0.1``)
-connect_host       ``ZOO_TCP_CONNECT``  address dialers connect to (default: the published host)
-token              ``ZOO_TCP_TOKEN``    shared secret every dialer must present in its HELLO; a
-                                        peer without it is refused (counted, logged). Strongly
-                                        advised when ``host`` is not loopback (a warning says so)
-max_frame_bytes    --                   largest frame accepted or sent (default 1 GiB)
-spin_us            ``ZOO_SPIN_US``      busy-poll budget of a wait in microseconds before blocking,
-                                        while recent waits were shorter (default 100; 0: never
-                                        spin) — :mod:`zoo.transports.sockets.spin`
-handshake_timeout  --                   ``handshake_timeout_s``: seconds a listener waits for a new
-                                        connection's HELLO before dropping it (default 10)
-max_connections    --                   connections one listener holds at most; more are closed at
-                                        once and counted in ``refused`` (default 1024, or a quarter
-                                        of the file-descriptor limit if lower)
-=================  ===================  ==========================================================
+===================  ===================  ==========================================================
+option               environment          meaning
+===================  ===================  ==========================================================
+host                 ``ZOO_TCP_HOST``     address listeners bind to (default ``127.0.0.1``)
+connect_host         ``ZOO_TCP_CONNECT``  address dialers connect to (default: the published host)
+token                ``ZOO_TCP_TOKEN``    shared secret every dialer must present in its HELLO; a
+                                          peer without it is refused (counted, logged). Strongly
+                                          advised when ``host`` is not loopback (a warning says so)
+max_frame_bytes      --                   largest frame accepted or sent (default 1 GiB)
+spin_us              ``ZOO_SPIN_US``      busy-poll budget of a wait in microseconds before blocking,
+                                          while recent waits were shorter (default 100; 0: never
+                                          spin) — :mod:`zoo.transports.sockets.spin`
+handshake_timeout_s  --                   seconds a listener waits for a new
+                                          connection's HELLO before dropping it (default 10)
+max_connections      --                   connections one listener holds at most; more are closed at
+                                          once and counted in ``refused`` (default 1024, or a quarter
+                                          of the file-descriptor limit if lower)
+===================  ===================  ==========================================================
 
 Before a peer is authenticated its listener reads nothing but one HELLO of at most 4 KiB
 and allocates no read buffer for it (see :mod:`zoo.transports.sockets.engine`).
@@ -76,8 +76,9 @@ class TcpOptions:
     connect_host: str | None = None
     """Address dialers connect to (``ZOO_TCP_CONNECT``, default: the published host)."""
     token: str | None = None
-    """Shared secret every dialer presents in its HELLO (``ZOO_TCP_TOKEN``); set in the
-    config, it is also written to the run's ``config.json``: prefer the variable for secrets."""
+    """Shared secret every dialer presents in its HELLO (``ZOO_TCP_TOKEN``), at most
+    :data:`MAX_TOKEN_BYTES` bytes; set in the config, it is also written to the run's
+    ``config.json``: prefer the variable for secrets."""
     max_frame_bytes: int | None = None
     """Largest frame, in bytes, sent or accepted (default 1 GiB)."""
     spin_us: int | None = None
