@@ -183,7 +183,8 @@ class TcpTransport:
         return self._tuned(patterns.SocketPusher(self._address(stream), *self._args(stream)))
 
     def publisher(self, stream: str) -> patterns.SocketPublisher:
-        return self._tuned(patterns.SocketPublisher(self._listen_address(stream), *self._args(stream), **self._limits()))
+        return self._tuned(patterns.SocketPublisher(self._listen_address(stream), *self._args(stream),
+                                                    **self._limits()))
 
     def subscriber(self, stream: str) -> patterns.SocketSubscriber:
         return self._tuned(patterns.SocketSubscriber(self._address(stream), *self._args(stream)))
