@@ -10,6 +10,7 @@ import pytest
 from zoo.core.config import ConfigError, ExperimentConfig, apply_override, load_config_file, validate
 from zoo.core.plugins import get_registry
 from zoo.core.streams import transport_for, transport_options
+from zoo.transports.sockets.engine import default_max_connections
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +187,39 @@ def test_a_host_that_does_not_resolve_is_refused_before_anything_starts(reg, tra
     assert problem.startswith(f"streams.sample.transport='{transport}': {option}='no-such-host.invalid' "
                               "does not resolve to an address (")
     assert problem.endswith("); give an IP address or a host name this machine can resolve")
+
+
+def test_tcp_handshake_timeout_and_connection_cap_reach_every_listener(reg):
+    cfg = cfg_with("streams.sample.transport=tcp", "streams.sample.options.handshake_timeout_s=2.5",
+                   "streams.sample.options.max_connections=7")
+    validate(cfg, reg)
+    assert transport_options(reg, cfg, "sample") == {"handshake_timeout_s": 2.5, "max_connections": 7}
+    tr = transport_for(reg, cfg, "sample", f"hs{uuid.uuid4().hex[:8]}", create=True)
+    try:
+        listeners = [tr.puller("a"), tr.reply_server("b"), tr.publisher("c")]
+        assert [(e.handshake_timeout_s, e.max_connections) for e in listeners] == [(2.5, 7)] * 3
+        for endpoint in listeners:
+            endpoint.close()
+    finally:
+        tr.cleanup()
+    tr = transport_for(reg, cfg_with("streams.sample.transport=tcp"), "sample", f"hs{uuid.uuid4().hex[:8]}")
+    assert (tr.handshake_timeout_s, tr.max_connections) == (10.0, default_max_connections())  # the defaults
+
+
+def test_the_default_connection_cap_follows_the_file_descriptor_limit():
+    # A quarter of the soft limit (ulimit -n) where that is below 1024, never under 16.
+    assert [default_max_connections(n) for n in (20000, 4096, 1024, 40)] == [1024, 1024, 256, 16]
+
+
+@pytest.mark.parametrize("option, value, problem", [
+    ("handshake_timeout_s", "0", "handshake_timeout_s must be > 0 and finite (seconds), got 0.0"),
+    ("handshake_timeout_s", "inf", "handshake_timeout_s must be > 0 and finite (seconds), got inf"),
+    ("max_connections", "0", "max_connections must be >= 1, got 0"),
+    ("token", "x" * 1025, "token must be at most 1024 bytes (it travels in a HELLO of at most 4096), got 1025"),
+])
+def test_bad_tcp_listener_limits_are_refused_naming_the_option(reg, option, value, problem):
+    cfg = cfg_with("streams.sample.transport=tcp", f"streams.sample.options.{option}={value}")
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, reg)
+    assert info.value.field == f"streams.sample.options.{option}"
+    assert info.value.problems == [f"streams.sample.options.{problem}"]

@@ -30,17 +30,31 @@ How it works
   counted in ``rejected``, logged and dropped, and the endpoint keeps serving. A corrupt
   record stream (bad record magic, unknown kind, oversized length) drops only that
   connection (also counted in ``rejected``).
-- With a token configured, a peer whose HELLO lacks it is refused, counted in ``refused``
-  and logged with its address.
+- Before a peer is authenticated a listener reads only its HELLO: at most
+  :data:`~zoo.transports.sockets.framing.MAX_HELLO_BYTES`, into a buffer of that size; any
+  other first record closes the connection, and the read buffers of a connection
+  (:data:`STAGING_BYTES`, large frames) are allocated only once its HELLO is accepted. A
+  peer that has not completed its HELLO within ``handshake_timeout_s`` (default
+  :data:`DEFAULT_HANDSHAKE_TIMEOUT_S`) is dropped, and a listener holding
+  ``max_connections`` connections (default :func:`default_max_connections`), or whose
+  process is out of file descriptors (a reserve descriptor is freed to accept and close
+  the connection), closes new ones at once.
+- Every peer turned away before it is authenticated — a HELLO refused (with a token
+  configured, one that lacks it; another run, stream or role), another first record, a
+  handshake timeout, the connection cap — is counted in ``refused`` and per reason in
+  ``refusals``, and logged with its address, at most one line per reason every
+  :data:`REFUSAL_LOG_INTERVAL_S` (:class:`RefusalLog`).
 
 Endpoints are meant for one thread at a time (plus ``close()`` from any thread).
 """
 from __future__ import annotations
 
 import collections
+import errno
 import hmac
 import ipaddress
 import logging
+import math
 import os
 import select
 import selectors
@@ -54,8 +68,8 @@ import numpy as np
 from zoo.core.arrays import Layout, WireError, decode
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.framing import (
-    FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, json_record, parse_json,
-    record_header, wire_magic_ok,
+    FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, MAX_HELLO_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, json_record,
+    parse_json, record_header, wire_magic_ok,
 )
 from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin
 
@@ -76,6 +90,13 @@ CONTROL_DEFER_S = 0.002
 """Longest a deferred control record waits for a write to ride along with (while polling)."""
 STALL_S = 0.02
 """A started frame whose peer reads nothing for this long is handed to the writer thread."""
+DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
+"""Seconds a listener waits for a new connection's HELLO before dropping it (option ``handshake_timeout_s``)."""
+DEFAULT_MAX_CONNECTIONS = 1024
+"""Connections one listener holds at most, unless the file-descriptor limit asks for fewer
+(:func:`default_max_connections`; option ``max_connections``)."""
+REFUSAL_LOG_INTERVAL_S = 10.0
+"""A listener logs at most one refusal line per reason in this many seconds (:class:`RefusalLog`)."""
 _IOV = 512
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
 _LISTEN = object()
@@ -112,9 +133,13 @@ class Conn:
     (the peer's HELLO dict, listeners only), ``client_id``, ``queued`` (messages of this
     connection waiting to be consumed), ``closed``, ``peer`` (address for logs). ``shm`` state
     (rings, grants) is attached by the shm endpoints as ``conn.shm``.
+
+    ``authenticated=False`` (a listener's new connection): :meth:`read` returns nothing but
+    one HELLO of at most :data:`~zoo.transports.sockets.framing.MAX_HELLO_BYTES`, read into a
+    buffer of that size; the staging buffer is allocated by :meth:`authenticate`.
     """
 
-    def __init__(self, sock: socket.socket, peer: str, max_frame: int) -> None:
+    def __init__(self, sock: socket.socket, peer: str, max_frame: int, authenticated: bool = True) -> None:
         sock.setblocking(False)
         self.sock, self.peer, self.max_frame = sock, peer, max_frame
         self.hello: dict[str, Any] | None = None
@@ -126,8 +151,15 @@ class Conn:
         self.shm: Any = None
         self.ctrl: list[bytes] = []  # control records waiting to ride along with the next write
         self.ctrl_since = 0.0
-        self._stage = bytearray(STAGING_BYTES)
-        self._stage_mv = memoryview(self._stage)  # never resized: records are sliced out of it
+        self._stage: bytearray | None = None
+        self._stage_mv: memoryview | None = None
+        self._hello_head: bytearray | None = None  # before authentication: the HELLO's header,
+        self._hello_body: bytearray | None = None  # then its payload (at most MAX_HELLO_BYTES)
+        self._got = 0
+        if authenticated:
+            self.authenticate()
+        else:
+            self._hello_head = bytearray(REC.size)
         self._r = self._w = 0
         self._big: np.ndarray | None = None
         self._filled = 0
@@ -140,17 +172,34 @@ class Conn:
         return self.sock.fileno()
 
     # -- reading -------------------------------------------------------------------
+    def authenticate(self) -> None:
+        """Allocate the read buffers: from now on :meth:`read` returns every kind of record."""
+        if self._stage is None:
+            self._stage = bytearray(STAGING_BYTES)
+            self._stage_mv = memoryview(self._stage)  # never resized: records are sliced out of it
+            self._hello_head = self._hello_body = None
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether :meth:`authenticate` was called (dialers' connections are from the start)."""
+        return self._stage is not None
+
     def read(self) -> list[tuple[int, Any]]:
         """Read what the socket holds now (non-blocking) and return the complete records.
 
         Stops after the first ``recv`` that completes a FRAME or SLOT record, so one call reads
-        at most :data:`STAGING_BYTES` or one large frame.
+        at most :data:`STAGING_BYTES` or one large frame. Before :meth:`authenticate`, reads
+        only the first record, which must be a HELLO of at most
+        :data:`~zoo.transports.sockets.framing.MAX_HELLO_BYTES` (:meth:`_read_hello`).
 
         Raises:
             ConnClosed: EOF or a socket error.
             ProtocolError: bad record magic, unknown kind, oversized length, or a large
-                FRAME whose payload does not start with the wire magic.
+                FRAME whose payload does not start with the wire magic; before
+                authentication, a first record that is not a HELLO or a HELLO over the bound.
         """
+        if self._stage is None:
+            return self._read_hello()
         out: list[tuple[int, Any]] = []
         while True:
             if self._parse(out):
@@ -189,6 +238,36 @@ class Conn:
             if n < asked:  # the socket is drained: spare the recv that would raise BlockingIOError
                 self._parse(out)
                 return out
+
+    def _read_hello(self) -> list[tuple[int, Any]]:
+        """Before authentication: ``[(HELLO, payload)]`` once the first record has arrived, else
+        ``[]``; reads no byte past it (what follows waits in the socket for :meth:`read`)."""
+        while True:
+            body = self._hello_body
+            buf = memoryview(self._hello_head if body is None else body)[self._got:]
+            if buf.nbytes:
+                try:
+                    n = self.sock.recv_into(buf)
+                except (BlockingIOError, InterruptedError):
+                    return []
+                except OSError as exc:
+                    raise ConnClosed(str(exc)) from None
+                if n == 0:
+                    raise ConnClosed("peer closed the connection")
+                self._got += n
+                if n < buf.nbytes:
+                    return []
+            if body is not None:
+                self._hello_body, self._got = None, 0
+                return [(HELLO, bytes(body))]
+            magic, kind, length = REC.unpack_from(self._hello_head)
+            if magic != REC_MAGIC:
+                raise ProtocolError(f"bad record magic {bytes(magic)!r} (expected {REC_MAGIC!r})")
+            if kind != HELLO:
+                raise ProtocolError(f"first record is {KINDS.get(kind, f'of unknown kind {kind}')}, expected HELLO")
+            if length > MAX_HELLO_BYTES:
+                raise ProtocolError(f"HELLO declares {length} bytes, over the limit of {MAX_HELLO_BYTES}")
+            self._hello_body, self._got = bytearray(length), 0
 
     def _parse(self, out: list[tuple[int, Any]]) -> bool:
         """Append the complete records staged so far to ``out``; True if one of them is a FRAME or SLOT."""
@@ -577,12 +656,71 @@ def read_port(published: Published, connect_host: str | None = None) -> tuple[st
 
 
 # -- endpoints -------------------------------------------------------------------------
+def _reserve_fd() -> int | None:
+    """A spare descriptor (``/dev/null``) a listener frees when ``accept`` fails for want of
+    descriptors; None if none is left."""
+    try:
+        return os.open(os.devnull, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+
+
+def default_max_connections(nofile: int | None = None) -> int:
+    """The default cap of one listener: :data:`DEFAULT_MAX_CONNECTIONS`, or a quarter of the
+    process's soft file-descriptor limit ``nofile`` (default: ``RLIMIT_NOFILE``) if that is
+    lower, at least 16 — a process holds several listeners, and a listener whose ``accept``
+    fails for want of descriptors cannot even refuse."""
+    if nofile is None:
+        try:
+            import resource
+
+            nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if nofile == resource.RLIM_INFINITY:
+                return DEFAULT_MAX_CONNECTIONS
+        except (ImportError, OSError, ValueError):
+            return DEFAULT_MAX_CONNECTIONS
+    return max(16, min(DEFAULT_MAX_CONNECTIONS, nofile // 4))
+
+
+class RefusalLog:
+    """Warnings about refused peers, at most one line per reason every ``interval_s`` seconds.
+
+    A line logged after others were held back says how many; :meth:`flush` (at close) logs
+    one line per reason that still holds some back. A fuzzer or a port scanner thus costs a
+    bounded number of lines: per reason, ``1 + elapsed / interval_s``, plus one at close.
+    """
+
+    def __init__(self, owner: str, interval_s: float = REFUSAL_LOG_INTERVAL_S) -> None:
+        self.owner, self.interval_s = owner, interval_s
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warn(self, reason: str, peer: str, why: str) -> None:
+        """Log ``<owner> refused peer <peer>: <why>`` unless a line for ``reason`` was logged
+        less than ``interval_s`` ago (then only count it)."""
+        now = time.monotonic()
+        last = self._last.get(reason)
+        if last is not None and now - last < self.interval_s:
+            self._held[reason] = self._held.get(reason, 0) + 1
+            return
+        self._last[reason] = now
+        held = self._held.pop(reason, 0)
+        more = f" ({held} more refused for this reason since the last such line)" if held else ""
+        log.warning("%s refused peer %s: %s%s", self.owner, peer, why, more)
+
+    def flush(self) -> None:
+        """One line per reason whose refusals were held back since its last line."""
+        for reason, held in self._held.items():
+            log.warning("%s refused %d more peers (%s) since the last such line", self.owner, held, reason)
+        self._held.clear()
+
+
 class Endpoint:
     """What every endpoint shares: the selector, the self-pipe, the queue of received messages.
 
     Attributes:
         rejected: malformed frames and corrupt connections dropped so far.
-        refused: peers refused at HELLO (wrong token, run or stream).
+        refused: listeners: peers turned away before authentication (see :attr:`Server.refusals`).
     """
 
     role = "endpoint"
@@ -602,6 +740,7 @@ class Endpoint:
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._ready: collections.deque[tuple[Conn, int, Any]] = collections.deque()
         self._deferred: set[Conn] = set()  # connections that may hold deferred control records
+        self._pending: dict[Conn, float] = {}  # listeners: connections without a HELLO yet -> deadline
         self._spin = AdaptiveSpin(DEFAULT_SPIN_US)
 
     def set_spin_us(self, spin_us: int) -> None:
@@ -653,6 +792,8 @@ class Endpoint:
                     self._flush_control(conn)
                 if not conn.ctrl or conn.closed:
                     self._deferred.discard(conn)
+        if self._pending:
+            timeout = self._expire_handshakes(timeout)
         try:
             events = self._select(timeout)
         except (OSError, ValueError):
@@ -682,6 +823,10 @@ class Endpoint:
 
     def _poll_now(self) -> list:
         return self._sel.select(0)
+
+    def _expire_handshakes(self, timeout: float) -> float:
+        """Listeners: drop the connections whose HELLO is overdue; ``timeout`` shortened to the next deadline."""
+        return timeout
 
     def _read(self, conn: Conn) -> None:
         try:
@@ -850,15 +995,44 @@ class Endpoint:
 
 
 class Server(Endpoint):
-    """The listening side: accepts dialers, checks their HELLO, reads all of them."""
+    """The listening side: accepts dialers, checks their HELLO, reads all of them.
 
-    def __init__(self, address, run_id: str, stream: str, max_frame_bytes: int, token: str | None) -> None:
+    Before its HELLO is accepted a connection costs about 2 KiB (no read buffer) and
+    may send nothing but that HELLO (see the module's docstring): it is dropped if the HELLO
+    has not arrived ``handshake_timeout_s`` after the connection was accepted, and a
+    connection accepted while ``max_connections`` are held, or when the process is out of
+    file descriptors, is closed at once.
+
+    Attributes:
+        refusals: peers turned away before authentication, per reason: ``"token"`` (missing
+            or wrong), ``"hello"`` (another protocol version, run, stream or role), ``"protocol"``
+            (a first record other than a HELLO of at most
+            :data:`~zoo.transports.sockets.framing.MAX_HELLO_BYTES`, or not JSON),
+            ``"timeout"`` (no HELLO within ``handshake_timeout_s``), ``"capacity"``
+            (``max_connections`` reached, or no file descriptor left). ``refused`` is their
+            sum. A peer that closes before its HELLO is complete is dropped uncounted.
+    """
+
+    def __init__(self, address, run_id: str, stream: str, max_frame_bytes: int, token: str | None, *,
+                 handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
+                 max_connections: int | None = None) -> None:
+        if max_connections is None:
+            max_connections = default_max_connections()
+        if not handshake_timeout_s > 0 or not math.isfinite(handshake_timeout_s):
+            raise ValueError(f"handshake_timeout_s must be > 0 and finite, got {handshake_timeout_s}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
         super().__init__(run_id, stream, max_frame_bytes, token)
+        self.handshake_timeout_s = float(handshake_timeout_s)
+        self.max_connections = int(max_connections)
+        self.refusals: collections.Counter[str] = collections.Counter()
+        self._refusal_log = RefusalLog(repr(self))
         self.address = address
         self._lsock = address.listen()
         self._lsock.setblocking(False)
         self._sel.register(self._lsock, selectors.EVENT_READ, _LISTEN)
         self.conns: set[Conn] = set()
+        self._reserve = _reserve_fd()  # freed to refuse a connection when accept runs out of descriptors
 
     def _conns(self) -> list[Conn]:
         return list(self.conns)
@@ -869,17 +1043,65 @@ class Server(Endpoint):
                 sock, addr = self._lsock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._refuse_without_descriptors():
+                    continue
                 return
             if sock.family in (socket.AF_INET, socket.AF_INET6):
-                tune_tcp(sock)
                 peer = f"{addr[0]}:{addr[1]}"
             else:
                 peer = f"{self.address}#{sock.fileno()}"
-            conn = Conn(sock, peer, self.max_frame_bytes)
+            if len(self.conns) >= self.max_connections:
+                sock.close()
+                self._refuse(peer, "capacity", f"it holds max_connections={self.max_connections} connections")
+                continue
+            conn = Conn(sock, peer, self.max_frame_bytes, authenticated=False)
             self.conns.add(conn)
+            self._pending[conn] = time.monotonic() + self.handshake_timeout_s
             self._register(conn)
             self._read(conn)  # the HELLO is usually there already
+
+    def _refuse_without_descriptors(self) -> bool:
+        """Out of file descriptors: accept one waiting connection with the reserve descriptor
+        and close it (else it would wait in the backlog, and the listening socket, readable,
+        would wake every poll at once). False if there is no reserve or nothing to accept."""
+        if self._reserve is None:
+            self._reserve = _reserve_fd()  # a descriptor may have been freed since
+            return False
+        os.close(self._reserve)
+        try:
+            sock, addr = self._lsock.accept()
+        except OSError:
+            return False
+        else:
+            peer = f"{addr[0]}:{addr[1]}" if sock.family in (socket.AF_INET, socket.AF_INET6) else str(self.address)
+            sock.close()
+            self._refuse(peer, "capacity", "this process is out of file descriptors")
+            return True
+        finally:
+            self._reserve = _reserve_fd()
+
+    def _expire_handshakes(self, timeout: float) -> float:
+        now = time.monotonic()
+        while self._pending:
+            conn, deadline = next(iter(self._pending.items()))  # in accept order: the oldest first
+            if deadline > now:
+                return min(timeout, deadline - now)
+            self._refuse(conn.peer, "timeout", f"no HELLO within handshake_timeout_s={self.handshake_timeout_s:g}")
+            self._drop(conn)  # also takes it out of _pending
+        return timeout
+
+    def _refuse(self, peer: str, reason: str, why: str) -> None:
+        """Count a peer turned away before authentication under ``reason`` and log it (rate-limited)."""
+        self.refused += 1
+        self.refusals[reason] += 1
+        self._refusal_log.warn(reason, peer, why)
+
+    def _reject(self, conn: Conn | None, why: BaseException | str) -> None:
+        if conn is not None and conn.hello is None:  # before authentication: a refusal, not a bad message
+            self._refuse(conn.peer, "protocol", str(why))
+            return
+        super()._reject(conn, why)
 
     def _dispatch(self, conn: Conn, kind: int, payload: Any) -> None:
         if conn.hello is None:
@@ -890,21 +1112,24 @@ class Server(Endpoint):
         super()._dispatch(conn, kind, payload)
 
     def _handshake(self, conn: Conn, hello: dict[str, Any]) -> None:
-        reason = None
+        key, reason = "hello", None
         if hello.get("v") != PROTOCOL_VERSION:
             reason = f"protocol version {hello.get('v')!r} (this side speaks {PROTOCOL_VERSION})"
         elif self.token is not None and not hmac.compare_digest(
                 str(hello.get("token") or "").encode(), self.token.encode()):
-            reason = "missing or wrong token"
+            key, reason = "token", "missing or wrong token"
         elif hello.get("run") != self.run_id or hello.get("stream") != self.stream:
             reason = f"it belongs to run {hello.get('run')!r} stream {hello.get('stream')!r}"
         elif hello.get("role") != self.peer_role:
             reason = f"role {hello.get('role')!r} cannot talk to a {self.role}"
         if reason is not None:
-            self.refused += 1
-            log.warning("%r refused peer %s: %s", self, conn.peer, reason)
+            self._refuse(conn.peer, key, reason)
             self._drop(conn)
             return
+        self._pending.pop(conn, None)
+        conn.authenticate()
+        if conn.sock.family in (socket.AF_INET, socket.AF_INET6):
+            tune_tcp(conn.sock)  # large kernel buffers only for authenticated peers
         conn.hello = hello
         self._on_hello(conn)
 
@@ -915,10 +1140,16 @@ class Server(Endpoint):
 
     def _drop(self, conn: Conn) -> None:
         self.conns.discard(conn)
+        self._pending.pop(conn, None)
         super()._drop(conn)
 
     def _shutdown(self) -> None:
         self.conns.clear()
+        self._pending.clear()
+        self._refusal_log.flush()
+        if self._reserve is not None:
+            os.close(self._reserve)
+            self._reserve = None
         try:
             self._sel.unregister(self._lsock)
         except (KeyError, ValueError):
@@ -945,6 +1176,19 @@ class Client(Endpoint):
     def _hello(self) -> dict[str, Any]:
         return {"v": PROTOCOL_VERSION, "run": self.run_id, "stream": self.stream, "role": self.role,
                 "client_id": self.client_id, "pid": os.getpid(), "token": self.token}
+
+    def _hello_record(self) -> bytes:
+        """The HELLO record this dialer sends first.
+
+        Raises:
+            TransportError: its payload exceeds :data:`~zoo.transports.sockets.framing.MAX_HELLO_BYTES`
+                (listeners would close the connection): a token, run id or stream name too long.
+        """
+        record = json_record(HELLO, self._hello())
+        if len(record) - REC.size > MAX_HELLO_BYTES:
+            raise TransportError(f"{self!r}: its HELLO of {len(record) - REC.size} bytes exceeds the "
+                                 f"{MAX_HELLO_BYTES} a listener accepts; shorten the token, run id or stream name")
+        return record
 
     def _send_frame(self, lay: Layout, timeout: float) -> bool:
         """Send one laid-out frame to the server; False (nothing sent) if there is no connection
@@ -991,7 +1235,7 @@ class Client(Endpoint):
                     self.conn = conn
                     self._register(conn)
                     self._backoff = CONNECT_BACKOFF_S[0]
-                    if conn.write([json_record(HELLO, self._hello())], time.monotonic() + 1.0):
+                    if conn.write([self._hello_record()], time.monotonic() + 1.0):
                         self._on_connect(conn)
                     continue
                 self._next_try = now + self._backoff

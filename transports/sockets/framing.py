@@ -25,7 +25,9 @@ Two layers:
    RELEASE   ``shm``: ``(gen u32, slot u32)`` pairs a subscriber has finished reading
    ========  ==========================================================================
 
-   Control records (all but FRAME) are at most :data:`MAX_CONTROL_BYTES`; a record with a bad
+   Control records (all but FRAME) are at most :data:`MAX_CONTROL_BYTES`, a HELLO at most
+   :data:`MAX_HELLO_BYTES` (a listener reads nothing else from a peer before its HELLO is
+   accepted); a record with a bad
    magic, an unknown kind or an oversized length cannot be resynchronised, so the receiver
    drops that connection (and keeps serving the others).
 """
@@ -43,6 +45,8 @@ HELLO, FRAME, RING, GRANT, SLOT, RETURN, RELEASE = 1, 2, 3, 4, 5, 6, 7
 KINDS = {HELLO: "HELLO", FRAME: "FRAME", RING: "RING", GRANT: "GRANT", SLOT: "SLOT", RETURN: "RETURN",
          RELEASE: "RELEASE"}
 MAX_CONTROL_BYTES = 1 << 16
+MAX_HELLO_BYTES = 4096
+"""Largest HELLO payload: all a listener reads from a peer that has not authenticated yet."""
 PROTOCOL_VERSION = 1
 PAIR = struct.Struct("<II")
 SLOT_REC = struct.Struct("<IIQQ")

@@ -77,8 +77,7 @@ class SocketReplyServer(Server):
         assert conn.hello is not None  # _on_hello runs once the HELLO is read
         cid = conn.hello.get("client_id")
         if not isinstance(cid, int) or isinstance(cid, bool):
-            self.refused += 1
-            log.warning("%r refused peer %s: HELLO without an integer client_id", self, conn.peer)
+            self._refuse(conn.peer, "hello", "HELLO without an integer client_id")
             self._drop(conn)
             return
         conn.client_id = cid

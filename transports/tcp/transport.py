@@ -10,19 +10,27 @@ inline as length-prefixed records (:mod:`zoo.transports.sockets.framing`); see
 Options (per stream in the experiment config, ``--set streams.<stream>.options.<name>=value``,
 or keyword arguments; else environment variables; else defaults — see :class:`TcpOptions`):
 
-=================  ===================  ==========================================================
-option             environment          meaning
-=================  ===================  ==========================================================
-host               ``ZOO_TCP_HOST``     address listeners bind to (default ``127.0.0.1``)
-connect_host       ``ZOO_TCP_CONNECT``  address dialers connect to (default: the published host)
-token              ``ZOO_TCP_TOKEN``    shared secret every dialer must present in its HELLO; a
-                                        peer without it is refused (counted, logged). Strongly
-                                        advised when ``host`` is not loopback (a warning says so)
-max_frame_bytes    --                   largest frame accepted or sent (default 1 GiB)
-spin_us            ``ZOO_SPIN_US``      busy-poll budget of a wait in microseconds before blocking,
-                                        while recent waits were shorter (default 100; 0: never
-                                        spin) — :mod:`zoo.transports.sockets.spin`
-=================  ===================  ==========================================================
+===================  ===================  ==========================================================
+option               environment          meaning
+===================  ===================  ==========================================================
+host                 ``ZOO_TCP_HOST``     address listeners bind to (default ``127.0.0.1``)
+connect_host         ``ZOO_TCP_CONNECT``  address dialers connect to (default: the published host)
+token                ``ZOO_TCP_TOKEN``    shared secret every dialer must present in its HELLO; a
+                                          peer without it is refused (counted, logged). Strongly
+                                          advised when ``host`` is not loopback (a warning says so)
+max_frame_bytes      --                   largest frame accepted or sent (default 1 GiB)
+spin_us              ``ZOO_SPIN_US``      busy-poll budget of a wait in microseconds before blocking,
+                                          while recent waits were shorter (default 100; 0: never
+                                          spin) — :mod:`zoo.transports.sockets.spin`
+handshake_timeout_s  --                   seconds a listener waits for a new
+                                          connection's HELLO before dropping it (default 10)
+max_connections      --                   connections one listener holds at most; more are closed at
+                                          once and counted in ``refused`` (default 1024, or a quarter
+                                          of the file-descriptor limit if lower)
+===================  ===================  ==========================================================
+
+Before a peer is authenticated its listener reads nothing but one HELLO of at most 4 KiB
+and allocates no read buffer for it (see :mod:`zoo.transports.sockets.engine`).
 
 The token is compared in constant time but travels in clear: it keeps stray peers out, it
 is not encryption.
@@ -30,6 +38,7 @@ is not encryption.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import TypeVar
@@ -38,6 +47,7 @@ from zoo.core.arrays import MAX_FRAME_BYTES
 from zoo.core.resolver import run_key
 from zoo.transports.sockets import engine, patterns
 from zoo.transports.sockets.engine import check_resolvable, is_loopback
+from zoo.transports.sockets.framing import MAX_HELLO_BYTES
 from zoo.transports.sockets.rundir import (
     create_run_dir,
     default_resolver,
@@ -53,6 +63,8 @@ from zoo.transports.sockets.spin import spin_budget_us
 
 log = logging.getLogger("zoo.transports")
 E = TypeVar("E", bound=engine.Endpoint)
+MAX_TOKEN_BYTES = 1024
+"""Longest token (UTF-8 bytes): the HELLO that carries it must fit in ``MAX_HELLO_BYTES``."""
 
 
 class TcpRawPusher(patterns.RawPusherMixin, patterns.SocketPusher):
@@ -71,13 +83,19 @@ class TcpOptions:
     connect_host: str | None = None
     """Address dialers connect to (``ZOO_TCP_CONNECT``, default: the published host)."""
     token: str | None = None
-    """Shared secret every dialer presents in its HELLO (``ZOO_TCP_TOKEN``); set in the
-    config, it is also written to the run's ``config.json``: prefer the variable for secrets."""
+    """Shared secret every dialer presents in its HELLO (``ZOO_TCP_TOKEN``), at most
+    :data:`MAX_TOKEN_BYTES` bytes; set in the config, it is also written to the run's
+    ``config.json``: prefer the variable for secrets."""
     max_frame_bytes: int | None = None
     """Largest frame, in bytes, sent or accepted (default 1 GiB)."""
     spin_us: int | None = None
     """Busy-poll budget of one wait in microseconds, used while recent waits were shorter
     (``ZOO_SPIN_US``, default 100; 0 never spins)."""
+    handshake_timeout_s: float | None = None
+    """Seconds a listener waits for a new connection's HELLO before dropping it (default 10)."""
+    max_connections: int | None = None
+    """Connections one listener holds at most; more are closed at once (default 1024, or a
+    quarter of the process's file-descriptor limit if lower, at least 16)."""
 
     def __post_init__(self) -> None:
         for name in ("host", "connect_host", "token"):
@@ -87,6 +105,13 @@ class TcpOptions:
             raise ValueError(f"max_frame_bytes must be >= 1, got {self.max_frame_bytes}")
         if self.spin_us is not None:
             spin_budget_us(self.spin_us)
+        if self.token is not None and len(self.token.encode()) > MAX_TOKEN_BYTES:
+            raise ValueError(f"token must be at most {MAX_TOKEN_BYTES} bytes (it travels in a HELLO of at most "
+                             f"{MAX_HELLO_BYTES}), got {len(self.token.encode())}")
+        if self.handshake_timeout_s is not None and not (0 < self.handshake_timeout_s < math.inf):
+            raise ValueError(f"handshake_timeout_s must be > 0 and finite (seconds), got {self.handshake_timeout_s}")
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {self.max_connections}")
 
 
 class TcpTransport:
@@ -103,7 +128,9 @@ class TcpTransport:
 
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  host: str | None = None, connect_host: str | None = None, token: str | None = None,
-                 max_frame_bytes: int | None = None, spin_us: int | None = None, resolver=None) -> None:
+                 max_frame_bytes: int | None = None, spin_us: int | None = None,
+                 handshake_timeout_s: float | None = None, max_connections: int | None = None,
+                 resolver=None) -> None:
         self.run_id = run_id
         self.resolver = resolver if resolver is not None else default_resolver(base_dir)
         self.spin_us = spin_budget_us(spin_us)
@@ -113,6 +140,10 @@ class TcpTransport:
         self.connect_host = connect_host or os.environ.get("ZOO_TCP_CONNECT") or None
         self.token = token if token is not None else (os.environ.get("ZOO_TCP_TOKEN") or None)
         self.max_frame_bytes = int(max_frame_bytes or MAX_FRAME_BYTES)
+        # The checks of the config (environment token included), for keyword arguments too.
+        TcpOptions(token=self.token or None, handshake_timeout_s=handshake_timeout_s, max_connections=max_connections)
+        self.handshake_timeout_s = float(handshake_timeout_s or engine.DEFAULT_HANDSHAKE_TIMEOUT_S)
+        self.max_connections = int(max_connections or engine.default_max_connections())
         check_resolvable(self.host, "host")
         check_resolvable(self.connect_host, "connect_host")
         if create:
@@ -136,25 +167,31 @@ class TcpTransport:
     def _args(self, stream: str) -> tuple[str, str, int, str | None]:
         return (self.run_id, stream, self.max_frame_bytes, self.token)
 
+    def _limits(self) -> dict:
+        """Keyword arguments of every listener: its handshake timeout and connection cap."""
+        return {"handshake_timeout_s": self.handshake_timeout_s, "max_connections": self.max_connections}
+
     def _tuned(self, endpoint: E) -> E:
         endpoint.set_spin_us(self.spin_us)
         return endpoint
 
     def reply_server(self, stream: str) -> patterns.SocketReplyServer:
-        return self._tuned(patterns.SocketReplyServer(self._listen_address(stream), *self._args(stream)))
+        return self._tuned(patterns.SocketReplyServer(self._listen_address(stream), *self._args(stream),
+                                                             **self._limits()))
 
     def request_client(self, stream: str, client_id: int) -> patterns.SocketRequestClient:
         client = patterns.SocketRequestClient(self._address(stream), *self._args(stream), client_id=client_id)
         return self._tuned(client)
 
     def puller(self, stream: str) -> patterns.SocketPuller:
-        return self._tuned(patterns.SocketPuller(self._listen_address(stream), *self._args(stream)))
+        return self._tuned(patterns.SocketPuller(self._listen_address(stream), *self._args(stream), **self._limits()))
 
     def pusher(self, stream: str) -> patterns.SocketPusher:
         return self._tuned(patterns.SocketPusher(self._address(stream), *self._args(stream)))
 
     def publisher(self, stream: str) -> patterns.SocketPublisher:
-        return self._tuned(patterns.SocketPublisher(self._listen_address(stream), *self._args(stream)))
+        return self._tuned(patterns.SocketPublisher(self._listen_address(stream), *self._args(stream),
+                                                    **self._limits()))
 
     def subscriber(self, stream: str) -> patterns.SocketSubscriber:
         return self._tuned(patterns.SocketSubscriber(self._address(stream), *self._args(stream)))
