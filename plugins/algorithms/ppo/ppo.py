@@ -98,6 +98,18 @@ class PPOConfig:
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")
 
+    def check_batch(self, agent_steps: int, text: str) -> None:
+        """Called by config validation with one trainer's batch: at least one step per minibatch.
+
+        Raises:
+            ValueError: ``minibatches`` exceeds ``agent_steps`` (some minibatches would be empty).
+        """
+        if self.minibatches > agent_steps:
+            raise ValueError(
+                f"algo.minibatches={self.minibatches} is more than the {agent_steps:,} agent steps of one "
+                f"trainer's batch ({text}), so {self.minibatches - agent_steps:,} minibatch(es) would be empty; "
+                f"set --set algo.minibatches={agent_steps} or fewer, or raise trainer.batch_samples or sample_length")
+
 
 def normalize_advantages(adv: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """``(adv - mean) / (std + eps)`` over one minibatch, finite for any size.
@@ -254,7 +266,8 @@ class PPO:
         absent). Only active steps enter the losses and statistics.
 
         Returns:
-            Means over all minibatch steps of ``pg_loss``, ``v_loss``, ``entropy`` (nats),
+            Means over the minibatch steps taken on this trainer's data (empty parts of
+            data-parallel trainers not counted) of ``pg_loss``, ``v_loss``, ``entropy`` (nats),
             ``approx_kl`` (the ``(r - 1) - log r`` estimator), ``clipfrac`` (fraction of
             samples with ``|r - 1| > clip_coef``) and ``grad_norm`` (before clipping);
             ``explained_variance`` of the behaviour values (nan if the targets are
@@ -301,7 +314,7 @@ class PPO:
         b_values, b_adv, b_returns = values.reshape(-1)[idx], adv.reshape(-1)[idx], ret.reshape(-1)[idx]
 
         sums = {k: 0.0 for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
-        steps = 0
+        steps = taken = 0  # every optimiser step; the ones on this rank's data (the statistics' count)
         params = list(self.policy.parameters())
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
         for _ in range(c.epochs):
@@ -356,6 +369,7 @@ class PPO:
                              ("approx_kl", approx_kl), ("clipfrac", clipfrac), ("grad_norm", grad_norm)):
                     sums[k] += float(v.detach())
                 steps += 1
+                taken += 1
             if c.target_kl > 0 and _pooled_kl(approx_kl, len(mb_np), data_parallel) > c.target_kl:
                 break
         guard.check_weights(steps)
@@ -364,7 +378,7 @@ class PPO:
         self.updates += 1
         if c.norm_obs:  # after the update, which used the behaviour policy's statistics
             self.policy.update_obs_stats(b_obs)
-        stats.update({k: v / steps for k, v in sums.items()})
+        stats.update({k: v / max(1, taken) for k, v in sums.items()})  # empty parts add nothing
         stats["explained_variance"] = explained_variance(b_values, b_returns)
         return stats
 
