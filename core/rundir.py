@@ -9,6 +9,10 @@
   "pid", "host", "started", "ended", "exit_code", "reason", "failed_worker"}`` (times: unix
   seconds). ``"running"`` with a pid that is no longer alive on that host means the
   controller died.
+- :func:`discard_run_dir` removes a folder this process claimed for a run that was refused
+  before the controller started (a transport or the launcher refusing the settings, Ctrl-C
+  during start-up; no ``status.json`` yet): a refused run leaves no ``config.json`` or
+  ``graph.json`` behind.
 - :func:`append_row` adds one JSON row to ``metrics.jsonl`` with a single ``write(2)`` on an
   ``O_APPEND`` descriptor, as the trainer's writer does: Linux appends each such write whole
   at the end of a regular file, so rows of the controller (``restart``) and of the trainer
@@ -107,6 +111,15 @@ def claim_run_dir(cfg, unique: bool | None = None) -> str:
         return path
     raise FileExistsError(f"run directory {os.path.join(cfg.runs_dir, base)!r} already exists; "
                           "pass --name NEW or remove it")
+
+
+def discard_run_dir(run_dir: str | os.PathLike) -> None:
+    """Remove ``run_dir`` and what it holds: only for a folder :func:`claim_run_dir` just
+    created for a run that never started a worker (its ``config.json``, ``graph.json``,
+    resolver and placement files). Errors are ignored: the refusal is what gets reported."""
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:

@@ -383,7 +383,7 @@ def train_command(
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text(f"{algo} presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
     _print_threads(cfg, console)
-    _launch(cfg, console, run_dir)
+    _launch(cfg, console, run_dir, fresh=True)
 
 
 def _ray_address(launcher: str | None, address: str | None, overrides: List[str]) -> tuple[str | None, List[str]]:
@@ -433,10 +433,15 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
     _launch(cfg, console, run_dir)
 
 
-def _launch(cfg: Any, console: Console, run_dir: str) -> None:
-    """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code."""
+def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False) -> None:
+    """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code.
+
+    ``fresh``: ``run_dir`` was just claimed for a new run; a refusal before the controller
+    started (no ``status.json`` yet) removes it (:func:`~zoo.core.rundir.discard_run_dir`), so a
+    refused run leaves nothing."""
     from zoo.core.controller import run
     from zoo.core.launcher import LaunchError
+    from zoo.core.rundir import discard_run_dir
     from zoo.core.transport import TransportError
     from zoo.display import Display, final_status, format_summary
 
@@ -445,13 +450,15 @@ def _launch(cfg: Any, console: Console, run_dir: str) -> None:
     try:
         with Display(console=console, title=cfg.name) as display:
             code = run(cfg, spec, display, run_dir)
-    except KeyboardInterrupt as stop:  # before the controller took over: nothing was started
-        signum = getattr(stop, "signum", 2)
+    except (KeyboardInterrupt, TransportError, LaunchError) as exc:  # refused, or stopped before any worker started
+        if fresh and not os.path.exists(os.path.join(run_dir, "status.json")):  # the controller never started
+            discard_run_dir(run_dir)
+        if isinstance(exc, TransportError):  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
+            raise _fail(f"transport: {exc}") from None
+        if isinstance(exc, LaunchError):  # e.g. Ray cannot place the workers: nothing was started
+            raise _fail(f"launcher {cfg.launcher}: {exc}", EXIT_FAILURE) from None
+        signum = getattr(exc, "signum", 2)
         raise _fail(f"interrupted ({'Ctrl-C' if signum == 2 else f'signal {signum}'})", 128 + signum) from None
-    except TransportError as exc:  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
-        raise _fail(f"transport: {exc}") from None
-    except LaunchError as exc:  # e.g. Ray cannot place the workers: nothing was started
-        raise _fail(f"launcher {cfg.launcher}: {exc}", EXIT_FAILURE) from None
     if not code:
         last = final_status(display.last, os.path.join(run_dir, "metrics.jsonl"))
         console.print(format_summary(last, time.monotonic() - started, run_dir),

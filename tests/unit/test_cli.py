@@ -591,3 +591,23 @@ def test_resume_refuses_a_changed_option_before_anything_starts(host, controller
     assert "2 key(s) differ from its config.json: algo.lr: 0.1 -> 0.5; sample_length: 64 -> 8." in text
     result = runner.invoke(cli.app, ["train", "--resume", str(stopped_run), "--name", "other"])
     assert result.exit_code == 2 and "--name with --resume" in result.output
+
+
+@pytest.mark.parametrize("refusal", ["transport", "launcher"])
+def test_a_run_refused_before_it_starts_leaves_no_run_directory(refusal, tmp_path, monkeypatch):
+    # The controller refuses while building the streams or placing the workers: before, the
+    # claimed run folder stayed behind with config.json and graph.json (and no status.json).
+    import zoo.core.controller as controller
+    from zoo.core.launcher import LaunchError
+    from zoo.core.transport import TransportError
+
+    def refuse(self, *args, **kwargs):
+        raise TransportError("refused for the test") if refusal == "transport" else LaunchError("too small")
+
+    monkeypatch.setattr(controller.Controller, "__init__", refuse)
+    result = runner.invoke(cli.app, ["train", "ppo", "--env", "CartPole-v1", "--steps", "256", "--name", "refused",
+                                     "--set", f"runs_dir={tmp_path}"])
+    assert result.exit_code == (2 if refusal == "transport" else 1), result.output
+    assert (result.output.strip().splitlines()[-1]
+            == {"transport": "error: transport: refused for the test", "launcher": "error: launcher local: too small"}[refusal])
+    assert os.listdir(tmp_path) == []
