@@ -367,6 +367,24 @@ def test_list_does_not_import_torch():
     assert proc.stdout.strip().endswith("TORCH_NOT_IMPORTED")
 
 
+
+def test_a_set_typo_is_refused_before_torch_is_imported(tmp_path):
+    # Before: PPO's Config lived in the module that imports torch (15-24 s under load) before
+    # the one-line error. The exit code, the message and the modules loaded are all checked.
+    code = textwrap.dedent("""
+        import sys
+        from zoo.cli import main
+        try:
+            main(["train", "ppo", "--env", "CartPole-v1", "--set", "algo.lrr=1"])
+        except SystemExit as exc:
+            print("EXIT", exc.code)
+        print("TORCH_IMPORTED" if "torch" in sys.modules else "TORCH_NOT_IMPORTED")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.stdout.split() == ["EXIT", "2", "TORCH_NOT_IMPORTED"], (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: --set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'")
+    assert os.listdir(tmp_path) == []
+
 @pytest.fixture
 def broken_plugin_path(tmp_path):
     """A third-party plugin distribution whose module raises ImportError('missing dep xyz')."""

@@ -25,7 +25,7 @@ its clipping account for that.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -35,8 +35,8 @@ from torch import nn
 from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
-from zoo.core.options import bounded, check_bounds
 from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
+from zoo.plugins.algorithms.ppo.config import PPOConfig  # torch-free, loaded first by zoo train
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
@@ -45,70 +45,6 @@ from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_v
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "grad_norm")
-
-
-@dataclass
-class PPOConfig:
-    """PPO hyperparameters (every field settable with ``--set algo.FIELD=VALUE``).
-
-    Defaults are CleanRL's Atari settings; :meth:`PPO.presets` tunes them per environment.
-    """
-
-    lr: float = field(default=2.5e-4, metadata=bounded(gt=0))
-    """Adam learning rate."""
-    adam_eps: float = field(default=1e-5, metadata=bounded(gt=0))
-    """Adam epsilon."""
-    anneal_lr: bool = False
-    """Decay the learning rate linearly from ``lr`` to 0 (over ``anneal_lr_steps`` or the run's budget)."""
-    anneal_lr_steps: int = field(default=0, metadata=bounded(ge=0, hint="0 = the run's budget"))
-    """Agent steps (active steps trained on) over which ``lr`` decays to 0; 0 = over the run's env-step budget."""
-    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
-    """Discount factor."""
-    gae_lambda: float = field(default=0.95, metadata=bounded(ge=0, le=1))
-    """GAE lambda (arXiv 1506.02438, eq. 16)."""
-    clip_coef: float = field(default=0.1, metadata=bounded(gt=0))
-    """Surrogate clipping epsilon (arXiv 1707.06347, eq. 7); also the value-clipping range."""
-    clip_vloss: bool = True
-    """Clip the value prediction around the behaviour policy's value (CleanRL)."""
-    vf_coef: float = field(default=0.5, metadata=bounded(ge=0))
-    """Value-loss coefficient c1 (arXiv 1707.06347, eq. 9)."""
-    ent_coef: float = field(default=0.01, metadata=bounded(ge=0))
-    """Entropy-bonus coefficient c2 (arXiv 1707.06347, eq. 9)."""
-    max_grad_norm: float = field(default=0.5, metadata=bounded(ge=0, hint="0 = no clipping"))
-    """Global L2 gradient-norm clipping threshold (0 disables clipping)."""
-    epochs: int = field(default=4, metadata=bounded(ge=1))
-    """Passes over each batch."""
-    minibatches: int = field(default=4, metadata=bounded(ge=1))
-    """Minibatches per epoch; the active steps are split into this many near-equal parts."""
-    norm_adv: bool = True
-    """Normalise advantages per minibatch (see :func:`normalize_advantages`)."""
-    target_kl: float = field(default=0.0, metadata=bounded(ge=0, hint="0 = no early stop"))
-    """Stop the epochs of an update early once the approximate KL exceeds this (0: never)."""
-    hidden: int = field(default=64, metadata=bounded(ge=1))
-    """Hidden units per layer of the MLP (vector observations)."""
-    norm_obs: bool = False
-    """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
-    norm_reward: bool = False
-    """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
-    norm_clip: float = field(default=10.0, metadata=bounded(gt=0))
-    """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
-    device: str = "cpu"
-    """Torch device the trainer's copy of the network lives on."""
-
-    def __post_init__(self) -> None:
-        check_bounds(self, "algo.")
-
-    def check_batch(self, agent_steps: int, text: str) -> None:
-        """Called by config validation with one trainer's batch: at least one step per minibatch.
-
-        Raises:
-            ValueError: ``minibatches`` exceeds ``agent_steps`` (some minibatches would be empty).
-        """
-        if self.minibatches > agent_steps:
-            raise ValueError(
-                f"algo.minibatches={self.minibatches} is more than the {agent_steps:,} agent steps of one "
-                f"trainer's batch ({text}), so {self.minibatches - agent_steps:,} minibatch(es) would be empty; "
-                f"set --set algo.minibatches={agent_steps} or fewer, or raise trainer.batch_samples or sample_length")
 
 
 def normalize_advantages(adv: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
