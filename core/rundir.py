@@ -53,7 +53,7 @@ def find_run_dir(target: str | os.PathLike, runs_dir: str | os.PathLike = "runs"
             return candidate
     if path.exists():
         raise RunNotFound(f"{str(target)!r} is not a run folder (a directory holding config.json)")
-    nor = f" (nor {str(named)!r})" if named != path else ""
+    nor = f" (nor {str(named)!r})" if named != path and len(path.parts) == 1 else ""  # a name, not a path
     raise RunNotFound(f"run folder {str(target)!r} does not exist{nor}; give a run folder such as runs/NAME, "
                       f"or the name of a run in {str(runs_dir)!r}")
 

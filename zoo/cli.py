@@ -493,15 +493,19 @@ def watch_command(
     run: str = typer.Argument(..., help="The run: its folder (runs/NAME) or its name under --runs-dir."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run names are looked up.", file_okay=False),
     refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between reads of the run's live.json."),
+    wait: float = typer.Option(60.0, "--wait", min=0.0, metavar="SECONDS",
+                               help="How long to wait for a run that has not started yet (0: fail at once)."),
 ) -> None:
     """Show the live display of a run started elsewhere (another terminal, a detached job) until it ends."""
-    from zoo.watch import RunNotFound, find_run_dir, watch
+    from zoo.watch import RunNotFound, wait_for_run, watch
 
+    console = _console()
     try:
-        run_dir = find_run_dir(run, runs_dir)
+        run_dir = wait_for_run(run, runs_dir, console, wait_s=wait, refresh_s=refresh)  # zoo train may not have claimed it yet
     except RunNotFound as exc:
         raise _fail(str(exc)) from None
-    console = _console()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
     try:
         code, line = watch(run_dir, console, refresh_s=refresh)
     except KeyboardInterrupt:  # only the watching stops; the run goes on
