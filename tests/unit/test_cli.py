@@ -629,3 +629,12 @@ def test_a_run_refused_before_it_starts_leaves_no_run_directory(refusal, tmp_pat
     assert (result.output.strip().splitlines()[-1]
             == {"transport": "error: transport: refused for the test", "launcher": "error: launcher local: too small"}[refusal])
     assert os.listdir(tmp_path) == []
+
+
+def test_eval_summary_figures_have_two_decimals_for_every_env():
+    # Before: repr(float), so a return summed from 0.1-sized rewards printed 21.700000000000003
+    # while CartPole's printed 500.0.
+    from zoo.commands.eval import _num
+
+    assert [_num(x) for x in (0.1 * 217, 500.0, 9.5, -1234.5678, -0.001, 1e-9, np.float32(0.1))] == [
+        "21.70", "500.00", "9.50", "-1234.57", "0.00", "0.00", "0.10"]
