@@ -430,15 +430,18 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
     zconfig.save_config(cfg, run_dir)  # the budget (and other safe changes) as they now are
     write_graph(cfg, run_dir)
     _print_threads(cfg, console)
-    _launch(cfg, console, run_dir)
+    _launch(cfg, console, run_dir, start={"env_steps": int(ckpt["env_steps"]), "resume": cfg.resume,
+                                          "trained_env_steps": int(ckpt.get("trained_env_steps", 0))})
 
 
-def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False) -> None:
+def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
+            start: dict[str, Any] | None = None) -> None:
     """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code.
 
     ``fresh``: ``run_dir`` was just claimed for a new run; a refusal before the controller
     started (no ``status.json`` yet) removes it (:func:`~zoo.core.rundir.discard_run_dir`), so a
-    refused run leaves nothing."""
+    refused run leaves nothing. ``start``: a resumed run's counters at its checkpoint (the
+    ``done:`` line's segment, :func:`~zoo.display.format_summary`)."""
     from zoo.core.controller import run
     from zoo.core.launcher import LaunchError
     from zoo.core.rundir import discard_run_dir
@@ -461,7 +464,7 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False) -> No
         raise _fail(f"interrupted ({'Ctrl-C' if signum == 2 else f'signal {signum}'})", 128 + signum) from None
     if not code:
         last = final_status(display.last, os.path.join(run_dir, "metrics.jsonl"))
-        console.print(format_summary(last, time.monotonic() - started, run_dir),
+        console.print(format_summary(last, time.monotonic() - started, run_dir, start),
                       markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))
 
