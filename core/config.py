@@ -121,7 +121,8 @@ class PolicyConfig:
     at the cost of behaviour log-probabilities that differ slightly from the trainer's
     float32 ones (importance ratios start near, not at, 1)."""
     stall_warning_s: float = field(default=30.0, metadata=bounded(gt=0))
-    """Warn when no new parameters arrived for this many seconds while serving requests."""
+    """Warn when no new parameters arrived for this many seconds while serving requests (only
+    after the trainer's first update: sampling the first batch of a slow run is no stall)."""
 
 
 @dataclass
