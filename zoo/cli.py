@@ -453,6 +453,8 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
     try:
         with Display(console=console, title=cfg.name) as display:
             code = run(cfg, spec, display, run_dir)
+            if code:  # stopped: the last frame shows the counters the run ended with
+                display.catch_up(os.path.join(run_dir, "metrics.jsonl"))
     except (KeyboardInterrupt, TransportError, LaunchError) as exc:  # refused, or stopped before any worker started
         if fresh and not os.path.exists(os.path.join(run_dir, "status.json")):  # the controller never started
             discard_run_dir(run_dir)

@@ -323,6 +323,16 @@ class Display:
         else:
             self.console.print(format_status_line(status), markup=False, highlight=False, soft_wrap=True)
 
+    def catch_up(self, metrics_path: str) -> None:
+        """Show the run's final counters when ``metrics.jsonl`` has newer ones than the last
+        status shown (:func:`final_status`): after Ctrl-C the trainer's last status often never
+        reached the controller, and the last frame stayed at an older version under a message
+        naming the checkpoint's."""
+        newer = final_status(self.last, metrics_path)
+        if newer is not None and newer is not self.last:
+            last = self.last or {}
+            self({**last, **{k: v for k, v in newer.items() if k in last or k in STATUS_KEYS}})
+
     def show_live(self, snapshot: dict[str, Any]) -> None:
         """Show a health snapshot (``live.json``'s content) under the figures; nothing in plain mode."""
         self.health = snapshot

@@ -638,3 +638,19 @@ def test_eval_summary_figures_have_two_decimals_for_every_env():
 
     assert [_num(x) for x in (0.1 * 217, 500.0, 9.5, -1234.5678, -0.001, 1e-9, np.float32(0.1))] == [
         "21.70", "500.00", "9.50", "-1234.57", "0.00", "0.00", "0.10"]
+
+
+def test_the_last_frame_after_ctrl_c_shows_the_counters_the_run_ended_with(tmp_path):
+    # The trainer's last status (version 4, 5,120 env steps) never reached the controller; its
+    # end row is in metrics.jsonl. Before: the last frame stayed at version 3, 3,840 env steps.
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps({"type": "end", "env_steps": 5120, "policy_version": 4, "updates": 4,
+                                   "pg_loss": 0.5, "time": 12.0}) + "\n")
+    out = io.StringIO()
+    display = Display(Console(file=out, width=300), live=False)
+    display({"env_steps": 3840, "budget_env_steps": 10_000, "policy_version": 3, "updates": 3})
+    display.catch_up(str(metrics))
+    assert display.last == {"env_steps": 5120, "budget_env_steps": 10_000, "policy_version": 4, "updates": 4}
+    assert out.getvalue().splitlines()[-1] == "env_steps=5,120/10,000 (51.2%) version=4 updates=4"
+    display.catch_up(str(metrics))  # nothing newer: nothing printed again
+    assert len(out.getvalue().splitlines()) == 2
