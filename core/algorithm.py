@@ -13,6 +13,11 @@ An algorithm is a class registered through ``register_algorithms`` with:
   suited to the environment (applied before the user's ``--set``); optionally
   ``explain_presets(spec) -> str`` (classmethod): what the presets chose and why, plain
   text without a heading (``zoo train`` prints it after ``<algo> presets: ``);
+- optionally ``Config.check_batch(agent_steps, text)``: called by config validation, before
+  anything starts, with the agent steps of one trainer's batch and that arithmetic in words
+  (:func:`zoo.core.config.batch_agent_steps`); raises ``ValueError`` with a one-line message
+  naming the option and the fix when the algorithm cannot train on such a batch (PPO:
+  ``algo.minibatches`` larger than the batch would leave minibatches empty);
 - ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
 - ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch`. It is
   all-or-nothing: when a loss, a gradient or the resulting weights are not finite it takes

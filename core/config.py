@@ -128,7 +128,8 @@ class PolicyConfig:
     at the cost of behaviour log-probabilities that differ slightly from the trainer's
     float32 ones (importance ratios start near, not at, 1)."""
     stall_warning_s: float = field(default=30.0, metadata=bounded(gt=0))
-    """Warn when no new parameters arrived for this many seconds while serving requests."""
+    """Warn when no new parameters arrived for this many seconds while serving requests (only
+    after the trainer's first update: sampling the first batch of a slow run is no stall)."""
 
 
 @dataclass
@@ -391,6 +392,22 @@ def steps_per_update(cfg: ExperimentConfig, spec: EnvSpec) -> tuple[int, str]:
     return steps, text
 
 
+def batch_agent_steps(cfg: ExperimentConfig, spec: EnvSpec) -> tuple[int, str]:
+    """Agent steps in one trainer's batch (every slot active), and the arithmetic in words.
+
+    ``ceil(batch_samples / (G x A))`` whole samples of ``G x A`` agent-slots x ``T`` steps
+    (:func:`steps_per_update`): 16 samples, 4 envs per group, 1 agent, T = 128 give
+    4 x 4 x 128 = 2,048. An algorithm whose ``Config`` has ``check_batch(agent_steps, text)``
+    is asked whether it can train on that many (PPO: ``algo.minibatches`` at most that).
+    """
+    group = cfg.actors.envs_per_actor // cfg.actors.ring_size
+    slots = group * spec.num_agents
+    samples = -(-cfg.trainer.batch_samples // slots)
+    steps = samples * slots * cfg.sample_length
+    return steps, (f"{samples} sample(s) x {slots} agent-slot(s) x sample_length={cfg.sample_length} "
+                   f"= {steps:,} agent steps (trainer.batch_samples={cfg.trainer.batch_samples})")
+
+
 def _one_update_fits(cfg: ExperimentConfig, spec: EnvSpec) -> tuple[bool, str, str]:
     """``(ok, field, message)``: the budget covers at least one update (else the run would end
     with 0 updates and exit 0)."""
@@ -616,7 +633,9 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     every float finite, ...; this covers the algorithm's and the env's options too);
     ``envs_per_actor`` divisible by ``ring_size``; ``env_steps`` and ``frames`` not both
     non-zero; with ``check_budget`` and ``cfg.spec`` set, a budget of at least one update
-    (:func:`steps_per_update`: a smaller one would end the run with 0 updates); devices
+    (:func:`steps_per_update`: a smaller one would end the run with 0 updates); with ``cfg.spec``
+    set, an algorithm ``Config`` with ``check_batch`` accepts one trainer's batch
+    (:func:`batch_agent_steps`; PPO: ``algo.minibatches`` at most its agent steps); devices
     are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` and
     ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor);
     no option contradicting ``policy.inline`` (:func:`inline_problems`); with a launcher that
@@ -754,6 +773,14 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             resolver_options(reg, cfg)
         except ConfigError as exc:
             problems += [(exc.field, m) for m in exc.problems]
+    check_batch = getattr(cfg.algo, "check_batch", None)
+    if cfg.spec is not None and callable(check_batch) and not any(f.startswith(("algo.", "actors.", "trainer.",
+                                                                                "sample_length")) for f, _ in problems):
+        try:
+            check_batch(*batch_agent_steps(cfg, cfg.spec))
+        except ValueError as exc:
+            text = str(exc)
+            problems.append((text.split("=")[0] if re.match(r"algo\.\w+=", text) else "algo", text))
     for part in ("algo", "env"):
         sub = getattr(cfg, part)
         if not dataclasses.is_dataclass(sub) or isinstance(sub, type):

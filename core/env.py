@@ -154,6 +154,21 @@ class GymnasiumEnv:
     ``info["episode"]`` of Gymnasium's ``RecordEpisodeStatistics`` (``r``, ``l``) is
     translated to Zoo's ``{"return", "length"}``.
 
+    Args:
+        env: the ``gymnasium.Env`` (one env, no auto-reset wrapper).
+        env_id: the name runs and logs show (``spec.env_id``), e.g. ``"corridor:20"``.
+        frame_skip: frames per env step (frames = env steps x frame_skip; 1 unless the env
+            repeats actions itself, as Atari's does with 4).
+        resolved: what the plugin decided from ``--env NAME:ARG`` and its config, as plain
+            JSON values (e.g. ``{"length": 20, "max_steps": 100}``): written to the run's
+            ``config.json`` under ``env_spec.resolved`` so a run says which env it trained
+            on; Zoo never reads it back (``spec.resolved``, default ``{}``).
+        reports_episodes: True when the env reports whole episodes itself in
+            ``info["episode"]`` (e.g. Atari's game over across lives): only those ends are
+            logged as episodes.
+        action_mask: whether ``info["action_mask"]`` carries a mask; None finds out with one
+            ``reset()`` (discrete action spaces only), False ignores it.
+
     Raises:
         zoo.core.spaces.UnsupportedSpaceError: an observation or action space Zoo cannot
             train on, naming the path of the offending sub-space.

@@ -92,6 +92,19 @@ class Graph:
     def actors_of_trainer(self, trainer: int) -> list[int]:
         return [i for i in range(self.actors) if self.trainer_of(i) == trainer]
 
+    def producers(self, stream: str) -> int:
+        """The most workers sending to one listener of ``stream``: inference, the actors of one
+        policy worker; sample, the actors of one trainer; parameter, the one publishing trainer;
+        control, every worker (to the controller). Transports size their rings by it
+        (:func:`zoo.core.streams.transport_for`)."""
+        if stream == "inference":
+            return max((len(self.actors_of_policy(m)) for m in range(self.policies)), default=0)
+        if stream == "sample":
+            return max((len(self.actors_of_trainer(k)) for k in range(self.trainers)), default=0)
+        if stream == "parameter":
+            return 1
+        return len(self.workers())
+
     def to_dict(self) -> dict[str, Any]:
         """What ``graph.json`` holds: counts, every worker with its endpoints and assignments."""
         workers: list[dict[str, Any]] = []

@@ -196,6 +196,18 @@ class _Worker:
         return (first, last, dt) if dt > 0 else None
 
 
+def busy_with_operation(busy_frac: float, dt: float, busy_s: Any) -> float:
+    """A busy fraction measured over a window of ``dt`` seconds of timed heartbeats, with a long
+    operation in progress since then counted as busy: ``(busy_frac x dt + busy_s) / (dt +
+    busy_s)``. During a long update the trainer's only heartbeats are its background ones
+    (``busy="update"``, ``busy_s`` seconds into it) and carry no totals, so the window ends
+    where the update began: without this a trainer 30 s into an update after a 10 s window
+    busy 1% of it shows "busy 1%" instead of (0.1 + 30) / 40 = 75%."""
+    if not isinstance(busy_s, (int, float)) or busy_s <= 0:
+        return busy_frac
+    return (busy_frac * dt + float(busy_s)) / (dt + float(busy_s))
+
+
 def _frac(first: _Beat, last: _Beat, phase: str, dt: float) -> float:
     return min(1.0, max(0.0, (last.time_s.get(phase, 0.0) - first.time_s.get(phase, 0.0)) / dt))
 
@@ -410,7 +422,7 @@ class Health:
             if win:
                 first, last, dt = win
                 updates = _delta(first, last, "updates")
-                row["busy_frac"] = 1.0 - _frac(first, last, "wait", dt)
+                row["busy_frac"] = busy_with_operation(1.0 - _frac(first, last, "wait", dt), dt, w.extra.get("busy_s"))
                 row["updates_per_s"] = updates / dt
                 if updates > 0:
                     row["samples_per_update"] = _delta(first, last, "samples_pulled") / updates

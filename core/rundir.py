@@ -7,8 +7,13 @@
 - :func:`write_status` writes ``status.json`` atomically (a temporary file in the same
   folder, fsync, ``os.replace``): ``{"status": "running" | "finished" | "stopped" | "crashed",
   "pid", "host", "started", "ended", "exit_code", "reason", "failed_worker"}`` (times: unix
-  seconds). ``"running"`` with a pid that is no longer alive on that host means the
+  seconds); a resumed run's also ``"segments"`` (this one included) and ``"earlier_s"`` (the
+  wall time of the segments before this one, :func:`earlier_segments`). ``"running"`` with a pid that is no longer alive on that host means the
   controller died.
+- :func:`discard_run_dir` removes a folder this process claimed for a run that was refused
+  before the controller started (a transport or the launcher refusing the settings, Ctrl-C
+  during start-up; no ``status.json`` yet): a refused run leaves no ``config.json`` or
+  ``graph.json`` behind.
 - :func:`append_row` adds one JSON row to ``metrics.jsonl`` with a single ``write(2)`` on an
   ``O_APPEND`` descriptor, as the trainer's writer does: Linux appends each such write whole
   at the end of a regular file, so rows of the controller (``restart``) and of the trainer
@@ -49,7 +54,7 @@ def find_run_dir(target: str | os.PathLike, runs_dir: str | os.PathLike = "runs"
             return candidate
     if path.exists():
         raise RunNotFound(f"{str(target)!r} is not a run folder (a directory holding config.json)")
-    nor = f" (nor {str(named)!r})" if named != path else ""
+    nor = f" (nor {str(named)!r})" if named != path and len(path.parts) == 1 else ""  # a name, not a path
     raise RunNotFound(f"run folder {str(target)!r} does not exist{nor}; give a run folder such as runs/NAME, "
                       f"or the name of a run in {str(runs_dir)!r}")
 
@@ -109,6 +114,15 @@ def claim_run_dir(cfg, unique: bool | None = None) -> str:
                           "pass --name NEW or remove it")
 
 
+def discard_run_dir(run_dir: str | os.PathLike) -> None:
+    """Remove ``run_dir`` and what it holds: only for a folder :func:`claim_run_dir` just
+    created for a run that never started a worker (its ``config.json``, ``graph.json``,
+    resolver and placement files). Errors are ignored: the refusal is what gets reported."""
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically: temporary file in the same folder, fsync, rename."""
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -119,6 +133,25 @@ def write_json_atomic(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def earlier_segments(path: str) -> dict[str, Any]:
+    """``{"segments", "earlier_s"}`` for the next segment of the run whose ``status.json`` is
+    ``path``: how many segments ran before it (a resumed run: 1 + its resumes) and their wall
+    time in seconds, the previous ``status.json``'s own plus its ``earlier_s`` (a segment
+    whose controller died without writing ``ended`` adds nothing). ``{}`` for a new run."""
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(old, dict):
+        return {}
+    earlier = float(old.get("earlier_s") or 0.0)
+    started, ended = old.get("started"), old.get("ended")
+    if isinstance(started, (int, float)) and isinstance(ended, (int, float)):
+        earlier += max(0.0, float(ended) - float(started))
+    return {"segments": int(old.get("segments") or 1) + 1, "earlier_s": earlier}
+
+
 class RunStatus:
     """``<run_dir>/status.json`` of one run (see the module doc)."""
 
@@ -126,7 +159,7 @@ class RunStatus:
         self.path = os.path.join(run_dir, "status.json")
         self.data: dict[str, Any] = {"status": "running", "pid": os.getpid(), "host": socket.gethostname(),
                                      "started": time.time(), "ended": None, "exit_code": None, "reason": None,
-                                     "failed_worker": None}
+                                     "failed_worker": None, **earlier_segments(self.path)}
 
     def start(self) -> None:
         write_json_atomic(self.path, self.data)

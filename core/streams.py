@@ -118,7 +118,9 @@ def transport_for(registry: Registry, cfg: Any, stream: str, run_id: str, create
     ``choice``: ``(transport name, typed options)`` resolved for this run from the placement
     (:func:`zoo.core.placement.resolve_streams`), used instead of the config's.
     ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`, handed to factories that
-    take a ``resolver`` keyword (their listeners publish through it).
+    take a ``resolver`` keyword (their listeners publish through it). Factories that take a
+    ``producers`` keyword get the graph's most senders to one listener of ``stream``
+    (:meth:`zoo.core.graph.Graph.producers`).
 
     Raises:
         TransportError: the transport refuses its settings (e.g. a bad ``ZOO_*`` variable).
@@ -132,6 +134,10 @@ def transport_for(registry: Registry, cfg: Any, stream: str, run_id: str, create
     factory = registry.get("transport", name).load()
     if resolver is not None and takes_keyword(factory, "resolver"):
         options = {**options, "resolver": resolver}
+    if stream != CONTROL and takes_keyword(factory, "producers"):  # e.g. shm sizes its shared rings by it
+        from zoo.core.graph import Graph
+
+        options = {**options, "producers": max(1, Graph.from_config(cfg).producers(stream))}
     return factory(run_id, create=create, **options)
 
 

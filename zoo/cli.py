@@ -383,7 +383,7 @@ def train_command(
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text(f"{algo} presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
     _print_threads(cfg, console)
-    _launch(cfg, console, run_dir)
+    _launch(cfg, console, run_dir, fresh=True)
 
 
 def _ray_address(launcher: str | None, address: str | None, overrides: List[str]) -> tuple[str | None, List[str]]:
@@ -430,13 +430,21 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
     zconfig.save_config(cfg, run_dir)  # the budget (and other safe changes) as they now are
     write_graph(cfg, run_dir)
     _print_threads(cfg, console)
-    _launch(cfg, console, run_dir)
+    _launch(cfg, console, run_dir, start={"env_steps": int(ckpt["env_steps"]), "resume": cfg.resume,
+                                          "trained_env_steps": int(ckpt.get("trained_env_steps", 0))})
 
 
-def _launch(cfg: Any, console: Console, run_dir: str) -> None:
-    """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code."""
+def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
+            start: dict[str, Any] | None = None) -> None:
+    """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code.
+
+    ``fresh``: ``run_dir`` was just claimed for a new run; a refusal before the controller
+    started (no ``status.json`` yet) removes it (:func:`~zoo.core.rundir.discard_run_dir`), so a
+    refused run leaves nothing. ``start``: a resumed run's counters at its checkpoint (the
+    ``done:`` line's segment, :func:`~zoo.display.format_summary`)."""
     from zoo.core.controller import run
     from zoo.core.launcher import LaunchError
+    from zoo.core.rundir import discard_run_dir
     from zoo.core.transport import TransportError
     from zoo.display import Display, final_status, format_summary
 
@@ -445,16 +453,20 @@ def _launch(cfg: Any, console: Console, run_dir: str) -> None:
     try:
         with Display(console=console, title=cfg.name) as display:
             code = run(cfg, spec, display, run_dir)
-    except KeyboardInterrupt as stop:  # before the controller took over: nothing was started
-        signum = getattr(stop, "signum", 2)
+            if code:  # stopped: the last frame shows the counters the run ended with
+                display.catch_up(os.path.join(run_dir, "metrics.jsonl"))
+    except (KeyboardInterrupt, TransportError, LaunchError) as exc:  # refused, or stopped before any worker started
+        if fresh and not os.path.exists(os.path.join(run_dir, "status.json")):  # the controller never started
+            discard_run_dir(run_dir)
+        if isinstance(exc, TransportError):  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
+            raise _fail(f"transport: {exc}") from None
+        if isinstance(exc, LaunchError):  # e.g. Ray cannot place the workers: nothing was started
+            raise _fail(f"launcher {cfg.launcher}: {exc}", EXIT_FAILURE) from None
+        signum = getattr(exc, "signum", 2)
         raise _fail(f"interrupted ({'Ctrl-C' if signum == 2 else f'signal {signum}'})", 128 + signum) from None
-    except TransportError as exc:  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
-        raise _fail(f"transport: {exc}") from None
-    except LaunchError as exc:  # e.g. Ray cannot place the workers: nothing was started
-        raise _fail(f"launcher {cfg.launcher}: {exc}", EXIT_FAILURE) from None
     if not code:
         last = final_status(display.last, os.path.join(run_dir, "metrics.jsonl"))
-        console.print(format_summary(last, time.monotonic() - started, run_dir),
+        console.print(format_summary(last, time.monotonic() - started, run_dir, start),
                       markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))
 
@@ -486,15 +498,19 @@ def watch_command(
     run: str = typer.Argument(..., help="The run: its folder (runs/NAME) or its name under --runs-dir."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run names are looked up.", file_okay=False),
     refresh: float = typer.Option(1.0, "--refresh", min=0.1, help="Seconds between reads of the run's live.json."),
+    wait: float = typer.Option(60.0, "--wait", min=0.0, metavar="SECONDS",
+                               help="How long to wait for a run that has not started yet (0: fail at once)."),
 ) -> None:
     """Show the live display of a run started elsewhere (another terminal, a detached job) until it ends."""
-    from zoo.watch import RunNotFound, find_run_dir, watch
+    from zoo.watch import RunNotFound, wait_for_run, watch
 
+    console = _console()
     try:
-        run_dir = find_run_dir(run, runs_dir)
+        run_dir = wait_for_run(run, runs_dir, console, wait_s=wait, refresh_s=refresh)  # zoo train may not have claimed it yet
     except RunNotFound as exc:
         raise _fail(str(exc)) from None
-    console = _console()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
     try:
         code, line = watch(run_dir, console, refresh_s=refresh)
     except KeyboardInterrupt:  # only the watching stops; the run goes on

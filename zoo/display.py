@@ -22,8 +22,8 @@ key                         meaning
 ``trained_env_steps``       env steps whose samples the trainer trained on (int)
 ``trained_env_steps_per_s`` recent trained env steps per second (float)
 ``trained_samples``         agent-slot samples trained on (int; not shown)
-``mean_env_steps_per_s``    env steps per second since the first update (float; the ``done:`` line)
-``mean_trained_env_steps_per_s``  the same for trained env steps (float; the ``done:`` line)
+``mean_env_steps_per_s``    env steps per second since the first update (float)
+``mean_trained_env_steps_per_s``  the same for trained env steps (float)
 ``updates``                 trainer updates done (int)
 anything else, numeric      shown too, under its own name (e.g. ``hider_return``);
                             ``type``, ``role``, ``index``, ``time`` are ignored
@@ -323,6 +323,16 @@ class Display:
         else:
             self.console.print(format_status_line(status), markup=False, highlight=False, soft_wrap=True)
 
+    def catch_up(self, metrics_path: str) -> None:
+        """Show the run's final counters when ``metrics.jsonl`` has newer ones than the last
+        status shown (:func:`final_status`): after Ctrl-C the trainer's last status often never
+        reached the controller, and the last frame stayed at an older version under a message
+        naming the checkpoint's."""
+        newer = final_status(self.last, metrics_path)
+        if newer is not None and newer is not self.last:
+            last = self.last or {}
+            self({**last, **{k: v for k, v in newer.items() if k in last or k in STATUS_KEYS}})
+
     def show_live(self, snapshot: dict[str, Any]) -> None:
         """Show a health snapshot (``live.json``'s content) under the figures; nothing in plain mode."""
         self.health = snapshot
@@ -359,17 +369,21 @@ class Display:
         return Group(*parts)
 
 
-def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str) -> str:
+def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str,
+                   start: dict[str, Any] | None = None) -> str:
     """The line ``zoo train`` prints when a run reaches its budget, e.g.
 
-    ``done: 200,192 env steps (200,192 frames) in 3m12s, 1,043 env steps/s, 1,020 trained env
+    ``done: 200,192 env steps (200,192 frames) in 5m06s, 654 env steps/s, 640 trained env
     steps/s, 0.0% dropped; return=487.2 episodes=612 version=195; run dir runs/ppo-cartpole:
     metrics.jsonl, tensorboard/, checkpoints/latest.pt``
 
-    ``status`` is the last one shown (None: no status came; then only time and run dir).
-    The rates are env steps and trained env steps per wall-clock second since the trainer's
-    first update (``mean_env_steps_per_s``, ``mean_trained_env_steps_per_s``); a status
-    without them gives env steps / ``elapsed_s`` (the whole run, left out under 1 s).
+    ``status`` is the last one shown (None: no status came; then only time and run dir);
+    ``elapsed_s`` the wall time shown. The rates are the env steps (and trained env steps,
+    when the status has them) over that same time, so the line's figures agree (left out
+    under 1 s). ``start``: the counters a resumed run started this segment from (its
+    checkpoint's ``env_steps``, ``trained_env_steps`` and the segment's ``resume`` number):
+    the total comes first, then this segment's steps, time and rates, labelled
+    (``done: 300,000 env steps (...); resume #1: 100,000 env steps in 2m30s, 667 env steps/s, ...``).
     ``dropped`` is ``dropped_fraction``: agent-slot samples dropped (stale at the trainer, or at
     the actors) over those dropped plus those trained on.
     """
@@ -377,17 +391,21 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
     took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
     head = f"done in {took}"
     if status and _is_number(status.get("env_steps")):
+        start = start or {}
         steps = float(status["env_steps"])
         frames = f" ({_count(status['frames'])} frames)" if "frames" in status else ""
-        if _is_number(status.get("mean_env_steps_per_s")):
-            rate = f", {_rate(status['mean_env_steps_per_s'])} env steps/s"
-        else:
-            rate = f", {_rate(steps / elapsed_s)} env steps/s" if elapsed_s >= 1 else ""
-        if _is_number(status.get("mean_trained_env_steps_per_s")):
-            rate += f", {_rate(status['mean_trained_env_steps_per_s'])} trained env steps/s"
+        segment = steps - float(start.get("env_steps") or 0)
+        rate = f", {_rate(segment / elapsed_s)} env steps/s" if elapsed_s >= 1 else ""
+        if _is_number(status.get("trained_env_steps")) and elapsed_s >= 1:
+            trained = float(status["trained_env_steps"]) - float(start.get("trained_env_steps") or 0)
+            rate += f", {_rate(trained / elapsed_s)} trained env steps/s"
         if _is_number(status.get("dropped_fraction")):
             rate += f", {100.0 * float(status['dropped_fraction']):.1f}% dropped"
-        head = f"done: {_count(steps)} env steps{frames} in {took}{rate}"
+        if start.get("env_steps"):
+            head = (f"done: {_count(steps)} env steps{frames}; resume #{start.get('resume', 1)}: "
+                    f"{_count(segment)} env steps in {took}{rate}")
+        else:
+            head = f"done: {_count(steps)} env steps{frames} in {took}{rate}"
         shown = [f"{label}={text}" for label, text in _fields(status) if label in ("return", "episodes", "version")]
         if shown:
             head += "; " + " ".join(shown)

@@ -162,7 +162,8 @@ class RunInfo:
     ``episode_return_mean`` (mean return of the trainer's recent episodes); ``team_returns``:
     for envs that log per-team returns (episode fields ``<team>_return``), each team's mean
     over the last :data:`RECENT_EPISODES` episode rows;
-    ``duration_s``: wall time from start to end (or to now while running).
+    ``duration_s``: wall time from start to end (or to now while running), summed over the
+    segments of a resumed run (``status.json``'s ``earlier_s``).
     """
 
     path: Path
@@ -239,10 +240,11 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
             info.status, info.detail = "crashed", "controller gone"
             ended = None
         if isinstance(started, (int, float)):
+            earlier = float(status.get("earlier_s") or 0.0)  # a resumed run: its earlier segments
             if isinstance(ended, (int, float)):
-                info.duration_s = float(ended) - float(started)
+                info.duration_s = earlier + float(ended) - float(started)
             elif info.status == "running":
-                info.duration_s = now - float(started)
+                info.duration_s = earlier + now - float(started)
         if info.failed_worker:
             w = info.failed_worker
             where = f"{w.get('role', '?')} {w.get('index', '?')}"

@@ -13,6 +13,7 @@ No display is needed; ffmpeg is the binary that ``imageio-ffmpeg`` ships.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 
@@ -24,15 +25,24 @@ __all__ = ["VideoWriter", "check_video_path", "EXTENSIONS"]
 
 
 def check_video_path(path: str | Path) -> Path:
-    """``path`` as a Path if its extension is one :class:`VideoWriter` writes.
+    """``path`` as a Path if its extension is one :class:`VideoWriter` writes and its folder
+    exists or can be made (:class:`VideoWriter` creates missing folders with its first frame).
 
     Raises:
-        ValueError: another extension (the message names it and the supported ones).
+        ValueError: another extension (the message names it and the supported ones), or the
+            nearest existing folder above ``path`` is a file or not writable.
     """
     path = Path(path)
     if path.suffix.lower() not in EXTENSIONS:
         raise ValueError(f"--video {str(path)!r}: unsupported video extension {path.suffix or '(none)'!r}; "
                          f"give a file ending in {' or '.join(EXTENSIONS)}")
+    above = path.absolute().parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise ValueError(f"--video {str(path)!r}: {str(above)!r} is a file, not a folder; give a path in a folder")
+    if not os.access(above, os.W_OK):
+        raise ValueError(f"--video {str(path)!r}: cannot write in {str(above)!r}; give a path in a writable folder")
     return path
 
 
@@ -40,7 +50,8 @@ class VideoWriter:
     """Append ``uint8 [H, W, 3]`` frames (all one size) to ``path`` at ``fps`` frames per second.
 
     ``count`` is the number of frames written so far. Use as a context manager or call
-    :meth:`close`; a file with no frame is not created.
+    :meth:`close`; a file with no frame is not created. Missing folders of ``path`` are created
+    with the first frame.
 
     Raises (from :meth:`append`):
         ValueError: a frame that is not ``uint8 [H, W, 3]`` or differs in size from the first.
@@ -57,6 +68,7 @@ class VideoWriter:
     def _open(self, frame: np.ndarray) -> None:
         import imageio_ffmpeg
 
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # e.g. docs/media/ run outside the repository
         h, w = frame.shape[:2]
         if self.path.suffix.lower() == ".gif":
             gen = imageio_ffmpeg.write_frames(

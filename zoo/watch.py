@@ -4,7 +4,8 @@ The controller of a run rewrites ``<run_dir>/live.json`` every ``log.interval_s`
 (format: ``docs/live.md``). ``zoo watch`` reads it every ``refresh_s`` seconds and draws
 what ``zoo train`` draws on its own terminal (progress, figures, the workers table, the
 bottleneck); when stdout is not a terminal it prints the plain status line of each new
-status instead. It stops, exit code 0, when the run is over (:func:`run_over`).
+status instead. It stops, exit code 0, when the run is over (:func:`run_over`). A run that
+does not exist yet is waited for (:func:`wait_for_run`, up to :data:`NO_LIVE_WAIT_S`).
 """
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from rich.console import Console
 from zoo.core.rundir import RunNotFound, find_run_dir, pid_alive
 from zoo.display import Display, final_status, format_status_line
 
-__all__ = ["NO_LIVE_WAIT_S", "RunNotFound", "find_run_dir", "pid_alive", "read_json", "run_over", "watch"]
+__all__ = ["NO_LIVE_WAIT_S", "RunNotFound", "find_run_dir", "pid_alive", "read_json", "run_over", "wait_for_run",
+           "watch"]
 
 NO_LIVE_WAIT_S = 60.0
-"""How long ``zoo watch`` waits for a first ``live.json`` when nothing says the run is over."""
+"""How long ``zoo watch`` waits for the run folder to appear, then for a first ``live.json``
+when nothing says the run is over."""
 OTHER_HOST_STALE_S = 60.0
 """A controller on another host (its pid cannot be checked) whose ``live.json`` has not changed
 for this long, and for 10 of its intervals, is taken as gone."""
@@ -109,6 +112,35 @@ def watch_note(run_dir: Path, live: dict[str, Any], now: float) -> str:
     if isinstance(live.get("started"), (int, float)):
         note += f"; run time {_duration(written - live['started'])}"
     return note
+
+
+def wait_for_run(target: str, runs_dir: str | os.PathLike, console: Console, wait_s: float = NO_LIVE_WAIT_S,
+                 refresh_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> Path:
+    """The run folder ``target`` names (:func:`find_run_dir`), waiting up to ``wait_s`` seconds
+    for it to appear: ``zoo watch`` started right after ``zoo train``, which claims the folder
+    and writes its ``config.json`` only once its config is resolved (seconds, torch's import).
+    While it waits it prints one line that stays on the screen, ``waiting for runs/NAME to
+    start (up to 60 s) ...``.
+
+    Raises:
+        RunNotFound: ``target`` is a file or ``wait_s`` <= 0 (at once), or no run folder appeared
+            within ``wait_s``.
+    """
+    deadline = None
+    while True:
+        try:
+            return find_run_dir(target, runs_dir)
+        except RunNotFound as exc:
+            if Path(target).is_file() or wait_s <= 0:
+                raise
+            if deadline is None:
+                deadline = clock() + wait_s
+                console.print(f"waiting for {target} to start (up to {wait_s:.0f} s) ...", markup=False,
+                              highlight=False, soft_wrap=True)
+            elif clock() >= deadline:
+                raise RunNotFound(f"{exc} (waited {wait_s:.0f} s for it to start)") from None
+        sleep(refresh_s)
 
 
 def watch(run_dir: Path, console: Console | None = None, refresh_s: float = 1.0,

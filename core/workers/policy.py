@@ -42,16 +42,19 @@ class StallWatch:
     """Notices that parameters stopped arriving while inference goes on.
 
     Call :meth:`served` after each answered batch and :meth:`new_version` when newer
-    weights are loaded (this re-arms the watch). :meth:`due` is True once per stall: at
-    least one batch was served with the current weights and ``threshold_s`` seconds
-    (monotonic clock) have passed since they arrived; :meth:`warned` records that the
-    warning went out.
+    weights are loaded (this re-arms the watch). :meth:`due` is True once per stall: the
+    trainer has published at least one update (a version after the first one received: the
+    first update of a slow run may take longer than ``threshold_s`` to sample its batch, and
+    that is no stall), at least one batch was served with the current weights and
+    ``threshold_s`` seconds (monotonic clock) have passed since they arrived; :meth:`warned`
+    records that the warning went out.
     """
 
     def __init__(self, threshold_s: float, now: float) -> None:
         self.threshold_s = threshold_s
         self.since = now
         self.batches = 0
+        self.versions = 0  # versions received (the first: the initial or resumed weights)
         self._warned = False
 
     def served(self) -> None:
@@ -59,9 +62,11 @@ class StallWatch:
 
     def new_version(self, now: float) -> None:
         self.since, self.batches, self._warned = now, 0, False
+        self.versions += 1
 
     def due(self, now: float) -> bool:
-        return not self._warned and self.batches > 0 and now - self.since >= self.threshold_s
+        return (not self._warned and self.versions > 1 and self.batches > 0
+                and now - self.since >= self.threshold_s)
 
     def warned(self) -> None:
         self._warned = True

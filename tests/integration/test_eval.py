@@ -80,7 +80,7 @@ def test_eval_of_a_trained_cartpole_run_and_runs_lists_it_finished(tmp_path):
     returns = [r["return"] for r in rows[0]]
     assert len(returns) == 5 and returns == [r["return"] for r in rows[1]]
     line = next(l for l in results[0].stdout.splitlines() if l.startswith("return"))
-    assert float(line.split("mean ")[1].split()[0]) == np.mean(returns)  # exactly the mean of the lines
+    assert line.split("mean ")[1].split()[0] == f"{np.mean(returns):.2f}"  # the mean of the lines, 2 decimals
     listing = zoo("runs", str(tmp_path))
     assert listing.returncode == 0, listing.stderr
     row = next(l for l in listing.stdout.splitlines() if "│ cp" in l)
@@ -101,8 +101,8 @@ def test_eval_prints_the_mean_of_the_episodes_it_wrote_and_is_repeatable(tmp_pat
     # CartPole pays 1 per env step: the return is the length
     assert all(r["return"] == r["length"] for r in rows1)
     line = next(l for l in r1.output.splitlines() if l.startswith("return"))
-    printed = float(line.split("mean ")[1].split()[0])
-    assert printed == np.mean([r["return"] for r in rows1])  # exactly
+    printed = line.split("mean ")[1].split()[0]
+    assert printed == f"{np.mean([r['return'] for r in rows1]):.2f}"  # the mean, with two decimals
     assert rows1[0]["policy_version"] == 3 and rows1[0]["trained_env_steps"] == 384
     # the default output file lives in the run folder
     r3 = invoke(app, ["eval", str(run), "-n", "1"])

@@ -124,6 +124,36 @@ def test_a_budget_smaller_than_one_update_is_refused(tmp_path):
         "of at least that (--steps 256) or lower trainer.batch_samples or sample_length")
 
 
+def test_more_minibatches_than_the_batch_has_agent_steps_is_refused(tmp_path):
+    # ppo's CartPole presets: one trainer's batch is 4 samples x 2 agent-slots x 32 steps = 256 agent
+    # steps; 257 minibatches would leave one empty (before: silently 256 minibatches, the logged
+    # losses divided by a count that included the empty ones on data-parallel trainers).
+    result = _ppo_cartpole("--set", f"runs_dir={tmp_path}", "--set", "algo.minibatches=257")
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.output.split()) == (
+        "error: algo.minibatches=257 is more than the 256 agent steps of one trainer's batch (4 sample(s) x "
+        "2 agent-slot(s) x sample_length=32 = 256 agent steps (trainer.batch_samples=8)), so 1 minibatch(es) "
+        "would be empty; set --set algo.minibatches=256 or fewer, or raise trainer.batch_samples or sample_length")
+    assert not (tmp_path / "bounds").exists()
+
+
+def test_as_many_minibatches_as_agent_steps_is_accepted():
+    from zoo.core.config import batch_agent_steps, validate
+
+    spec = EnvSpec("t", ("a0",), {"obs": spaces.Box(0, 1, (2,))}, spaces.Discrete(2))
+    cfg = ExperimentConfig(algo_name="ppo", env_name="x", env_steps=10_000, spec=spec, name="x")
+    from zoo.plugins.algorithms.ppo.ppo import PPOConfig
+
+    cfg.sample_length, cfg.trainer.batch_samples = 4, 2  # 8 envs in 2 groups: 1 whole sample x 4 slots x 4 = 16
+    assert batch_agent_steps(cfg, spec)[0] == 16
+    cfg.algo = PPOConfig(minibatches=16)
+    validate(cfg)
+    cfg.algo = PPOConfig(minibatches=17)
+    with pytest.raises(ConfigError, match=r"^algo.minibatches=17 is more than the 16 agent steps") as info:
+        validate(cfg)
+    assert info.value.field == "algo.minibatches"
+
+
 def test_steps_per_update_arithmetic():
     def spec(agents: int, frame_skip: int = 1) -> EnvSpec:
         return EnvSpec("t", tuple(f"a{i}" for i in range(agents)), {"obs": spaces.Box(0, 1, (2,))},

@@ -367,6 +367,24 @@ def test_list_does_not_import_torch():
     assert proc.stdout.strip().endswith("TORCH_NOT_IMPORTED")
 
 
+
+def test_a_set_typo_is_refused_before_torch_is_imported(tmp_path):
+    # Before: PPO's Config lived in the module that imports torch (15-24 s under load) before
+    # the one-line error. The exit code, the message and the modules loaded are all checked.
+    code = textwrap.dedent("""
+        import sys
+        from zoo.cli import main
+        try:
+            main(["train", "ppo", "--env", "CartPole-v1", "--set", "algo.lrr=1"])
+        except SystemExit as exc:
+            print("EXIT", exc.code)
+        print("TORCH_IMPORTED" if "torch" in sys.modules else "TORCH_NOT_IMPORTED")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.stdout.split() == ["EXIT", "2", "TORCH_NOT_IMPORTED"], (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("error: --set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'")
+    assert os.listdir(tmp_path) == []
+
 @pytest.fixture
 def broken_plugin_path(tmp_path):
     """A third-party plugin distribution whose module raises ImportError('missing dep xyz')."""
@@ -591,3 +609,48 @@ def test_resume_refuses_a_changed_option_before_anything_starts(host, controller
     assert "2 key(s) differ from its config.json: algo.lr: 0.1 -> 0.5; sample_length: 64 -> 8." in text
     result = runner.invoke(cli.app, ["train", "--resume", str(stopped_run), "--name", "other"])
     assert result.exit_code == 2 and "--name with --resume" in result.output
+
+
+@pytest.mark.parametrize("refusal", ["transport", "launcher"])
+def test_a_run_refused_before_it_starts_leaves_no_run_directory(refusal, tmp_path, monkeypatch):
+    # The controller refuses while building the streams or placing the workers: before, the
+    # claimed run folder stayed behind with config.json and graph.json (and no status.json).
+    import zoo.core.controller as controller
+    from zoo.core.launcher import LaunchError
+    from zoo.core.transport import TransportError
+
+    def refuse(self, *args, **kwargs):
+        raise TransportError("refused for the test") if refusal == "transport" else LaunchError("too small")
+
+    monkeypatch.setattr(controller.Controller, "__init__", refuse)
+    result = runner.invoke(cli.app, ["train", "ppo", "--env", "CartPole-v1", "--steps", "256", "--name", "refused",
+                                     "--set", f"runs_dir={tmp_path}"])
+    assert result.exit_code == (2 if refusal == "transport" else 1), result.output
+    assert (result.output.strip().splitlines()[-1]
+            == {"transport": "error: transport: refused for the test", "launcher": "error: launcher local: too small"}[refusal])
+    assert os.listdir(tmp_path) == []
+
+
+def test_eval_summary_figures_have_two_decimals_for_every_env():
+    # Before: repr(float), so a return summed from 0.1-sized rewards printed 21.700000000000003
+    # while CartPole's printed 500.0.
+    from zoo.commands.eval import _num
+
+    assert [_num(x) for x in (0.1 * 217, 500.0, 9.5, -1234.5678, -0.001, 1e-9, np.float32(0.1))] == [
+        "21.70", "500.00", "9.50", "-1234.57", "0.00", "0.00", "0.10"]
+
+
+def test_the_last_frame_after_ctrl_c_shows_the_counters_the_run_ended_with(tmp_path):
+    # The trainer's last status (version 4, 5,120 env steps) never reached the controller; its
+    # end row is in metrics.jsonl. Before: the last frame stayed at version 3, 3,840 env steps.
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(json.dumps({"type": "end", "env_steps": 5120, "policy_version": 4, "updates": 4,
+                                   "pg_loss": 0.5, "time": 12.0}) + "\n")
+    out = io.StringIO()
+    display = Display(Console(file=out, width=300), live=False)
+    display({"env_steps": 3840, "budget_env_steps": 10_000, "policy_version": 3, "updates": 3})
+    display.catch_up(str(metrics))
+    assert display.last == {"env_steps": 5120, "budget_env_steps": 10_000, "policy_version": 4, "updates": 4}
+    assert out.getvalue().splitlines()[-1] == "env_steps=5,120/10,000 (51.2%) version=4 updates=4"
+    display.catch_up(str(metrics))  # nothing newer: nothing printed again
+    assert len(out.getvalue().splitlines()) == 2

@@ -276,11 +276,22 @@ def test_the_status_line_shows_trained_env_steps_and_the_dropped_fraction():
         "dropped=8 (1.2%) updates=50")
 
 
-def test_the_done_line_reports_env_and_trained_rates_since_the_first_update():
+def test_the_done_line_rates_are_over_the_duration_it_shows():
+    # Before: the trainer's own rates over its own time (1,043 and 1,021) beside the controller's
+    # wall time, so steps / time on the line did not give the rate on it.
     status = {**STATUS, "mean_env_steps_per_s": 1043.4, "mean_trained_env_steps_per_s": 1020.6}
-    assert format_summary(status, 192.0, "runs/r") == (
-        "done: 12,800 env steps (12,800 frames) in 3m12s, 1,043 env steps/s, 1,021 trained env steps/s, "
+    assert format_summary(status, 160.0, "runs/r") == (  # 12,800 / 160 = 80; 12,288 / 160 = 76.8
+        "done: 12,800 env steps (12,800 frames) in 2m40s, 80 env steps/s, 77 trained env steps/s, "
         "1.2% dropped; run dir runs/r: metrics.jsonl, tensorboard/, checkpoints/latest.pt")
+
+
+def test_the_done_line_of_a_resumed_run_gives_this_segments_steps_time_and_rates():
+    # Resumed from a checkpoint at 4,800 env steps (4,288 trained): this segment added 8,000 in 100 s.
+    # Before: all 12,800 env steps were divided by this segment's time.
+    start = {"env_steps": 4_800, "trained_env_steps": 4_288, "resume": 2}
+    assert format_summary(STATUS, 100.0, "runs/r", start) == (
+        "done: 12,800 env steps (12,800 frames); resume #2: 8,000 env steps in 1m40s, 80 env steps/s, "
+        "80 trained env steps/s, 1.2% dropped; run dir runs/r: metrics.jsonl, tensorboard/, checkpoints/latest.pt")
 
 
 def test_the_pacer_adds_the_trained_rate():

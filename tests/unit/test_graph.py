@@ -141,3 +141,30 @@ def test_two_policy_workers_answer_only_their_own_actors_and_versions_never_go_b
         assert workers == {i % 2}, f"actor {i} answered by {workers}"
         assert versions == sorted(versions), f"actor {i} saw versions go back: {versions}"
         assert versions[0] == 0 and versions[-1] == 4
+
+
+def test_shm_rings_many_actors_fill_default_to_their_number():
+    # 32 actors on one policy worker, 2 trainers: before, every ring had the default 8 slots,
+    # and with each actor holding up to 2 unused grants a few actors starved the rest (57 env
+    # steps/s). Now a request ring gets max(8, 2 x producers + 1); sample rings keep 8.
+    from zoo.core.plugins import get_registry
+    from zoo.core.streams import transport_for
+    from zoo.transports.shm.transport import default_slots
+
+    assert [default_slots(n) for n in (1, 3, 4, 16, 32)] == [8, 8, 9, 33, 65]
+    assert default_slots(32, max_lent=3) == 97
+    cfg = ExperimentConfig(algo_name="ppo", env_name="x")
+    cfg.actors.count, cfg.policy.count, cfg.trainer.count = 32, 1, 2
+    graph = Graph.from_config(cfg)
+    assert [graph.producers(s) for s in ("inference", "sample", "parameter", "control")] == [32, 16, 1, 35]
+    cfg.policy.count = 3  # 32 actors over 3 policy workers: 11, 11, 10
+    assert Graph.from_config(cfg).producers("inference") == 11
+    cfg.policy.count = 1
+    reg = get_registry()
+    for stream in ("inference", "sample", "parameter"):
+        getattr(cfg.streams, stream).transport = "shm"
+    inference, sample, parameter = (transport_for(reg, cfg, s, "check") for s in ("inference", "sample", "parameter"))
+    assert inference.request_slots == 65
+    assert inference.slots == sample.slots == 8  # reply rings and sample rings keep the default
+    getattr(cfg.streams, "inference").options = {"slots": 12}  # set: used as given
+    assert transport_for(reg, cfg, "inference", "check").request_slots == 12

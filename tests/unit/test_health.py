@@ -256,6 +256,25 @@ def test_a_busy_heartbeat_shows_the_long_operation_until_the_loop_reports_again(
     assert (row["busy_frac"], row["samples_per_update"]) == (1.0, 4.0)
 
 
+def test_a_trainer_in_a_long_update_counts_it_as_busy_and_the_bottleneck_says_so():
+    # Env-bound actors; the trainer waited 9.9 of its last 10 s of timed heartbeats, then began
+    # an update 30 s ago: busy (0.1 + 30) / (10 + 30) = 0.7525. Before: "busy 1%".
+    from zoo.core.health import busy_with_operation
+
+    assert busy_with_operation(0.01, 10.0, 30.0) == pytest.approx(0.7525, abs=1e-12)
+    assert busy_with_operation(0.01, 10.0, None) == 0.01 and busy_with_operation(0.5, 4.0, 0) == 0.5
+    h = Health([("trainer", 0), ("actor", 0)], clock=lambda: 0.0)
+    h.on_control(beat("actor", 0, 0.0, {"env": 0.0, "inference": 0.0, "push": 0.0}, {"env_steps": 0}), now=0.0)
+    h.on_control(beat("actor", 0, 4.0, {"env": 3.6, "inference": 0.4, "push": 0.0}, {"env_steps": 400}), now=1.0)
+    h.on_control(beat("trainer", 0, 100.0, {"wait": 0.0}, {"samples_pulled": 0, "updates": 0}), now=0.0)
+    h.on_control(beat("trainer", 0, 110.0, {"wait": 9.9}, {"samples_pulled": 8, "updates": 0}), now=1.0)
+    h.on_control({"type": "heartbeat", "role": "trainer", "index": 0, "busy": "update", "busy_s": 90.0}, now=2.0)
+    snap = h.snapshot(now=2.0)
+    assert snap["workers"][0]["busy_frac"] == pytest.approx((0.1 + 90.0) / 100.0, abs=1e-12)  # 0.901
+    assert snap["bottleneck"]["text"] == ("env-bound: actors step envs 90% of the time; the trainer is busy 90%: "
+                                          "updates fall behind sampling")
+
+
 def test_a_worker_heartbeat_carries_pid_host_clock_and_the_meter_totals():
     import os
     import socket

@@ -272,8 +272,19 @@ def test_policy_lag_and_staleness_filter():
     assert not too_stale(7, sample([[0]], active=[[False]]), max_policy_lag=0)  # no active step: no lag
 
 
+def test_stall_watch_is_quiet_until_the_trainers_first_update():
+    # A slow run: the initial weights arrive at 100 s and are served, and sampling the first
+    # batch takes 300 s. Before: "no new parameters for 30 s ... Is the trainer stalled?" at 130 s.
+    w = StallWatch(30.0, now=0.0)
+    w.new_version(now=100.0)         # the trainer's initial (or resumed) weights
+    w.served()
+    assert not w.due(130.0) and not w.due(400.0)
+
+
 def test_stall_watch_warns_once_per_stall():
-    w = StallWatch(30.0, now=100.0)
+    w = StallWatch(30.0, now=0.0)
+    w.new_version(now=50.0)          # the initial weights
+    w.new_version(now=100.0)         # the first update
     assert not w.due(200.0)          # nothing served yet: the actors are not waiting on these weights
     w.served()
     assert not w.due(129.9)

@@ -428,3 +428,23 @@ def test_presets_resolve_through_the_config():
     cfg = build_config(registry, "mappo", "pettingzoo:mpe2.simple_spread_v3",
                        overrides=["env.kwargs=N=3,max_cycles=25"], steps=1000)
     assert cfg.sample_length == 25 and cfg.algo.lr == 7e-4 and cfg.trainer.batch_samples == 48
+
+
+def test_data_parallel_empty_minibatches_do_not_dilute_the_logged_losses(monkeypatch):
+    # A data-parallel rank whose minibatch part is empty while another rank's is not still steps
+    # (weight 0). Its logged means are over the steps on its own data: exactly one trainer's with
+    # the same non-empty parts (the permutation cut into singletons; the empty parts come last).
+    # Before: divided by every step, empty ones included (4 real of 6 -> two thirds of the value).
+    from zoo.plugins.algorithms.mappo import mappo as mappo_module
+
+    spec, batch = vec_spec(agents=1), vec_batch(4, 4)
+    settings = {"epochs": 1, "recurrent": False, "policy": "mlp", "norm_adv": False}
+    probe = MAPPO(MAPPOConfig(**settings, minibatches=1), spec, 0)
+    columns = mappo_module._concat_columns([probe.prepare(batch)])["mask"].shape[1]
+    ref = MAPPO(MAPPOConfig(**settings, minibatches=columns), spec, 0).update(batch)
+    monkeypatch.setattr(mappo_module.zdist, "world_size", lambda: 2)
+    monkeypatch.setattr(mappo_module.zdist, "global_any", lambda flag: True)  # the other rank has data
+    stats = MAPPO(MAPPOConfig(**settings, minibatches=columns + 2), spec, 0).update(batch)
+    keys = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm_actor", "grad_norm_critic")
+    assert {k: stats[k] for k in keys} == {k: ref[k] for k in keys}
+    assert ref["entropy"] > 0.5  # two actions, near-uniform: not diluted towards 0

@@ -173,6 +173,27 @@ def test_runs_status_fallbacks(tmp_path):
     assert run_info(alive, now=11.0).status == "running" and run_info(alive, now=11.0).duration_s == 10.0
 
 
+def test_runs_shows_the_total_duration_of_a_resumed_run(tmp_path, monkeypatch):
+    # Segment 1 ran 100 s and stopped; the resume ran 30 s. Before: zoo runs showed 30 s.
+    import zoo.core.rundir as rundir
+
+    run_dir = write_run(tmp_path, "r", [{"type": "end", "env_steps": 100}])
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(rundir.time, "time", lambda: clock["now"])
+    first = rundir.RunStatus(str(run_dir))
+    first.start()
+    clock["now"] = 1100.0
+    first.end("stopped", 130, "Ctrl-C")
+    clock["now"] = 2000.0
+    second = rundir.RunStatus(str(run_dir))
+    second.start()
+    clock["now"] = 2030.0
+    second.end("finished", 0, "budget reached")
+    status = json.loads((run_dir / "status.json").read_text())
+    assert (status["segments"], status["earlier_s"], status["started"], status["ended"]) == (2, 100.0, 2000.0, 2030.0)
+    assert run_info(run_dir).duration_s == 130.0
+
+
 def test_runs_of_a_missing_folder_is_one_line_exit_2(tmp_path, app):
     one_line_error(invoke(app, ["runs", str(tmp_path / "nowhere")]), "does not exist")
 

@@ -334,6 +334,19 @@ def test_example_installed_with_pip_is_listed_with_its_version(corridor_target):
         "hooks": ["register_envs"], "error": None}
 
 
+def test_example_tests_fail_loudly_without_the_package_and_pass_with_it(corridor_target, tmp_path):
+    # Before: the copied test module skipped itself (importorskip) and pytest exited 0, checking nothing.
+    tests = EXAMPLE / "tests"
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tests)]
+    missing = subprocess.run(args, capture_output=True, text=True, timeout=300, env=subprocess_env(), cwd=tmp_path)
+    assert missing.returncode != 0, missing.stdout
+    assert 'zoo_corridor is not installed: run pip install -e ".[test]"' in missing.stdout
+    installed = subprocess.run(args, capture_output=True, text=True, timeout=300,
+                               env=subprocess_env(corridor_target), cwd=tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert " passed" in installed.stdout and "skipped" not in installed.stdout
+
+
 def test_example_env_builds_passes_the_contract_and_has_the_known_optimal_return(corridor_target):
     out = run_json("""
     import json

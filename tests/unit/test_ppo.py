@@ -146,7 +146,8 @@ def two_step_batch(B=1):
 
 
 def two_step_algo(**kw):
-    cfg = PPOConfig(lr=0.1, gamma=0.95, gae_lambda=0.0, epochs=1, minibatches=1, clip_coef=0.2, **kw)
+    cfg = PPOConfig(**{"lr": 0.1, "gamma": 0.95, "gae_lambda": 0.0, "epochs": 1, "minibatches": 1, "clip_coef": 0.2,
+                       **kw})
     algo = PPO(cfg, vector_spec(), seed=0)
     flat_policy(algo, value_bias=0.76)
     return algo
@@ -197,6 +198,19 @@ def test_inactive_steps_change_nothing():
     assert stats == pytest.approx(ref_stats, rel=1e-6, abs=1e-9)
     for p, q in zip(algo.policy.parameters(), ref.policy.parameters()):
         torch.testing.assert_close(p, q)
+
+
+def test_data_parallel_empty_minibatches_do_not_dilute_the_logged_losses(monkeypatch):
+    # A data-parallel rank (trainer.count > 1) with 2 active steps and minibatches=4 takes
+    # 4 optimiser steps per epoch, 2 of them on empty parts (the other ranks' gradients).
+    # Its logged means are over the 2 steps on its own data: exactly the stats of one trainer
+    # with minibatches=2 (the same permutation cut into [a], [b]; empty parts come last).
+    ref = two_step_algo(clip_vloss=False, norm_adv=False, minibatches=2).update(two_step_batch())
+    monkeypatch.setattr(ppo_module.zdist, "world_size", lambda: 2)  # no peers: reduce_gradients is a no-op
+    stats = two_step_algo(clip_vloss=False, norm_adv=False, minibatches=4).update(two_step_batch())
+    keys = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+    assert {k: stats[k] for k in keys} == {k: ref[k] for k in keys}
+    assert stats["clipfrac"] == 0.5  # one of the two steps clipped (1/4 when divided by all 4 steps)
 
 
 def test_missing_logp_is_named():

@@ -9,6 +9,9 @@ import signal
 import pytest
 from typer.testing import CliRunner
 
+# Every test here builds a config for launcher ray, which Zoo refuses without the package.
+pytest.importorskip("ray", reason='the ray launcher needs Ray: pip install "zoo-rl[ray]"')
+
 from zoo import cli
 from zoo.core.config import ConfigError, build_config
 from zoo.core.plugins import get_registry

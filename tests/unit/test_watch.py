@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from zoo.watch import RunNotFound, find_run_dir, run_over, watch, watch_note
+from zoo.watch import RunNotFound, find_run_dir, run_over, wait_for_run, watch, watch_note
 
 NOW = 1_700_000_100.0
 ALIVE = lambda pid: pid == 111  # noqa: E731 - only pid 111 "runs" on this host in these tests
@@ -68,6 +68,55 @@ def test_find_run_dir(tmp_path):
         find_run_dir("bare", tmp_path / "runs")
 
 
+def test_a_missing_run_given_as_a_path_is_not_also_looked_up_under_runs_dir(tmp_path):
+    # Before: "run folder 'runs/x' does not exist (nor 'runs/runs/x')".
+    with pytest.raises(RunNotFound) as info:
+        find_run_dir("runs/x", "runs")
+    assert str(info.value) == ("run folder 'runs/x' does not exist; give a run folder such as runs/NAME, "
+                               "or the name of a run in 'runs'")
+
+
+class FakeClock:
+    """A clock that ``sleep`` advances; ``on_sleep(n)`` runs at the n-th sleep (no real waiting)."""
+
+    def __init__(self, on_sleep=lambda n: None):
+        self.t, self.sleeps, self.on_sleep = 0.0, 0, on_sleep
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.sleeps += 1
+        self.t += s
+        self.on_sleep(self.sleeps)
+
+
+def test_watch_waits_for_a_run_that_has_not_started_yet(tmp_path):
+    # `zoo watch runs/r1` seconds after `zoo train`, before it wrote config.json: before, exit 2.
+    run_dir = tmp_path / "runs" / "r1"
+
+    def train_starts(n):
+        if n == 3:  # zoo train claims the folder, then writes config.json
+            run_dir.mkdir(parents=True)
+        if n == 5:
+            (run_dir / "config.json").write_text("{}")
+
+    clock, out = FakeClock(train_starts), io.StringIO()
+    got = wait_for_run(str(run_dir), "runs", Console(file=out, width=300), wait_s=60, clock=clock, sleep=clock.sleep)
+    assert got == run_dir and clock.sleeps == 5
+    assert out.getvalue() == f"waiting for {run_dir} to start (up to 60 s) ...\n"  # printed once, and it stays
+
+
+def test_watch_gives_up_waiting_for_a_run_after_its_bound(tmp_path):
+    clock = FakeClock()
+    with pytest.raises(RunNotFound) as info:
+        wait_for_run("r9", tmp_path, Console(file=io.StringIO()), wait_s=60, refresh_s=1, clock=clock,
+                     sleep=clock.sleep)
+    assert clock.sleeps == 60
+    assert str(info.value) == (f"run folder 'r9' does not exist (nor '{tmp_path / 'r9'}'); give a run folder such "
+                               f"as runs/NAME, or the name of a run in '{tmp_path}' (waited 60 s for it to start)")
+
+
 def test_watch_a_finished_run_prints_its_last_status_and_returns_0(tmp_path):
     snap = live(time=NOW, ended=True, status={"env_steps": 3200, "budget_env_steps": 3200, "episodes": 9})
     (tmp_path / "live.json").write_text(json.dumps(snap))
@@ -91,7 +140,7 @@ def test_watch_gives_up_when_no_live_json_comes(tmp_path):
 
 def test_zoo_watch_of_a_missing_folder_is_a_one_line_error_exit_2(tmp_path):
     missing = tmp_path / "nope"
-    proc = subprocess.run([sys.executable, "-m", "zoo", "watch", str(missing)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "zoo", "watch", str(missing), "--wait", "0"], capture_output=True, text=True,
                           timeout=60, env={"COLUMNS": "300", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [f"error: run folder '{missing}' does not exist; give a run folder such as "

@@ -46,7 +46,7 @@ or keyword arguments; else environment variables; else defaults — see :class:`
 ================  ==========================  ======  ========================================
 option            environment                 default meaning
 ================  ==========================  ======  ========================================
-slots             ``ZOO_SHM_SLOTS``           8       slots per ring (the publisher's ring:
+slots             ``ZOO_SHM_SLOTS``           8 [*]_  slots per ring (the publisher's ring:
                                                       ``max(4, slots // 2)``)
 slot_bytes        ``ZOO_SHM_SLOT_BYTES``      1 MiB   initial slot size, rounded to 4 KiB
                                                       (request clients' reply rings: a quarter)
@@ -57,6 +57,12 @@ spin_us           ``ZOO_SPIN_US``             100     busy-poll budget of a wait
                                                       shorter; 0 never spins
                                                       (:mod:`zoo.transports.sockets.spin`)
 ================  ==========================  ======  ========================================
+
+.. [*] Unset, a request ring (a policy worker's, filled by its actors) gets ``max(8, max_lent x
+   producers + 1)`` slots (:func:`default_slots`), where ``producers`` is the graph's number of
+   actors of that policy worker (passed by the core to factories that take a ``producers``
+   keyword); 32 actors on one policy worker: 65. Pullers keep 8: their frames (samples) are
+   large, so set ``slots`` by hand when many actors feed one trainer.
 
 Shared memory used: ``slots x slot_bytes`` per ring (reserved up front), e.g. a puller with
 8 slots of 8 MiB holds 64 MiB.
@@ -632,6 +638,7 @@ class ShmSubscriber(_ShmMixin, patterns.SocketSubscriber):
             conn.shm.segs.clear()
 
 
+DEFAULT_SLOTS = 8
 DEFAULT_SLOT_BYTES = 1 << 20
 DEFAULT_MAX_SLOT_BYTES = 256 << 20
 
@@ -644,7 +651,9 @@ class ShmOptions:
     """
 
     slots: int | None = None
-    """Slots per ring (``ZOO_SHM_SLOTS``, default 8); a publisher's ring has ``max(4, slots // 2)``."""
+    """Slots per ring (``ZOO_SHM_SLOTS``); default 8, except a request ring (a policy worker's,
+    filled by its actors): :func:`default_slots`, ``max(8, max_lent x producers + 1)``; a
+    publisher's ring has ``max(4, slots // 2)``."""
     slot_bytes: int | None = None
     """Initial slot size in bytes, rounded up to 4 KiB (``ZOO_SHM_SLOT_BYTES``, default 1 MiB);
     request clients' reply rings start at a quarter of it."""
@@ -676,6 +685,14 @@ class ShmOptions:
                                  "raise max_slot_bytes or lower slot_bytes")
 
 
+def default_slots(producers: int, max_lent: int = 2) -> int:
+    """Slots of a ring that ``producers`` fill when ``slots`` is not set: ``max(8, max_lent x
+    producers + 1)``, so every producer can hold its ``max_lent`` unused grants with one slot to
+    spare (1 producer: 8; 32 actors on one policy worker: 65, where 8 let a few actors hold every
+    grant and inference throughput collapsed to 57 env steps/s)."""
+    return max(DEFAULT_SLOTS, int(max_lent) * int(producers) + 1)
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if not raw:
@@ -702,16 +719,22 @@ class ShmTransport:
     def __init__(self, run_id: str, base_dir: str | None = None, create: bool = False, *,
                  slots: int | None = None, slot_bytes: int | None = None, max_slot_bytes: int | None = None,
                  max_lent: int | None = None, max_frame_bytes: int | None = None, spin_us: int | None = None,
-                 resolver=None) -> None:
+                 resolver=None, producers: int | None = None) -> None:
         self.run_id = run_id
         self.resolver = resolver if resolver is not None else default_resolver(base_dir)
         self.spin_us = spin_budget_us(spin_us)
         self.base_dir = base_dir
         self.dir = run_dir(run_id, base_dir)
-        self.slots = int(slots or _env_int("ZOO_SHM_SLOTS", 8))
+        self.slots = int(slots or _env_int("ZOO_SHM_SLOTS", DEFAULT_SLOTS))  # reply and publisher rings
+        self.producers = int(producers or 1)
         self.slot_bytes = int(slot_bytes or _env_int("ZOO_SHM_SLOT_BYTES", DEFAULT_SLOT_BYTES))
         self.max_slot_bytes = int(max_slot_bytes or _env_int("ZOO_SHM_MAX_SLOT_BYTES", DEFAULT_MAX_SLOT_BYTES))
         self.max_lent = int(max_lent or _env_int("ZOO_SHM_GRANTS", 2))
+        # A request ring (a policy worker's, filled by its actors) follows their number unless slots
+        # were given: each producer may hold max_lent unused grants. Pullers keep slots: their
+        # frames (samples) are large and their /dev/shm use grows with the slot count.
+        self.request_slots = self.slots if (slots or os.environ.get("ZOO_SHM_SLOTS")) else \
+            default_slots(self.producers, self.max_lent)
         self.max_frame_bytes = int(max_frame_bytes or MAX_FRAME_BYTES)
         if create:
             reclaim_stale_segments()
@@ -735,7 +758,7 @@ class ShmTransport:
         return endpoint
 
     def reply_server(self, stream: str) -> ShmReplyServer:
-        ring = self._ring(stream, "req", self.slots)
+        ring = self._ring(stream, "req", self.request_slots)
         return self._tuned(ShmReplyServer(self._address(stream), *self._args(stream), ring=ring))
 
     def request_client(self, stream: str, client_id: int) -> ShmRequestClient:
@@ -745,7 +768,7 @@ class ShmTransport:
         return self._tuned(ShmRequestClient(self._address(stream), *self._args(stream), client_id, ring=ring))
 
     def puller(self, stream: str) -> ShmPuller:
-        ring = self._ring(stream, "pull", self.slots)
+        ring = self._ring(stream, "pull", self.slots)  # large frames (samples): memory grows with slots
         return self._tuned(ShmPuller(self._address(stream), *self._args(stream), ring=ring))
 
     def pusher(self, stream: str) -> ShmPusher:

@@ -17,7 +17,10 @@ import typer
 
 
 def _num(x: float) -> str:
-    return repr(float(x))
+    """Every figure of the summary with two decimals (``21.700000000000003`` -> ``21.70``,
+    ``500.0`` -> ``500.00``; ``-0.001`` -> ``0.00``, never ``-0.00``); the JSON lines keep full precision."""
+    text = f"{float(x):.2f}"
+    return "0.00" if text == "-0.00" else text
 
 
 def eval_command(

@@ -529,7 +529,7 @@ class MAPPO:
         self.buffer.append(prepared)
         stats = {k: 0.0 for k in STATS}
         try:
-            steps = self._train(stats, guard)
+            steps, taken = self._train(stats, guard)
             guard.check_weights(steps)
         except NonFiniteUpdate:
             self.buffer.pop()
@@ -543,20 +543,23 @@ class MAPPO:
         self.agent_steps += n_all
         self.updates += 1
         mu, var = vh.stats.mean_var()
-        out = {k: v / max(1, steps) for k, v in stats.items()}
+        out = {k: v / max(1, taken) for k, v in stats.items()}  # over the steps on this rank's data
         out.update(explained_variance=prepared["explained_variance"], value_mean=float(mu),
                    value_std=float(var.sqrt()), kept_batches=float(kept), agent_steps=float(n_all),
                    return_target_mean=float(active_ret.mean()) if active_ret.numel() else 0.0, lr=c.lr)
         return out
 
-    def _train(self, stats: dict[str, float], guard: UpdateGuard) -> int:
+    def _train(self, stats: dict[str, float], guard: UpdateGuard) -> tuple[int, int]:
         """``epochs`` passes of ``minibatches`` over the kept batches; sums statistics into ``stats``.
+
+        Returns ``(steps, taken)``: every optimiser step, and those on this rank's own data
+        (a data-parallel rank with no active step in a minibatch still steps, adding nothing).
 
         ``guard`` checks each step's loss and gradient norms before the optimiser step."""
         c, pol, vh = self.config, self.policy, self.policy.value_head
         data = _concat_columns(self.buffer)
         M = data["mask"].shape[1]
-        steps = 0
+        steps = taken = 0
         actor_params, critic_params = pol.actor_parameters(), pol.critic_parameters()
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
         ret_n, old_n = vh.normalize(data["ret"]), vh.normalize(data["value"])
@@ -603,7 +606,8 @@ class MAPPO:
                              ("clipfrac", clipfrac), ("grad_norm_actor", gn_a), ("grad_norm_critic", gn_c)):
                     stats[k] += float(v.detach())
                 steps += 1
-        return steps
+                taken += 1
+        return steps, taken
 
     # -- checkpoints --
     def state_dict(self) -> dict[str, Any]:

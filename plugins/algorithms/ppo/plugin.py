@@ -12,5 +12,5 @@ def register_algorithms(register):
         "ppo",
         "zoo.plugins.algorithms.ppo.ppo:PPO",
         summary="Proximal Policy Optimization, clipped surrogate + GAE (Schulman et al. 2017)",
-        config="zoo.plugins.algorithms.ppo.ppo:PPOConfig",
+        config="zoo.plugins.algorithms.ppo.config:PPOConfig",
     )

@@ -26,7 +26,7 @@ clipping account for that.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -36,8 +36,8 @@ from torch import nn
 from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
-from zoo.core.options import bounded, check_bounds
 from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
+from zoo.plugins.algorithms.ppo.config import PPOConfig  # torch-free, loaded first by zoo train
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
@@ -46,58 +46,6 @@ from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_v
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "grad_norm")
-
-
-@dataclass
-class PPOConfig:
-    """PPO hyperparameters (every field settable with ``--set algo.FIELD=VALUE``).
-
-    Defaults are CleanRL's Atari settings; :meth:`PPO.presets` tunes them per environment.
-    """
-
-    lr: float = field(default=2.5e-4, metadata=bounded(gt=0))
-    """Adam learning rate."""
-    adam_eps: float = field(default=1e-5, metadata=bounded(gt=0))
-    """Adam epsilon."""
-    anneal_lr: bool = False
-    """Decay the learning rate linearly from ``lr`` to 0 (over ``anneal_lr_steps`` or the run's budget)."""
-    anneal_lr_steps: int = field(default=0, metadata=bounded(ge=0, hint="0 = the run's budget"))
-    """Agent steps (active steps trained on) over which ``lr`` decays to 0; 0 = over the run's env-step budget."""
-    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
-    """Discount factor."""
-    gae_lambda: float = field(default=0.95, metadata=bounded(ge=0, le=1))
-    """GAE lambda (arXiv 1506.02438, eq. 16)."""
-    clip_coef: float = field(default=0.1, metadata=bounded(gt=0))
-    """Surrogate clipping epsilon (arXiv 1707.06347, eq. 7); also the value-clipping range."""
-    clip_vloss: bool = True
-    """Clip the value prediction around the behaviour policy's value (CleanRL)."""
-    vf_coef: float = field(default=0.5, metadata=bounded(ge=0))
-    """Value-loss coefficient c1 (arXiv 1707.06347, eq. 9)."""
-    ent_coef: float = field(default=0.01, metadata=bounded(ge=0))
-    """Entropy-bonus coefficient c2 (arXiv 1707.06347, eq. 9)."""
-    max_grad_norm: float = field(default=0.5, metadata=bounded(ge=0, hint="0 = no clipping"))
-    """Global L2 gradient-norm clipping threshold (0 disables clipping)."""
-    epochs: int = field(default=4, metadata=bounded(ge=1))
-    """Passes over each batch."""
-    minibatches: int = field(default=4, metadata=bounded(ge=1))
-    """Minibatches per epoch; the active steps are split into this many near-equal parts."""
-    norm_adv: bool = True
-    """Normalise advantages per minibatch (see :func:`normalize_advantages`)."""
-    target_kl: float = field(default=0.0, metadata=bounded(ge=0, hint="0 = no early stop"))
-    """Stop the epochs of an update early once the approximate KL exceeds this (0: never)."""
-    hidden: int = field(default=64, metadata=bounded(ge=1))
-    """Hidden units per layer of the MLP (vector observations)."""
-    norm_obs: bool = False
-    """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
-    norm_reward: bool = False
-    """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
-    norm_clip: float = field(default=10.0, metadata=bounded(gt=0))
-    """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
-    device: str = "cpu"
-    """Torch device the trainer's copy of the network lives on."""
-
-    def __post_init__(self) -> None:
-        check_bounds(self, "algo.")
 
 
 def normalize_advantages(adv: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -263,7 +211,8 @@ class PPO:
         and statistics.
 
         Returns:
-            Means over all minibatch steps of ``pg_loss``, ``v_loss``, ``entropy`` (nats),
+            Means over the minibatch steps taken on this trainer's data (empty parts of
+            data-parallel trainers not counted) of ``pg_loss``, ``v_loss``, ``entropy`` (nats),
             ``approx_kl`` (the ``(r - 1) - log r`` estimator), ``clipfrac`` (fraction of
             samples with ``|r - 1| > clip_coef``) and ``grad_norm`` (before clipping);
             ``explained_variance`` of the values before the update (nan if the targets are
@@ -310,7 +259,7 @@ class PPO:
         b_values, b_adv, b_returns = values.reshape(-1)[idx], adv.reshape(-1)[idx], ret.reshape(-1)[idx]
 
         sums = {k: 0.0 for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
-        steps = 0
+        steps = taken = 0  # every optimiser step; the ones on this rank's data (the statistics' count)
         params = list(self.policy.parameters())
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
         for _ in range(c.epochs):
@@ -365,6 +314,7 @@ class PPO:
                              ("approx_kl", approx_kl), ("clipfrac", clipfrac), ("grad_norm", grad_norm)):
                     sums[k] += float(v.detach())
                 steps += 1
+                taken += 1
             if c.target_kl > 0 and _pooled_kl(approx_kl, len(mb_np), data_parallel) > c.target_kl:
                 break
         guard.check_weights(steps)
@@ -373,7 +323,7 @@ class PPO:
         self.updates += 1
         if c.norm_obs:  # after the update, which used the behaviour policy's statistics
             self.policy.update_obs_stats(b_obs)
-        stats.update({k: v / steps for k, v in sums.items()})
+        stats.update({k: v / max(1, taken) for k, v in sums.items()})  # empty parts add nothing
         stats["explained_variance"] = explained_variance(b_values, b_returns)
         return stats
 

@@ -1,0 +1,72 @@
+"""PPO's hyperparameters, in a module without torch: ``zoo train`` checks ``--set algo.*``
+keys against :class:`PPOConfig` before the algorithm (and torch) is imported, so a typo costs
+no torch import. :mod:`zoo.plugins.algorithms.ppo.ppo` re-exports it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zoo.core.options import bounded, check_bounds
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters (every field settable with ``--set algo.FIELD=VALUE``).
+
+    Defaults are CleanRL's Atari settings; :meth:`PPO.presets` tunes them per environment.
+    """
+
+    lr: float = field(default=2.5e-4, metadata=bounded(gt=0))
+    """Adam learning rate."""
+    adam_eps: float = field(default=1e-5, metadata=bounded(gt=0))
+    """Adam epsilon."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly from ``lr`` to 0 (over ``anneal_lr_steps`` or the run's budget)."""
+    anneal_lr_steps: int = field(default=0, metadata=bounded(ge=0, hint="0 = the run's budget"))
+    """Agent steps (active steps trained on) over which ``lr`` decays to 0; 0 = over the run's env-step budget."""
+    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
+    """Discount factor."""
+    gae_lambda: float = field(default=0.95, metadata=bounded(ge=0, le=1))
+    """GAE lambda (arXiv 1506.02438, eq. 16)."""
+    clip_coef: float = field(default=0.1, metadata=bounded(gt=0))
+    """Surrogate clipping epsilon (arXiv 1707.06347, eq. 7); also the value-clipping range."""
+    clip_vloss: bool = True
+    """Clip the value prediction around the behaviour policy's value (CleanRL)."""
+    vf_coef: float = field(default=0.5, metadata=bounded(ge=0))
+    """Value-loss coefficient c1 (arXiv 1707.06347, eq. 9)."""
+    ent_coef: float = field(default=0.01, metadata=bounded(ge=0))
+    """Entropy-bonus coefficient c2 (arXiv 1707.06347, eq. 9)."""
+    max_grad_norm: float = field(default=0.5, metadata=bounded(ge=0, hint="0 = no clipping"))
+    """Global L2 gradient-norm clipping threshold (0 disables clipping)."""
+    epochs: int = field(default=4, metadata=bounded(ge=1))
+    """Passes over each batch."""
+    minibatches: int = field(default=4, metadata=bounded(ge=1))
+    """Minibatches per epoch; the active steps are split into this many near-equal parts."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch (see :func:`normalize_advantages`)."""
+    target_kl: float = field(default=0.0, metadata=bounded(ge=0, hint="0 = no early stop"))
+    """Stop the epochs of an update early once the approximate KL exceeds this (0: never)."""
+    hidden: int = field(default=64, metadata=bounded(ge=1))
+    """Hidden units per layer of the MLP (vector observations)."""
+    norm_obs: bool = False
+    """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
+    norm_reward: bool = False
+    """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
+    norm_clip: float = field(default=10.0, metadata=bounded(gt=0))
+    """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
+    device: str = "cpu"
+    """Torch device the trainer's copy of the network lives on."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, "algo.")
+
+    def check_batch(self, agent_steps: int, text: str) -> None:
+        """Called by config validation with one trainer's batch: at least one step per minibatch.
+
+        Raises:
+            ValueError: ``minibatches`` exceeds ``agent_steps`` (some minibatches would be empty).
+        """
+        if self.minibatches > agent_steps:
+            raise ValueError(
+                f"algo.minibatches={self.minibatches} is more than the {agent_steps:,} agent steps of one "
+                f"trainer's batch ({text}), so {self.minibatches - agent_steps:,} minibatch(es) would be empty; "
+                f"set --set algo.minibatches={agent_steps} or fewer, or raise trainer.batch_samples or sample_length")

@@ -1,0 +1,28 @@
+"""zoo.video: the --video path check and the writer creating missing folders."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zoo.video import VideoWriter, check_video_path
+
+
+def test_writer_creates_missing_folders_with_the_first_frame(tmp_path):
+    # `zoo eval RUN --video docs/media/x.gif` outside the repository root: before, ffmpeg failed
+    # to open the file and eval ended in an 80-line traceback and a broken pipe.
+    path = tmp_path / "docs" / "media" / "x.gif"
+    with VideoWriter(path, fps=10) as writer:
+        assert not (tmp_path / "docs").exists()  # nothing made before a frame
+        for i in range(3):
+            writer.append(np.full((8, 8, 3), 80 * i, np.uint8))
+    assert writer.count == 3
+    assert path.read_bytes()[:6] == b"GIF89a"
+
+
+def test_a_file_where_a_folder_should_be_is_one_clear_error(tmp_path):
+    (tmp_path / "docs").write_text("not a folder")
+    with pytest.raises(ValueError) as info:
+        check_video_path(tmp_path / "docs" / "media" / "x.gif")
+    assert str(info.value) == (f"--video {str(tmp_path / 'docs' / 'media' / 'x.gif')!r}: "
+                               f"{str(tmp_path / 'docs')!r} is a file, not a folder; give a path in a folder")
+    assert check_video_path(tmp_path / "new" / "x.mp4") == tmp_path / "new" / "x.mp4"
