@@ -8,8 +8,8 @@
   folder, fsync, ``os.replace``): ``{"status": "running" | "finished" | "stopped" | "crashed",
   "pid", "host", "started", "ended", "exit_code", "reason", "failed_worker"}`` (times: unix
   seconds); a resumed run's also ``"segments"`` (this one included) and ``"earlier_s"`` (the
-  wall time of the segments before this one, :func:`earlier_segments`). ``"running"`` with a pid that is no longer alive on that host means the
-  controller died.
+  wall time of the segments before this one, :func:`earlier_segments`). ``"running"`` with a
+  pid that is no longer alive on that host means the controller died.
 - :func:`discard_run_dir` removes a folder this process claimed for a run that was refused
   before the controller started (a transport or the launcher refusing the settings, Ctrl-C
   during start-up; no ``status.json`` yet): a refused run leaves no ``config.json`` or
