@@ -85,14 +85,14 @@ class ObsNorm(nn.Module):
 
     def forward(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = dict(obs)
-        for k, rms in zip(self.keys, self.stats):
+        for k, rms in zip(self.keys, self.stats, strict=True):
             x = obs[k].float()
             out[k] = ((x - rms.mean.float()) / torch.sqrt(rms.var.float() + EPS)).clamp(-self.clip, self.clip)
         return out
 
     def update(self, obs: dict[str, torch.Tensor]) -> None:
         """Merge rows ``obs[k] [n, ...]`` (pass the active agent steps only)."""
-        for k, rms in zip(self.keys, self.stats):
+        for k, rms in zip(self.keys, self.stats, strict=True):
             rms.update(obs[k])
 
 

@@ -98,8 +98,8 @@ from zoo.core.options import bounded, check_bounds
 from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
-from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
+from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.tensors import UpdateGuard, explained_variance, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
@@ -429,10 +429,10 @@ class MAPPO:
         Returns a dict of tensors, columns = chunks (``M = ceil(T / L) * B``):
         ``obs`` ``{k: [L, M, ...]}``, ``action`` ``[L, M, ...]``, ``logp`` ``[L, M]``
         (behaviour), ``value`` and ``ret`` ``[L, M]`` (the critic's value now, module docstring
-        "Values", and the GAE target, real units), ``adv`` ``[L, M]`` (standardised when ``norm_adv``), ``mask`` bool ``[L, M]``
-        (active and not padding), ``reset`` bool ``[L, M]``, ``state0`` ``[M, *S]`` or
-        None, ``uses`` 0; plus ``T``, ``B``, ``n`` (active steps), ``adv_raw``, ``ret_raw``
-        (``[T, B]``) and ``explained_variance``.
+        "Values", and the GAE target, real units), ``adv`` ``[L, M]`` (standardised when
+        ``norm_adv``), ``mask`` bool ``[L, M]`` (active and not padding), ``reset`` bool
+        ``[L, M]``, ``state0`` ``[M, *S]`` or None, ``uses`` 0; plus ``T``, ``B``, ``n`` (active
+        steps), ``adv_raw``, ``ret_raw`` (``[T, B]``) and ``explained_variance``.
 
         Raises:
             KeyError: a required key is missing, or ``rnn_state`` for a recurrent policy.
@@ -488,7 +488,8 @@ class MAPPO:
             else:
                 final_values = torch.zeros(0, device=dev)
             adv, ret = gae(reward, torch.cat([values, bootstrap[None]]),
-                           to_tensor(batch["terminated"], dev, torch.bool), to_tensor(batch["truncated"], dev, torch.bool),
+                           to_tensor(batch["terminated"], dev, torch.bool),
+                           to_tensor(batch["truncated"], dev, torch.bool),
                            gamma=c.gamma, gae_lambda=c.gae_lambda, final_index=final_index,
                            final_values=final_values, active=active)
         n = int(active.sum())

@@ -25,7 +25,8 @@ the actor. An env observation entry named ``"state"`` is an ordinary actor input
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch

@@ -27,10 +27,15 @@ from torch import nn
 
 from zoo.core.env import EnvSpec
 from zoo.core.spaces import ACTION_MASK_KEY
-from zoo.plugins.algorithms.distributions import (ActionHead, DiscreteHead, GaussianHead,  # noqa: F401 - re-exported
-                                                  MultiBinaryHead, MultiDiscreteHead, make_head)
-from zoo.plugins.algorithms.encoders import (NatureCNN, ObsEncoder, VectorEncoder, is_image_space,  # noqa: F401
-                                             layer_init)
+from zoo.plugins.algorithms.distributions import (  # noqa: F401 - re-exported
+    ActionHead,
+    DiscreteHead,
+    GaussianHead,
+    MultiBinaryHead,
+    MultiDiscreteHead,
+    make_head,
+)
+from zoo.plugins.algorithms.encoders import NatureCNN, ObsEncoder, VectorEncoder, is_image_space, layer_init  # noqa: F401
 from zoo.plugins.algorithms.normalization import ObsNorm
 
 Obs = dict[str, torch.Tensor]
