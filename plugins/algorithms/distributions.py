@@ -118,6 +118,8 @@ class DiscreteHead(ActionHead):
 class MultiDiscreteHead(ActionHead):
     """``MultiDiscrete(nvec, start)``: one categorical per entry, log-probs and entropies summed."""
 
+    start: torch.Tensor  # a buffer: int64 [len(nvec)]
+
     def __init__(self, space: Any, nvec: list[int] | None = None, start: Any = None,
                  shape: tuple[int, ...] | None = None) -> None:
         super().__init__()

@@ -260,7 +260,7 @@ def chunk_starts(rnn_state: torch.Tensor, L: int) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- presets
-HNS_REFERENCE = {
+HNS_REFERENCE: dict[str, Any] = {
     "gamma": 0.998, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.01, "lr": 3e-4, "adam_eps": 1e-5,
     "vf_coef": 0.5, "max_grad_norm": 5.0, "chunk_length": 10, "max_reuse": 4, "epochs": 1,
     "huber_delta": 0.0, "value_norm": "popart", "policy": "entity",
@@ -459,11 +459,12 @@ class MAPPO:
                                "each step, stored by the policy worker); use a policy worker with recurrent "
                                "support or set algo.recurrent=false")
             rnn_state = to_tensor(batch["rnn_state"], dev, torch.float32)
+            assert pol.state_shape is not None, "a recurrent policy has a state_shape"
             expect = (T, B, *pol.state_shape)
             if tuple(rnn_state.shape) != expect:
                 raise ValueError(f"MAPPO: 'rnn_state' has shape {tuple(rnn_state.shape)}, expected {expect}")
             state0 = chunk_starts(rnn_state, L)
-        ch = {
+        ch: dict[str, Any] = {
             "obs": {k: chunk_time(v[:T], L) for k, v in obs.items()},
             "action": chunk_time(action, L),
             "logp": chunk_time(to_tensor(batch["logp"], dev, torch.float32), L),
@@ -479,6 +480,7 @@ class MAPPO:
             ev = pol.critic_sequence(ch["obs"], state0, ch["reset"], ch["mask"])
             values = vh.denormalize(unchunk_time(ev["value"], T, B))
             if self.recurrent:
+                assert ev["after"] is not None, "a recurrent critic returns its states"
                 after = unchunk_time(ev["after"], T, B)          # [T, B, *S]
                 boot_state = after[T - 1]
                 final_state = after[final_index[:, 0], final_index[:, 1]]
@@ -656,7 +658,7 @@ def _concat_columns(entries: list[dict[str, Any]]) -> dict[str, Any]:
     if len(entries) == 1:
         return entries[0]
     cat = lambda key: torch.cat([e[key] for e in entries], dim=1)  # noqa: E731
-    out = {k: cat(k) for k in ("action", "logp", "mask", "reset", "value", "ret", "adv")}
+    out: dict[str, Any] = {k: cat(k) for k in ("action", "logp", "mask", "reset", "value", "ret", "adv")}
     out["obs"] = {k: torch.cat([e["obs"][k] for e in entries], dim=1) for k in entries[0]["obs"]}
     out["state0"] = None if entries[0]["state0"] is None else torch.cat([e["state0"] for e in entries])
     return out
