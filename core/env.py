@@ -344,7 +344,7 @@ SLOW_CLOSE_S = 2.0
 
 
 def close_envs(envs: list, budget_s: float = CLOSE_BUDGET_S, slow_s: float = SLOW_CLOSE_S,
-               report: Callable[[str], None] | None = None) -> list[str]:
+               report: Callable[[str], object] | None = None) -> list[str]:
     """Call every env's ``close()`` (in order, in one daemon thread) within ``budget_s`` seconds.
 
     Returns (and passes each to ``report``) one line per problem: a ``close()`` that took

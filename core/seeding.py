@@ -65,7 +65,7 @@ def derive_seed(run_seed: int, role: str, index: int = 0, slot: int = 0, resume:
     if min(run_seed, index, slot, resume, attempt) < 0:
         raise ValueError(f"seeds come from non-negative ints, got run_seed={run_seed}, index={index}, slot={slot}, "
                          f"resume={resume}, attempt={attempt}")
-    key = (ROLES[role], int(index), int(slot))
+    key: tuple[int, ...] = (ROLES[role], int(index), int(slot))
     if attempt:
         key += (int(resume), int(attempt))
     elif resume:

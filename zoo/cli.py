@@ -18,9 +18,9 @@ Commands:
 
 Exit codes: 0 success; 1 plugin start-up failure (``ZOO_STRICT_PLUGINS=1``, duplicate
 component names) or a failed run; 130 / 143 / 129: the run was stopped by Ctrl-C / SIGTERM /
-SIGHUP (each stops it the same way: see :mod:`zoo.core.controller`); 2 usage errors: unknown algorithm or environment (the
-closest names are suggested), bad option values (the field, the bad value and what is
-allowed). No worker process is started before the config is fully resolved.
+SIGHUP (each stops it the same way: see :mod:`zoo.core.controller`); 2 usage errors: unknown
+algorithm or environment (the closest names are suggested), bad option values (the field, the
+bad value and what is allowed). No worker process is started before the config is fully resolved.
 """
 from __future__ import annotations
 
@@ -30,13 +30,17 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    # typer's own (vendored) click: the Context type its command classes' methods take
+    from typer import _click as click
 
 from zoo.core import config as zconfig
 from zoo.core.plugins import PluginHost, PluginLoadError, get_host
@@ -93,8 +97,8 @@ ENV_NAMING_HINT = (
     "--env pettingzoo:my_package.my_env (a module with parallel_env()); any other -> an env plugin "
     "(examples/zoo-corridor). Spaces, action masks and conventions: docs/envs.md.")
 def list_command(
-    kind: Optional[ComponentKind] = typer.Argument(None, metavar="KIND",
-                                                   help="Show only this kind of component."),
+    kind: ComponentKind | None = typer.Argument(None, metavar="KIND",
+                                                help="Show only this kind of component."),
 ) -> None:
     """List registered algorithms, environments, transports, launchers and resolvers."""
     host = get_host()
@@ -255,10 +259,10 @@ class ZooGroup(TyperGroup):
     ``--help`` and no braces around required arguments (plugin commands included: every
     subcommand is reached through :meth:`get_command`)."""
 
-    def get_help_option(self, ctx: typer.Context) -> Any:
+    def get_help_option(self, ctx: click.Context) -> Any:
         return _plain_help(super().get_help_option(ctx))
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a Ctrl-C that it does not handle itself (while the config is built,
         plugins and torch are imported, the probe env runs...) ends it with one line and exit
         status 130, not click's "Aborted!" with status 1 or a traceback."""
@@ -267,7 +271,7 @@ class ZooGroup(TyperGroup):
         except KeyboardInterrupt:
             raise _fail("interrupted (Ctrl-C)", 130) from None
 
-    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             _plain_help(command.get_help_option(ctx))  # cached by the command: the one its help shows
@@ -282,7 +286,7 @@ class TrainCommand(TyperCommand):
     eager ``--help`` runs, so ``zoo train ppo --help --env atari:Pong`` works in any order.
     """
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             opts, _, _ = self.make_parser(ctx).parse_args(args=list(args))
         except Exception:  # noqa: BLE001 - only a peek: typer's own (vendored) click reports bad args later
@@ -290,7 +294,7 @@ class TrainCommand(TyperCommand):
         ctx.meta["zoo.train"] = {k: v for k, v in opts.items() if k in ("algo", "env") and isinstance(v, str)}
         return super().parse_args(ctx, args)
 
-    def format_help(self, ctx: typer.Context, formatter) -> None:
+    def format_help(self, ctx: click.Context, formatter) -> None:
         super().format_help(ctx, formatter)
         raw = ctx.meta.get("zoo.train", {})
         renderables = _train_help(raw.get("algo"), raw.get("env"))
@@ -305,34 +309,34 @@ class TrainCommand(TyperCommand):
 
 # ----------------------------------------------------------------------------- zoo train
 def train_command(
-    algo: Optional[str] = typer.Argument(None, metavar="ALGO", help="Algorithm name (see `zoo list algorithms`), "
-                                         "e.g. ppo (with --resume: taken from the run)."),
-    env: Optional[str] = typer.Option(None, "--env", "-e", metavar="ENV",
-                                      help="Environment: a Gymnasium id (CartPole-v1), NAME:ARG (atari:Pong) or a "
-                                      "name (with --resume: taken from the run)."),
-    seed: Optional[int] = typer.Option(None, "--seed", metavar="N",
-                                       help="Random seed, 0 <= N < 2**32 (default 1, or the config file's)."),
-    config_file: Optional[Path] = typer.Option(None, "--config", "-c", metavar="FILE",
-                                               help="TOML file of options (tables or dotted keys).", dir_okay=False),
-    overrides: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE",
+    algo: str | None = typer.Argument(None, metavar="ALGO", help="Algorithm name (see `zoo list algorithms`), "
+                                      "e.g. ppo (with --resume: taken from the run)."),
+    env: str | None = typer.Option(None, "--env", "-e", metavar="ENV",
+                                   help="Environment: a Gymnasium id (CartPole-v1), NAME:ARG (atari:Pong) or a "
+                                   "name (with --resume: taken from the run)."),
+    seed: int | None = typer.Option(None, "--seed", metavar="N",
+                                    help="Random seed, 0 <= N < 2**32 (default 1, or the config file's)."),
+    config_file: Path | None = typer.Option(None, "--config", "-c", metavar="FILE",
+                                            help="TOML file of options (tables or dotted keys).", dir_okay=False),
+    overrides: list[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE",
                                         help="Override one option: --set actors.count=4 "
                                         "(repeatable; applied after --config)."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N",
-                                        help="Budget in env steps, N >= 1 (default: the env's default budget)."),
-    frames: Optional[int] = typer.Option(None, "--frames", min=1, metavar="N",
-                                         help="Budget in frames = env steps x frame-skip, N >= 1 (default: the env's "
-                                         "default budget)."),
-    name: Optional[str] = typer.Option(None, "--name", metavar="NAME",
-                                       help="Run name: one folder name of letters, digits, '.', '_' and '-', not "
-                                       "starting with '.' or '-' (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
-    launcher: Optional[str] = typer.Option(None, "--launcher", metavar="NAME",
-                                           help="How workers are started (see `zoo list launchers`; default local)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR",
-                                              help="With --launcher ray: the Ray cluster, auto (the one on this "
-                                              "machine), local (a new one for this run) or the head's IP:PORT."),
-    resume: Optional[Path] = typer.Option(None, "--resume", file_okay=False, metavar="RUN_DIR",
-                                          help="Continue the run in this run directory (e.g. runs/NAME) from its last "
-                                          "checkpoint; --steps/--frames extend its budget (counted from its start)."),
+    steps: int | None = typer.Option(None, "--steps", min=1, metavar="N",
+                                     help="Budget in env steps, N >= 1 (default: the env's default budget)."),
+    frames: int | None = typer.Option(None, "--frames", min=1, metavar="N",
+                                      help="Budget in frames = env steps x frame-skip, N >= 1 (default: the env's "
+                                      "default budget)."),
+    name: str | None = typer.Option(None, "--name", metavar="NAME",
+                                    help="Run name: one folder name of letters, digits, '.', '_' and '-', not "
+                                    "starting with '.' or '-' (default <algo>-<env>-<YYYYmmdd-HHMMSS>)."),
+    launcher: str | None = typer.Option(None, "--launcher", metavar="NAME",
+                                        help="How workers are started (see `zoo list launchers`; default local)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", metavar="ADDR",
+                                           help="With --launcher ray: the Ray cluster, auto (the one on this "
+                                           "machine), local (a new one for this run) or the head's IP:PORT."),
+    resume: Path | None = typer.Option(None, "--resume", file_okay=False, metavar="RUN_DIR",
+                                       help="Continue the run in this run directory (e.g. runs/NAME) from its last "
+                                       "checkpoint; --steps/--frames extend its budget (counted from its start)."),
 ) -> None:
     """Train ALGO on an environment through the SRL dataflow (actors -> policy worker -> trainer)."""
     host = get_host()
@@ -366,16 +370,18 @@ def train_command(
         raise _fail(f"runs_dir={cfg.runs_dir!r}: cannot create the run directory {exc.filename!r} "
                     f"({exc.strerror}); choose a writable folder with --set runs_dir=PATH") from None
     spec = cfg.spec
+    assert spec is not None, "build_config probes the env for its spec"
     console = _console()
     _, total = zconfig.budget(cfg, spec)
     env_component, _ = zconfig.resolve_env(host.registry, env)
     unit = (f"{cfg.frames:,} frames = {total:,} env steps (frame-skip {spec.frame_skip})" if cfg.frames
             else f"{total:,} env steps")
+    policy_workers = "policy inline in each actor" if cfg.policy.inline else _plural(cfg.policy.count, "policy worker")
     console.print(
         Text.assemble(("zoo train ", "bold"), (cfg.name, "bold cyan"),
                       f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
                       f"{cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs, "
-                      f"{'policy inline in each actor' if cfg.policy.inline else _plural(cfg.policy.count, 'policy worker')}, "
+                      f"{policy_workers}, "
                       f"{_plural(cfg.trainer.count, 'trainer')}, "
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),
         soft_wrap=True, highlight=False)
@@ -386,7 +392,7 @@ def train_command(
     _launch(cfg, console, run_dir, fresh=True)
 
 
-def _ray_address(launcher: str | None, address: str | None, overrides: List[str]) -> tuple[str | None, List[str]]:
+def _ray_address(launcher: str | None, address: str | None, overrides: list[str]) -> tuple[str | None, list[str]]:
     """``--ray-address ADDR`` as ``--launcher ray --set launcher_options.address=ADDR``.
 
     Raises:
@@ -474,18 +480,18 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
 def resume_command(
     run: str = typer.Argument(..., help="The run: its name under --runs-dir, or its run directory (runs/NAME)."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding the runs (for a run name)."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1,
-                                        help="New budget in env steps, counted from the run's start (extends it)."),
-    frames: Optional[int] = typer.Option(None, "--frames", min=1,
-                                         help="New budget in frames, counted from the run's start (extends it)."),
-    config_file: Optional[Path] = typer.Option(None, "--config", "-c", dir_okay=False,
-                                               help="TOML file of options that may change on resume."),
-    overrides: List[str] = typer.Option([], "--set", "-s", help="Change an option that may change on resume, "
+    steps: int | None = typer.Option(None, "--steps", min=1,
+                                     help="New budget in env steps, counted from the run's start (extends it)."),
+    frames: int | None = typer.Option(None, "--frames", min=1,
+                                      help="New budget in frames, counted from the run's start (extends it)."),
+    config_file: Path | None = typer.Option(None, "--config", "-c", dir_okay=False,
+                                            help="TOML file of options that may change on resume."),
+    overrides: list[str] = typer.Option([], "--set", "-s", help="Change an option that may change on resume, "
                                         "e.g. --set log.interval_s=10 (others are refused)."),
-    launcher: Optional[str] = typer.Option(None, "--launcher",
-                                           help="How workers are started (see `zoo list launchers`; default: the run's)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR",
-                                              help="With --launcher ray: the Ray cluster (auto, local or IP:PORT)."),
+    launcher: str | None = typer.Option(None, "--launcher",
+                                        help="How workers are started (see `zoo list launchers`; default: the run's)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", metavar="ADDR",
+                                           help="With --launcher ray: the Ray cluster (auto, local or IP:PORT)."),
 ) -> None:
     """Continue a stopped, crashed or finished run from its last checkpoint, in its run directory."""
     if steps is not None and frames is not None:
@@ -506,7 +512,8 @@ def watch_command(
 
     console = _console()
     try:
-        run_dir = wait_for_run(run, runs_dir, console, wait_s=wait, refresh_s=refresh)  # zoo train may not have claimed it yet
+        # zoo train may not have claimed it yet
+        run_dir = wait_for_run(run, runs_dir, console, wait_s=wait, refresh_s=refresh)
     except RunNotFound as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:

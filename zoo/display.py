@@ -42,7 +42,7 @@ import json
 import math
 import numbers
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 from rich import box
 from rich.console import Console, Group
@@ -64,7 +64,8 @@ STATUS_KEYS = (
 )
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
+    """A real number (int, float, numpy's), not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -153,9 +154,9 @@ def format_status_line(status: dict[str, Any]) -> str:
     updates=50``
 
     followed by any extra numeric keys as ``name=value``. ``dropped`` counts the agent-slot
-    samples dropped by the trainer and the actors, with ``dropped_fraction`` in brackets. Counts and rates are rounded to
-    whole numbers with thousands separators; a return of None prints as ``n/a``; lag is
-    ``mean/max`` in policy versions (mean with one decimal).
+    samples dropped by the trainer and the actors, with ``dropped_fraction`` in brackets. Counts
+    and rates are rounded to whole numbers with thousands separators; a return of None prints
+    as ``n/a``; lag is ``mean/max`` in policy versions (mean with one decimal).
     """
     return " ".join(f"{label}={text}" for label, text in _fields(status))
 
@@ -207,7 +208,8 @@ def worker_activity(row: dict[str, Any]) -> str:
     if role == "policy" and _is_number(row.get("policy_version")):
         parts.append(f"version {_count(row['policy_version'])}")
     if row.get("busy"):
-        parts.append(f"in {row['busy']}" + (f" for {float(row['busy_s']):.0f} s" if _is_number(row.get("busy_s")) else ""))
+        busy_s = f" for {float(row['busy_s']):.0f} s" if _is_number(row.get("busy_s")) else ""
+        parts.append(f"in {row['busy']}{busy_s}")
     return " · ".join(parts) if parts else "measuring..."
 
 
@@ -277,7 +279,7 @@ class Display:
         self._live: Live | None = None
 
     # -- context manager -----------------------------------------------------------------
-    def __enter__(self) -> "Display":
+    def __enter__(self) -> Display:
         if self.live:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),

@@ -44,9 +44,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -105,20 +106,35 @@ def _algorithms_with_fields(registry, fields: set[str]) -> list[str]:
     return names
 
 
+def _config_name(config: dict[str, Any], key: str, run_dir: Path) -> str:
+    """``config[key]``, a name (``algo_name``, ``env_name``). Raises RunError when it is not a string."""
+    value = config.get(key)
+    if not isinstance(value, str):
+        raise RunError(f"run {str(run_dir)!r} cannot be rebuilt: its config.json has no {key} (a name, got "
+                       f"{value!r}); take the config from a run that zoo train wrote with --run RUN")
+    return value
+
+
 def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = None, registry=None) -> Evaluation:
     """Load the policy of ``target`` (a run folder -> its ``checkpoints/latest.pt``, or a
     checkpoint file inside a run folder); ``run`` takes the config from another run folder.
 
     Raises:
         RunError: the run folder or checkpoint does not exist or cannot be read; the run's
-            algorithm or env is not installed; the checkpoint holds another algorithm's
-            state (naming it when its config matches an installed algorithm) or a policy of
-            another shape.
+            config.json names no algorithm or env, or they are not installed; the checkpoint
+            holds another algorithm's state (naming it when its config matches an installed
+            algorithm) or a policy of another shape.
     """
     import torch  # noqa: F401  (fail here, not half-way)
 
-    from zoo.core.config import ConfigError, ExperimentConfig, algorithm_config_class, apply_mapping, \
-        env_config_class, resolve_env
+    from zoo.core.config import (
+        ConfigError,
+        ExperimentConfig,
+        algorithm_config_class,
+        apply_mapping,
+        env_config_class,
+        resolve_env,
+    )
     from zoo.core.registry import UnknownComponentError
 
     if registry is None:
@@ -137,7 +153,7 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
     else:
         run_dir, checkpoint = resolve_target(target)
     config = read_config(run_dir)
-    algo_name, env_name = config.get("algo_name"), config.get("env_name")
+    algo_name, env_name = _config_name(config, "algo_name", run_dir), _config_name(config, "env_name", run_dir)
     try:
         algo = registry.get("algorithm", algo_name)
         env_component, env_arg = resolve_env(registry, env_name)
@@ -262,7 +278,7 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
     state_shape = getattr(policy, "state_shape", None)
     state = np.zeros((n * A, *state_shape), np.float32) if state_shape else None
     current: list[_Episode | None] = [None] * n
-    obs: list[dict[str, np.ndarray] | None] = [None] * n
+    obs: list[dict[str, np.ndarray]] = [{} for _ in range(n)]  # each env's latest observation
     active = [np.ones(A, bool) for _ in range(n)]
     results: list[dict[str, Any]] = []
     next_index = 0
@@ -275,9 +291,9 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
         k = next_index
         next_index += 1
         obs[i], info = envs[i].reset(seed=seed + k)
-        current[i] = _Episode(k, seed + k, A)
+        current[i] = ep = _Episode(k, seed + k, A)
         active[i] = _active(info, A)
-        current[i].seen |= active[i]
+        ep.seen |= active[i]
         if state is not None:
             state[i * A:(i + 1) * A] = 0.0
         if recorder is not None:
@@ -286,6 +302,7 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
 
     def finish(i: int, reported: dict[str, Any] | None, info: dict[str, Any]) -> None:
         ep = current[i]
+        assert ep is not None, "finish(i) is called for an env in an episode"
         seen = ep.seen if ep.seen.any() else np.ones(A, bool)
         row: dict[str, Any] = {"episode": ep.index, "seed": ep.seed}
         if reported is not None:
@@ -326,6 +343,7 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
             override(actions)
         for i in live:
             env, ep = envs[i], current[i]
+            assert ep is not None, "live: in an episode"
             obs[i], reward, terminated, truncated, info = env.step(to_env(actions[i]))
             ep.returns += reward
             ep.length += 1

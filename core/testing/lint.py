@@ -31,8 +31,8 @@ SUBPACKAGES = {"core": "core", "plugins": "plugins", "transports": "transports"}
 RUFF_PATHS = ("core", "transports", "zoo", "plugins")
 
 #: The packages mypy checks (``-p``), inside the link farm: ``zoo`` holds them all (one ``-p`` per
-#: package; ``-p zoo -p zoo.core`` would name ``zoo.core`` twice). ``[tool.mypy]`` leaves
-#: ``zoo.plugins`` out of the check (ruff covers it), not out of the analysis.
+#: package; ``-p zoo -p zoo.core`` would name ``zoo.core`` twice). ``[tool.mypy]``'s overrides
+#: leave some modules out of the check (``ignore_errors``), not out of the analysis.
 MYPY_PACKAGES = ("zoo",)
 
 

@@ -58,8 +58,9 @@ first reset with ``derive_seed(seed, "env", a, i)`` (numpy ``SeedSequence`` over
 seed, the role, the actor and the env slot: independent across envs, actors and runs);
 when the run was resumed (``cfg.resume`` = n >= 1) n joins the key, and when this actor is a
 restarted process (``ctx.attempt`` = a >= 1) n and a do, so neither a resumed run's envs nor a
-restarted actor's replay the episodes of the run's start or of the crashed attempt. Environment state itself (positions, the envs' own RNGs) is not checkpointed: a resumed
-run starts new episodes.
+restarted actor's replay the episodes of the run's start or of the crashed attempt. Environment
+state itself (positions, the envs' own RNGs) is not checkpointed: a resumed run starts new
+episodes.
 
 Its heartbeats carry where its time goes (:class:`zoo.core.health.Meter`): ``env``
 (stepping a group), ``inference`` (sending requests, waiting for replies; inline: the
@@ -70,6 +71,7 @@ clock read per phase of a group step, never per environment.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -177,7 +179,7 @@ class EnvGroup:
                  return_gamma: float | None = None) -> None:
         self.envs = envs  # what the actor closes at the end
         self._setup(envs[0].spec, len(envs), actor, env_offset, return_gamma)
-        obs, infos = zip(*(env.reset(seed=s) for env, s in zip(envs, seeds)))
+        obs, infos = zip(*(env.reset(seed=s) for env, s in zip(envs, seeds, strict=True)), strict=True)
         self.obs = self._stack(obs)
         self.check_finite(None, self.obs)
         self.active = self._active(infos)
@@ -197,7 +199,7 @@ class EnvGroup:
         self.disc_ret = np.zeros(n * self.A, np.float64)
 
     @staticmethod
-    def _stack(obs: tuple[dict[str, np.ndarray], ...]) -> dict[str, np.ndarray]:
+    def _stack(obs: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         # [n][A, ...] -> [n * A, ...]: agent-slot s = env * A + agent
         return {k: np.concatenate([o[k] for o in obs]) for k in obs[0]}
 
@@ -263,8 +265,10 @@ class EnvGroup:
                 episodes.extend(self._episode_stats(i, info))
                 obs, info = env.reset()
                 self.on_reset[i * A:(i + 1) * A] = True
-                if "episode" in info:  # a whole episode may also end inside a reset (Atari: the no-op after a lost life)
-                    episodes.append({"return": float(info["episode"]["return"]), "length": int(info["episode"]["length"])})
+                # a whole episode may also end inside a reset (Atari: the no-op after a lost life)
+                if "episode" in info:
+                    episodes.append({"return": float(info["episode"]["return"]),
+                                     "length": int(info["episode"]["length"])})
             next_obs.append(obs)
             next_infos.append(info)
         self.obs = self._stack(next_obs)
@@ -281,6 +285,7 @@ class EnvGroup:
                               slot)
         if self.return_gamma is not None:
             self.disc_ret = self.disc_ret * self.return_gamma + rewards
+            assert buf.disc_return is not None, "a group with return_gamma records into a buffer with disc_return"
             buf.disc_return[buf.t] = self.disc_ret
             self.disc_ret[terminated | truncated | self.on_reset] = 0.0
         buf.record_step(rewards, terminated, truncated, self.obs)
@@ -345,12 +350,13 @@ class VectorEnvGroup(EnvGroup):
     def _episodes_ended(self, ended: np.ndarray, info: dict[str, Any], episodes: list[dict[str, Any]]) -> None:
         if not self.spec.reports_episodes:
             episodes.extend({"return": float(r), "length": int(n)}
-                            for r, n in zip(self.ep_return[ended].mean(axis=1), self.ep_length[ended]))
+                            for r, n in zip(self.ep_return[ended].mean(axis=1), self.ep_length[ended], strict=True))
         self.ep_return[ended] = 0
         self.ep_length[ended] = 0
         whole = info.get("episode")
         if whole is not None:  # whole episodes (the game score, over all lives) that ended at this step
-            episodes.extend({"return": float(r), "length": int(n)} for r, n in zip(whole["return"], whole["length"]))
+            episodes.extend({"return": float(r), "length": int(n)}
+                            for r, n in zip(whole["return"], whole["length"], strict=True))
 
 
 def make_group(ctx: WorkerContext, seeds: list[int], env_offset: int, return_gamma: float | None) -> EnvGroup:
@@ -376,7 +382,9 @@ def inference_client(ctx: WorkerContext, graph: Graph):
         from zoo.core.workers.inline import InlineClient
 
         return InlineClient(ctx)
-    return ctx.transport("inference").request_client(endpoint("inference", graph.policy_of(ctx.index)), ctx.index)
+    policy = graph.policy_of(ctx.index)
+    assert policy is not None, "graph.policy_of is None only with policy.inline"
+    return ctx.transport("inference").request_client(endpoint("inference", policy), ctx.index)
 
 
 def actor_env_seeds(ctx: WorkerContext) -> list[int]:
@@ -452,9 +460,9 @@ def run(ctx: WorkerContext) -> None:
             if msg is None:
                 continue
             reply, meta = msg
-            g = pending.pop(meta["request_id"], None)
-            if g is None:
+            if meta["request_id"] not in pending:
                 continue  # a reply to a request this actor no longer waits for
+            g = pending.pop(meta["request_id"])
             group, buf = groups[g], buffers[g]
             action = buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
             group.step(action, buf, episodes)

@@ -1,10 +1,11 @@
 """Inline inference (``policy.inline=true``): the policy runs inside each actor, on its CPU.
 
 SRL's inline inference, its option for cheap policies (Mei et al., "SRL: Scaling Distributed
-Reinforcement Learning to Over Ten Thousand Cores", arXiv 2306.16688): when a forward pass costs less than sending a request and
-waiting for its reply, there is no policy worker; each actor holds its own copy of the
-network (:class:`zoo.core.workers.policy.Inference`, built exactly as a policy worker
-builds it) and pulls new parameters from the ``parameter`` stream itself.
+Reinforcement Learning to Over Ten Thousand Cores", arXiv 2306.16688): when a forward pass
+costs less than sending a request and waiting for its reply, there is no policy worker; each
+actor holds its own copy of the network (:class:`zoo.core.workers.policy.Inference`, built
+exactly as a policy worker builds it) and pulls new parameters from the ``parameter`` stream
+itself.
 
 :class:`InlineClient` takes the place of the actor's inference-stream request client: it
 has the same ``send``/``recv``/``close`` calls, so the actor's loop, its sample layout and
@@ -33,7 +34,8 @@ seed, and a policy worker that batches all of the actor's groups (``actors.ring_
 inline actor produces the same samples — observations, actions, log-probabilities, values,
 recurrent states and ``policy_version`` of every step — as the remote path, when new
 parameters arrive between rollouts: the actor's torch generator is seeded like policy
-worker ``i`` (``derive_seed(seed, "policy", i, resume, attempt)`` with the actor's attempt, :class:`~zoo.core.workers.policy.Inference`).
+worker ``i`` (``derive_seed(seed, "policy", i, resume, attempt)`` with the actor's attempt,
+:class:`~zoo.core.workers.policy.Inference`).
 ``tests/unit/test_inline_inference.py`` checks this value for value.
 
 Torch threads: ``policy.threads`` (default 1) per inline actor.
@@ -107,7 +109,7 @@ class InlineClient:
             if self.watch is not None:
                 self.watch.served()
             self.answered = [(g, reply, {"request_id": meta["request_id"], "policy_version": self.net.version})
-                             for g, (_, _, meta), reply in zip(groups, batch, replies)]
+                             for g, (_, _, meta), reply in zip(groups, batch, replies, strict=True)]
             self.answered.reverse()  # popped from the end: group order
         if not self.answered:
             return None

@@ -313,7 +313,7 @@ def infer(policy, batch: list, device: str, states: RecurrentStates | None = Non
     replies, start = [], 0
     for client_id, bundle, meta in batch:
         end = start + meta["rows"]
-        if state_in is not None:
+        if states is not None:  # (then state_in is not None either)
             states.scatter((client_id, meta.get("group", 0)), bundle["slot"], new_state[start:end])
         replies.append({k: v[start:end] for k, v in out.items()})
         start = end
@@ -322,7 +322,7 @@ def infer(policy, batch: list, device: str, states: RecurrentStates | None = Non
 
 def _reply(server, batch, replies: list[dict[str, np.ndarray]], version: int, worker: int) -> None:
     """Send each request of ``batch`` its outputs; meta ``{request_id, policy_version, policy}``."""
-    for (client_id, _, meta), reply in zip(batch, replies):
+    for (client_id, _, meta), reply in zip(batch, replies, strict=True):
         server.reply(client_id, reply, {"request_id": meta["request_id"], "policy_version": version, "policy": worker},
                      timeout=1.0)
 

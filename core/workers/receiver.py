@@ -21,13 +21,14 @@ for a trainer that does not pull (``shm``: ``max_lent`` per actor, default 2; ``
 what the socket buffers hold), and one finished sample per actor blocked in its push.
 
 Counts (agent-slot samples, env steps, episodes) accumulate in :attr:`share` under the lock
-until the trainer takes them with the batch they belong to (:meth:`SampleReceiver.take`): the run's counters stay in the trainer's
-thread.
+until the trainer takes them with the batch they belong to (:meth:`SampleReceiver.take`): the
+run's counters stay in the trainer's thread.
 """
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ class SampleReceiver:
             self._finish_batch()
 
     # -- the trainer's side ---------------------------------------------------------------
-    def start(self) -> "SampleReceiver":
+    def start(self) -> SampleReceiver:
         self._thread = threading.Thread(target=self._loop, name="zoo-sample-receiver", daemon=True)
         self._thread.start()
         return self
@@ -246,6 +247,8 @@ class SampleReceiver:
 
 def batch_env_steps(samples: list[dict[str, Any]], origins: list[tuple], agents: int) -> int:
     """Env steps in the samples of one batch: the sum of :func:`sample_env_steps`, each sample with
-    the agents per env of its origin (``origins[i][2]``)."""
-    return int(sum(sample_env_steps(s, o[2] if len(o) > 2 else agents) for s, o in zip(samples, origins)))
+    the agents per env of its origin (``origins[i][2]``). Samples past the end of ``origins`` are
+    not counted (a checkpoint without ``origins`` restores pending samples without them)."""
+    return int(sum(sample_env_steps(s, o[2] if len(o) > 2 else agents)
+                   for s, o in zip(samples, origins, strict=False)))
 

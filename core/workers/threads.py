@@ -111,7 +111,8 @@ def thread_problems(cfg: Any, cores: int | None = None) -> list[tuple[str, str]]
     (default :func:`machine_cores`)."""
     cores = machine_cores() if cores is None else max(1, int(cores))
     out = []
-    for path, value in (("trainer.threads", int(cfg.trainer.threads or 0)), ("policy.threads", int(cfg.policy.threads))):
+    settings = (("trainer.threads", int(cfg.trainer.threads or 0)), ("policy.threads", int(cfg.policy.threads)))
+    for path, value in settings:
         if value > cores:
             out.append((path, f"{path}={value} is more than the {cores} CPU cores of this machine, so its threads "
                               f"would share cores; set --set {path}={cores} or less"

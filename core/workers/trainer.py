@@ -11,10 +11,10 @@ samples it used (``trained_env_steps``) and the agent-slot samples (``trained_sa
 publish the new parameters with the version incremented; log metrics; checkpoint. Update
 rows, ``end`` rows and status messages also carry ``dropped_fraction`` and, from the second
 update on, ``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s`` (per wall-clock
-second since this segment's first update). Torch threads: :mod:`zoo.core.workers.threads`. When no sample arrives for a while it republishes
-the current parameters, so a policy worker that started late still gets them. The run
-ends when the env-step budget is reached: a final checkpoint is written and the
-controller is told ``done``.
+second since this segment's first update). Torch threads: :mod:`zoo.core.workers.threads`.
+When no sample arrives for a while it republishes the current parameters, so a policy worker
+that started late still gets them. The run ends when the env-step budget is reached: a final
+checkpoint is written and the controller is told ``done``.
 
 Data-parallel trainers (``trainer.count`` = K > 1; :mod:`zoo.core.distributed`,
 ``docs/graph.md``): trainer ``k`` is rank ``k`` of one ``torch.distributed`` group and pulls
@@ -52,7 +52,8 @@ not finite and where the batch came from (actor index, env index within that act
 agent), a ``warning`` to the controller, and the counters ``nonfinite_updates`` (total)
 and ``nonfinite_streak`` (consecutive). After ``trainer.max_nonfinite_updates``
 consecutive skips the trainer writes its checkpoint (the last finite weights: skipped
-updates change nothing) and stops with :class:`NonFiniteRunError` naming the likely source. A checkpoint is never written with non-finite weights (:mod:`zoo.core.checkpoint`).
+updates change nothing) and stops with :class:`NonFiniteRunError` naming the likely source. A
+checkpoint is never written with non-finite weights (:mod:`zoo.core.checkpoint`).
 
 **Checkpoints** (contents and durability: :mod:`zoo.core.checkpoint`) are written to
 ``<run_dir>/checkpoints/latest.pt`` every ``trainer.checkpoint_interval`` updates, when
@@ -66,8 +67,8 @@ run, see :mod:`zoo.core.launcher`): the trainer loads
 (weights, optimiser state, schedule position, statistics, kept batches), policy version,
 update, env-step, trained-env-step, frame and episode counters, dropped-sample and non-finite counters, the
 recent episode returns behind ``episode_return_mean``, the samples received but not yet
-trained on (with their counts, not yet added), the RNG states of torch, numpy and Python, and ``time_s`` (running time, summed
-over the run's segments). ``metrics.jsonl`` is cut back to its length at the checkpoint
+trained on (with their counts, not yet added), the RNG states of torch, numpy and Python, and
+``time_s`` (running time, summed over the run's segments). ``metrics.jsonl`` is cut back to its length at the checkpoint
 (the trainer's rows written after it, e.g. before a crash, are dropped: the counters
 continue without a duplicated or missing update row; rows other writers appended, such as
 a controller's ``restart`` rows, are kept: :func:`cut_metrics`) and a
@@ -107,7 +108,13 @@ from zoo.core.health import Meter
 from zoo.core.seeding import derive_seed
 from zoo.core.workers.base import WorkerContext
 from zoo.core.workers.receiver import (  # noqa: F401  (policy_lag, too_stale: re-exported)
-    SampleReceiver, batch_env_steps, fresh_share, merge_shares, policy_lag, too_stale)
+    SampleReceiver,
+    batch_env_steps,
+    fresh_share,
+    merge_shares,
+    policy_lag,
+    too_stale,
+)
 from zoo.core.workers.threads import thread_plan
 
 RECV_S = 0.5
@@ -135,7 +142,7 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
     offsets = np.cumsum([0] + [s["reward"].shape[1] for s in samples[:-1]])
     for key, first in samples[0].items():
         if key == "final_index":
-            out[key] = np.concatenate([s[key] + np.array([0, off]) for s, off in zip(samples, offsets)])
+            out[key] = np.concatenate([s[key] + np.array([0, off]) for s, off in zip(samples, offsets, strict=True)])
         elif key == "final_obs":
             out[key] = {k: np.concatenate([s[key][k] for s in samples]) for k in first}
         elif isinstance(first, dict):
@@ -393,7 +400,8 @@ class TrainerState:
         self.origins: list[Origin] = []
         self.pending_slots = 0
         self.pending_share: dict[str, Any] = fresh_share()  # counts of the pending samples not yet in the run's
-        self.rate_ref: tuple[float, int, int] | None = None  # (monotonic s, env steps, trained) at this segment's first update
+        # (monotonic s, env steps, trained) at this segment's first update
+        self.rate_ref: tuple[float, int, int] | None = None
 
     def counters(self, frame_skip: int) -> dict[str, int]:
         return {"policy_version": self.version, "updates": self.updates, "env_steps": self.env_steps,
@@ -554,6 +562,7 @@ def _run(ctx: WorkerContext) -> None:
                              pending=st.pending, origins=st.origins, share=st.pending_share, version=st.version)
     st.pending, st.origins, st.pending_slots, st.pending_share = [], [], 0, fresh_share()
     params = ctx.transport("parameter").publisher(PARAMETER_ENDPOINT) if lead else None
+    # rank 0's (lead): `metrics is not None` below means rank 0
     metrics = MetricsWriter(ctx.run_dir, cfg.log.tensorboard, truncate_to, purge_step) if lead else None
     group = None
     _, budget_steps = budget(cfg, spec)
@@ -571,6 +580,7 @@ def _run(ctx: WorkerContext) -> None:
         return round(st.time_before + time.monotonic() - start, 3)
 
     def publish() -> None:
+        assert params is not None, "only rank 0 publishes"
         state = {k: v.detach().cpu().numpy() for k, v in algo.policy.state_dict().items()}
         params.publish(state, {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps,
                                "trainer_attempt": ctx.attempt})
@@ -587,7 +597,8 @@ def _run(ctx: WorkerContext) -> None:
     def status(**extra: Any) -> None:
         if st.nonfinite_updates:  # shown by the display only once there is something to show
             extra["nonfinite_updates"] = st.nonfinite_updates
-        ctx.send_control("status", timeout=0.05, **counters(), **flow(), budget_env_steps=budget_steps, episode_return_mean=st.return_mean(),
+        ctx.send_control("status", timeout=0.05, **counters(), **flow(), budget_env_steps=budget_steps,
+                         episode_return_mean=st.return_mean(),
                          **{k: float(np.mean(v)) for k, v in st.recent_stats.items() if v}, **extra)
 
     def checkpoint() -> None:
@@ -596,6 +607,7 @@ def _run(ctx: WorkerContext) -> None:
 
     def _checkpoint() -> None:
         nonlocal last_checkpoint
+        assert metrics is not None, "only rank 0 writes checkpoints"
         metrics.sync()
         st.pending, st.origins, st.pending_share = samples.snapshot()  # received, not yet trained on
         st.pending_slots = sum(int(p["reward"].shape[1]) for p in st.pending)
@@ -618,7 +630,7 @@ def _run(ctx: WorkerContext) -> None:
         """Count a skipped update (every rank: the streak decides for all); rank 0 logs and warns."""
         st.nonfinite_updates += 1
         st.nonfinite_streak += 1
-        if lead:
+        if metrics is not None:  # rank 0
             metrics.write({"type": "nonfinite", **counters(), "time_s": elapsed(), "what": what,
                            "sources": sources, "streak": st.nonfinite_streak,
                            "nonfinite_updates": st.nonfinite_updates}, st.env_steps, tensorboard=False)
@@ -643,13 +655,13 @@ def _run(ctx: WorkerContext) -> None:
         st.dropped_samples += sum(sh["dropped"] for sh in shares)
         st.actor_dropped_samples += sum(sh["actor_dropped"] for sh in shares)
         for sh in shares:
-            for ep, at in zip(sh["episodes"], sh["episode_at"]):
+            for ep, at in zip(sh["episodes"], sh["episode_at"], strict=True):
                 st.episodes += 1
                 st.recent.append(ep["return"])
                 for k, v in ep.items():
                     if k not in ("return", "length"):
                         st.recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
-                if lead:
+                if metrics is not None:  # rank 0
                     stamp = base + at if K == 1 else st.env_steps
                     metrics.write({"type": "episode", "env_steps": stamp, **ep}, stamp)
 
@@ -666,7 +678,7 @@ def _run(ctx: WorkerContext) -> None:
             if group is None:
                 return  # stopped before every trainer arrived
             group.broadcast_module(algo.policy)  # identical starting weights on every rank
-        if lead:
+        if metrics is not None:  # rank 0
             if resume or attempt:
                 metrics.write({"type": "resume", "resume": resume, "attempt": attempt, **counters(),
                                "time_s": elapsed()}, st.env_steps, tensorboard=False)
@@ -702,6 +714,7 @@ def _run(ctx: WorkerContext) -> None:
             bad = nonfinite_columns(batch) if batch is not None and cfg.trainer.learn else {}
             sources = describe_sources(bad, origins) if bad else []
             if K > 1:  # every rank's counts, lags, batch check and stop flag, exchanged at a sync point
+                assert group is not None, "K > 1: joined before the loop"
                 shares = group.sync({**unshared, "lag_sum": int(lags.sum()), "lag_count": int(lags.size),
                                      "lag_max": int(lags.max()) if lags.size else 0, "bad": sources,
                                      "stop": bool(ctx.stop), "used_steps": used_steps, "used_slots": used_slots})
@@ -750,7 +763,7 @@ def _run(ctx: WorkerContext) -> None:
             if st.rate_ref is None:  # rates are per wall-clock second since this segment's first update
                 st.rate_ref = (time.monotonic(), st.env_steps, st.trained_env_steps)
             counts["updates"] += 1
-            if not lead:
+            if metrics is None:  # not rank 0
                 continue
             publish()
             row = {"type": "update", **counters(), "time_s": elapsed(),
@@ -764,7 +777,7 @@ def _run(ctx: WorkerContext) -> None:
                     or (interval_s > 0 and time.monotonic() - last_checkpoint >= interval_s)):
                 checkpoint()
             status(policy_lag_mean=lag_mean, policy_lag_max=lag_max)  # after the checkpoint it may announce
-        if lead:
+        if metrics is not None:  # rank 0
             checkpoint()  # the final weights (also on Ctrl-C), kept like every other checkpoint
             # The run's final counters: samples that arrived after the last update count too
             # (K > 1: those exchanged at the last sync point).

@@ -118,6 +118,8 @@ class DiscreteHead(ActionHead):
 class MultiDiscreteHead(ActionHead):
     """``MultiDiscrete(nvec, start)``: one categorical per entry, log-probs and entropies summed."""
 
+    start: torch.Tensor  # a buffer: int64 [len(nvec)]
+
     def __init__(self, space: Any, nvec: list[int] | None = None, start: Any = None,
                  shape: tuple[int, ...] | None = None) -> None:
         super().__init__()
@@ -131,7 +133,7 @@ class MultiDiscreteHead(ActionHead):
     def _parts(self, out, mask):
         outs = torch.split(out, self.nvec, dim=-1)
         masks = torch.split(mask, self.nvec, dim=-1) if mask is not None else [None] * len(outs)
-        return zip(outs, masks)
+        return zip(outs, masks, strict=True)
 
     def sample(self, out, deterministic=False, mask=None):
         a = torch.stack([categorical_sample(o, m, deterministic) for o, m in self._parts(out, mask)], dim=-1)
@@ -139,7 +141,8 @@ class MultiDiscreteHead(ActionHead):
 
     def log_prob_entropy(self, out, action, mask=None):
         a = action.reshape(out.shape[0], -1).long() - self.start
-        logps, ents = zip(*(categorical_logp_entropy(o, a[:, i], m) for i, (o, m) in enumerate(self._parts(out, mask))))
+        logps, ents = zip(*(categorical_logp_entropy(o, a[:, i], m) for i, (o, m) in enumerate(self._parts(out, mask))),
+                          strict=True)
         return torch.stack(logps, -1).sum(-1), torch.stack(ents, -1).sum(-1)
 
     def log_prob(self, out, action, mask=None):

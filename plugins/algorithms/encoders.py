@@ -20,7 +20,7 @@ Initialisation (CleanRL ``layer_init``): orthogonal weights, zero biases, gain s
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -31,9 +31,13 @@ from zoo.core.spaces import is_zoo_key
 Obs = dict[str, torch.Tensor]
 
 
-def layer_init(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
+_Layer = TypeVar("_Layer", nn.Linear, nn.Conv2d)
+
+
+def layer_init(layer: _Layer, std: float = math.sqrt(2), bias: float = 0.0) -> _Layer:
     """Orthogonal weight init with gain ``std`` and constant bias (CleanRL's ``layer_init``)."""
     nn.init.orthogonal_(layer.weight, std)
+    assert layer.bias is not None, "layer_init sets the bias: a layer built with bias=True"
     nn.init.constant_(layer.bias, bias)
     return layer
 
@@ -109,7 +113,7 @@ class SmallCNN(nn.Module):
         return self.fc(self.convs(_as_float(obs[self.key])))
 
 
-def make_cnn(shape: tuple[int, int, int], key: str) -> nn.Module:
+def make_cnn(shape: tuple[int, int, int], key: str) -> NatureCNN | SmallCNN:
     """:class:`NatureCNN` for frames of at least 36 x 36, else :class:`SmallCNN`."""
     return NatureCNN(shape, key) if min(shape[1], shape[2]) >= 36 else SmallCNN(shape, key)
 
@@ -123,10 +127,11 @@ class ObsEncoder(nn.Module):
         keys = sorted(keys) if keys is not None else feature_keys(observation_space)
         images = [k for k in keys if is_image_space(observation_space[k])]
         # modules are named by position: observation keys may hold '.' (nested leaves)
-        self.cnns = nn.ModuleList([make_cnn(tuple(observation_space[k].shape), k) for k in images])
+        cnns = [make_cnn(tuple(observation_space[k].shape), k) for k in images]
+        self.cnns = nn.ModuleList(cnns)
         rest = [k for k in keys if k not in images]
         self.vector = VectorEncoder(observation_space, rest) if rest else None
-        self.out_dim = sum(c.out_dim for c in self.cnns) + (self.vector.out_dim if self.vector else 0)
+        self.out_dim = sum(c.out_dim for c in cnns) + (self.vector.out_dim if self.vector else 0)
 
     @property
     def has_images(self) -> bool:

@@ -27,7 +27,7 @@ are part of the algorithm's ``state_dict``.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -40,6 +40,10 @@ EPS = 1e-8
 
 class RunningMeanStd(nn.Module):
     """Running mean and variance over the leading axis, per feature (``shape``); float64 buffers."""
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
 
     def __init__(self, shape: tuple[int, ...] = ()) -> None:
         super().__init__()
@@ -85,15 +89,19 @@ class ObsNorm(nn.Module):
 
     def forward(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = dict(obs)
-        for k, rms in zip(self.keys, self.stats):
+        for k, rms in self._stats():
             x = obs[k].float()
             out[k] = ((x - rms.mean.float()) / torch.sqrt(rms.var.float() + EPS)).clamp(-self.clip, self.clip)
         return out
 
     def update(self, obs: dict[str, torch.Tensor]) -> None:
         """Merge rows ``obs[k] [n, ...]`` (pass the active agent steps only)."""
-        for k, rms in zip(self.keys, self.stats):
+        for k, rms in self._stats():
             rms.update(obs[k])
+
+    def _stats(self) -> list[tuple[str, RunningMeanStd]]:
+        """Each normalised key with its statistics (nn.ModuleList holds them untyped)."""
+        return [(k, cast(RunningMeanStd, rms)) for k, rms in zip(self.keys, self.stats, strict=True)]
 
 
 class RewardNorm(nn.Module):

@@ -32,6 +32,7 @@ bootstrap row ``T`` when no active step follows in the sample).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -154,7 +155,7 @@ def gae(
         active = torch.ones((T, B), dtype=torch.bool, device=values.device) if active is None else active.bool()
         terminated, truncated = terminated.bool(), truncated.bool()
         rewards = rewards.to(values.dtype)
-        where = torch.where
+        where: Callable[..., Any] = torch.where
     else:
         if not np.issubdtype(values.dtype, np.floating):
             values = values.astype(np.float64)

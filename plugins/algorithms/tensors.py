@@ -72,7 +72,7 @@ class UpdateGuard:
         """Put back the state copied at construction."""
         self.module.load_state_dict(self.module_state)
         self.optimizer.load_state_dict(self.optimizer_state)
-        if self.rng is not None:
+        if self.rng is not None and self.rng_state is not None:  # (copied together)
             self.rng.bit_generator.state = self.rng_state
 
     def check(self, step: int, **values: torch.Tensor | float) -> None:

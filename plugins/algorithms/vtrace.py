@@ -46,6 +46,7 @@ them directly to the active step after them (or to the bootstrap row ``T``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -154,7 +155,7 @@ def vtrace(
         log_rhos = target_logp.to(values.dtype) - behaviour_logp.to(values.dtype)
         ratio = log_rhos.exp()
         rhos, cs = ratio.clamp(max=rho_bar), vtrace_lambda * ratio.clamp(max=c_bar)
-        where = torch.where
+        where: Callable[..., Any] = torch.where
     else:
         active = np.ones((T, B), dtype=bool) if active is None else np.asarray(active, dtype=bool)
         terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)

@@ -27,7 +27,9 @@ def parse_kwargs(text: str) -> dict:
 
 
 def _split(text: str) -> list[str]:
-    parts, depth, quote, cur = [], 0, "", []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, ""
     for ch in text:
         if quote:
             quote = "" if ch == quote else quote

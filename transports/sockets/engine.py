@@ -61,15 +61,27 @@ import selectors
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from zoo.core.arrays import Layout, WireError, decode
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.framing import (
-    FRAME, HELLO, KINDS, MAX_CONTROL_BYTES, MAX_HELLO_BYTES, PROTOCOL_VERSION, REC, REC_MAGIC, SLOT, json_record,
-    parse_json, record_header, wire_magic_ok,
+    FRAME,
+    HELLO,
+    KINDS,
+    MAX_CONTROL_BYTES,
+    MAX_HELLO_BYTES,
+    PROTOCOL_VERSION,
+    REC,
+    REC_MAGIC,
+    SLOT,
+    json_record,
+    parse_json,
+    record_header,
+    wire_magic_ok,
 )
 from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin
 
@@ -200,6 +212,8 @@ class Conn:
         """
         if self._stage is None:
             return self._read_hello()
+        stage_mv = self._stage_mv
+        assert stage_mv is not None, "allocated with _stage"
         out: list[tuple[int, Any]] = []
         while True:
             if self._parse(out):
@@ -207,7 +221,7 @@ class Conn:
             try:
                 if self._big is not None:
                     asked = self._big.nbytes - self._filled
-                    n = self.sock.recv_into(memoryview(self._big)[self._filled:])
+                    n = self.sock.recv_into(self._big.data[self._filled:])
                 else:
                     if self._r and len(self._stage) - self._w < MAX_CONTROL_BYTES + REC.size:
                         avail = self._w - self._r
@@ -218,7 +232,7 @@ class Conn:
                     # At most READ_CHUNK at a time: a large frame's first bytes are copied once
                     # more (staging -> its own buffer), so keep that copy small.
                     asked = min(READ_CHUNK, len(self._stage) - self._w)
-                    n = self.sock.recv_into(self._stage_mv[self._w:self._w + asked])
+                    n = self.sock.recv_into(stage_mv[self._w:self._w + asked])
             except (BlockingIOError, InterruptedError):
                 return out
             except OSError as exc:
@@ -242,9 +256,11 @@ class Conn:
     def _read_hello(self) -> list[tuple[int, Any]]:
         """Before authentication: ``[(HELLO, payload)]`` once the first record has arrived, else
         ``[]``; reads no byte past it (what follows waits in the socket for :meth:`read`)."""
+        head = self._hello_head
+        assert head is not None, "set until authenticate"
         while True:
             body = self._hello_body
-            buf = memoryview(self._hello_head if body is None else body)[self._got:]
+            buf = memoryview(head if body is None else body)[self._got:]
             if buf.nbytes:
                 try:
                     n = self.sock.recv_into(buf)
@@ -260,7 +276,7 @@ class Conn:
             if body is not None:
                 self._hello_body, self._got = None, 0
                 return [(HELLO, bytes(body))]
-            magic, kind, length = REC.unpack_from(self._hello_head)
+            magic, kind, length = REC.unpack_from(head)
             if magic != REC_MAGIC:
                 raise ProtocolError(f"bad record magic {bytes(magic)!r} (expected {REC_MAGIC!r})")
             if kind != HELLO:
@@ -271,7 +287,8 @@ class Conn:
 
     def _parse(self, out: list[tuple[int, Any]]) -> bool:
         """Append the complete records staged so far to ``out``; True if one of them is a FRAME or SLOT."""
-        stage, data = self._stage, False
+        stage, stage_mv, data = self._stage, self._stage_mv, False
+        assert stage is not None and stage_mv is not None, "records are parsed after authenticate"
         while self._big is None:
             avail = self._w - self._r
             if avail < REC.size:
@@ -286,7 +303,7 @@ class Conn:
                 raise ProtocolError(f"{KINDS[kind]} record declares {length} bytes, over the limit of {limit}")
             start, body = self._r + REC.size, avail - REC.size
             if body >= length:
-                out.append((kind, bytes(self._stage_mv[start:start + length])))
+                out.append((kind, bytes(stage_mv[start:start + length])))
                 self._r = start + length
                 data = data or kind == FRAME or kind == SLOT
                 continue
@@ -649,6 +666,8 @@ def dial_host(info: dict[str, Any], connect_host: str | None = None) -> str:
 def read_port(published: Published, connect_host: str | None = None) -> tuple[str, int] | None:
     """``(host, port)`` to dial, or None while nothing valid is published (:func:`dial_host`)."""
     info = published.get()
+    if info is None:
+        return None
     try:
         return dial_host(info, connect_host), int(info["port"])
     except (KeyError, TypeError, ValueError):
@@ -882,6 +901,10 @@ class Endpoint:
 
     def _accepts_reads(self, conn: Conn) -> bool:
         return True
+
+    def _accept(self) -> None:
+        """Accept the connections waiting on the listening socket (only a :class:`Server` listens)."""
+        raise NotImplementedError(f"{type(self).__name__} does not listen")
 
     def _wait(self, deadline: float, cond: Callable[[], Any]) -> bool:
         """Handle socket events until ``cond()`` holds (True) or ``deadline`` passes / close (False)."""

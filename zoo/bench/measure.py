@@ -161,8 +161,8 @@ def raw_ceiling(env_name: str, env_cfg: Any, processes: int, envs_per_process: i
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_raw_worker, args=(env_name, env_cfg, envs_per_process, group or envs_per_process, seconds, warmup,
-                               1000 * i, out),
+    procs = [ctx.Process(target=_raw_worker, args=(env_name, env_cfg, envs_per_process, group or envs_per_process,
+                                                   seconds, warmup, 1000 * i, out),
                          daemon=True) for i in range(processes)]
     limit = time.monotonic() + (timeout_s if timeout_s is not None else warmup + seconds + 120.0)
     results = []
@@ -231,9 +231,9 @@ def _model_device(module: Any) -> Any:
     return torch.device("cpu") if param is None else param.device
 
 
-def _algorithm_and_first_obs(cfg: Any) -> tuple[type, dict[str, Any]]:
-    """``cfg``'s algorithm class and the first observation of its env (``reset(seed=0)``; the env
-    is closed again)."""
+def _algorithm_and_first_obs(cfg: Any) -> tuple[Any, dict[str, Any]]:
+    """``cfg``'s algorithm class (the interface of :mod:`zoo.core.algorithm`: a duck type, no
+    static type) and the first observation of its env (``reset(seed=0)``; the env is closed again)."""
     from zoo.core.config import resolve_env
     from zoo.core.plugins import get_registry
 
@@ -475,6 +475,7 @@ def measure_run(cfg: Any, *, seconds: float, warmup: float, limit_s: float, keep
         tail = err.getvalue().strip().splitlines()[-15:]
         raise BenchError(f"{algo} on {env} ({'training' if learn else 'sampling'}): {why}"
                          + ("\n" + "\n".join(tail) if tail else ""))
+    assert window.start is not None, "a window starts before it ends"
     (t0, s0, c0), (t1, s1, c1) = window.start, window.end
     cpu = {k: c1[k] - c0[k] for k in c1 if k in c0}
     return RunResult(s0, s1, t0, t1, cpu, window.live, run_dir if keep else "", code, err.getvalue())

@@ -27,6 +27,7 @@ presets). Exit codes: 0 measured, 1 a measurement failed, 2 bad options (before 
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -34,7 +35,6 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -63,16 +63,16 @@ def bench_command(
                                   help="Measured seconds per phase (S >= 1)."),
     warmup: float = typer.Option(20.0, "--warmup", min=0.0, metavar="S",
                                  help="Seconds after the run's first trainer status before measuring (S >= 0)."),
-    limit: Optional[float] = typer.Option(None, "--limit", min=10.0, metavar="S",
-                                          help="Give up on a phase after S seconds (default warm-up + seconds + 240)."),
+    limit: float | None = typer.Option(None, "--limit", min=10.0, metavar="S",
+                                       help="Give up on a phase after S seconds (default warm-up + seconds + 240)."),
     phases: str = typer.Option(",".join(PHASES), "--phases", metavar="LIST",
                                help="Which measurements: a comma-separated subset of ceiling,sampling,train."),
-    overrides: List[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE",
+    overrides: list[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE",
                                         help="Extra Zoo option on top of the workload's (repeatable)."),
     raw_processes: int = typer.Option(0, "--raw-processes", min=0, metavar="N",
                                       help="Processes for raw stepping (default 0 = one per core)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", dir_okay=False,
-                                            help="Also write the figures as JSON to FILE."),
+    json_out: Path | None = typer.Option(None, "--json", metavar="FILE", dir_okay=False,
+                                         help="Also write the figures as JSON to FILE."),
 ) -> None:
     """Measure the env ceiling, Zoo's sampling and Zoo end to end at a named workload on this machine."""
     from zoo.bench.measure import BenchError, bench_config
@@ -128,8 +128,8 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
 
     from zoo.bench.measure import BenchError, inference_cost, measure_run, raw_ceiling, training_cost
     from zoo.bench.report import cpu_work_bound, phase_figures
-    from zoo.core.workers.threads import thread_plan
     from zoo.core.config import steps_per_update
+    from zoo.core.workers.threads import thread_plan
 
     cfg = cfgs[True]
     spec, cores = cfg.spec, os.cpu_count() or 1
@@ -162,13 +162,15 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     runs = {}
     for phase, learn in (("sampling", False), ("train", True)):
         if phase in phases:
-            run = attempt(phase, lambda: measure_run(cfgs[learn], seconds=seconds, warmup=warmup, limit_s=limit_s))
+            run = attempt(phase, functools.partial(measure_run, cfgs[learn], seconds=seconds, warmup=warmup,
+                                                   limit_s=limit_s))
             if run is not None:
                 runs[phase] = run
     if raw is not None:
         live_rows = [r for run in runs.values() for r in ((run.live or {}).get("workers") or ())
                      if r.get("role") == "policy" and r.get("batch_rows")]
-        batch = round(sum(r["batch_rows"] for r in live_rows) / len(live_rows)) if live_rows else group * spec.num_agents
+        batch = (round(sum(r["batch_rows"] for r in live_rows) / len(live_rows)) if live_rows
+                 else group * spec.num_agents)
         inf = attempt("inference", lambda: inference_cost(cfg, batch))
         if inf is not None:
             bound = cpu_work_bound(cores, raw.cpu_s_per_step, inf)

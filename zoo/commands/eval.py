@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -32,15 +31,15 @@ def eval_command(
                                                        "also seeds action sampling."),
     deterministic: bool = typer.Option(False, "--deterministic", metavar="",
                                        help="Take the most likely action instead of sampling."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", dir_okay=False,
-                                       help="JSON lines file, one line per episode (default "
+    out: Path | None = typer.Option(None, "--out", "-o", dir_okay=False,
+                                    help="JSON lines file, one line per episode (default "
                                             "<run>/eval/<checkpoint>-seed<SEED>[-deterministic].jsonl)."),
-    video: Optional[Path] = typer.Option(None, "--video", dir_okay=False,
-                                         help="Record the episodes to this .mp4 or .gif: the first screen of "
+    video: Path | None = typer.Option(None, "--video", dir_okay=False,
+                                      help="Record the episodes to this .mp4 or .gif: the first screen of "
                                               "each episode, then one frame per env step."),
     fps: float = typer.Option(30.0, "--fps", min=1.0, help="Frames per second of the video."),
     envs: int = typer.Option(1, "--envs", min=1, help="Envs stepped in lock-step (one batched forward pass)."),
-    run: Optional[str] = typer.Option(None, "--run", help="Take the config from this run folder instead of "
+    run: str | None = typer.Option(None, "--run", help="Take the config from this run folder instead of "
                                                           "the checkpoint's own."),
     threads: int = typer.Option(1, "--threads", min=1, help="Torch CPU threads (as the policy worker's default: "
                                                             "small forward passes run slower on more)."),
@@ -80,7 +79,7 @@ def eval_command(
     writer = None
     try:
         recorder = None
-        if video is not None:
+        if video is not None and ev.renderer is not None:  # (a video without a renderer was refused above)
             writer = VideoWriter(video, fps)
             recorder = Recorder(ev.renderer, writer, len(pool))
         rows = play(ev.policy, pool, episodes, seed, deterministic=deterministic, recorder=recorder)
@@ -109,6 +108,6 @@ def eval_command(
         console.print(f"{label:<{width}}  mean {_num(s['mean'])}  std {_num(s['std'])}  min {_num(s['min'])}  "
                       f"max {_num(s['max'])}", highlight=False, soft_wrap=True)
     console.print(f"wrote {len(rows)} episode{'s' if len(rows) != 1 else ''} to {out}", highlight=False, soft_wrap=True)
-    if video is not None:
+    if writer is not None:  # (--video given)
         console.print(f"wrote {video}: {writer.count} frames (the first screen of each episode, then one per "
                       "env step)", highlight=False, soft_wrap=True)

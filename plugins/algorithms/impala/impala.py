@@ -41,10 +41,10 @@ from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
-from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
-from zoo.plugins.algorithms.vtrace import vtrace
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
+from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
+from zoo.plugins.algorithms.vtrace import vtrace
 
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "rho_mean", "rho_clipfrac", "explained_variance",
          "grad_norm")

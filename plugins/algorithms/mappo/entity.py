@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from zoo.core.env import EnvSpec
-from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, ObsNormalizer, Obs
+from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, Obs, ObsNormalizer
 from zoo.plugins.algorithms.mappo.valuenorm import ValueNormMode
 from zoo.plugins.algorithms.ppo.networks import layer_init
 

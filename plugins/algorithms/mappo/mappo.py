@@ -98,8 +98,8 @@ from zoo.core.options import bounded, check_bounds
 from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
-from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
+from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.tensors import UpdateGuard, explained_variance, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
@@ -260,7 +260,7 @@ def chunk_starts(rnn_state: torch.Tensor, L: int) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- presets
-HNS_REFERENCE = {
+HNS_REFERENCE: dict[str, Any] = {
     "gamma": 0.998, "gae_lambda": 0.95, "clip_coef": 0.2, "ent_coef": 0.01, "lr": 3e-4, "adam_eps": 1e-5,
     "vf_coef": 0.5, "max_grad_norm": 5.0, "chunk_length": 10, "max_reuse": 4, "epochs": 1,
     "huber_delta": 0.0, "value_norm": "popart", "policy": "entity",
@@ -429,10 +429,10 @@ class MAPPO:
         Returns a dict of tensors, columns = chunks (``M = ceil(T / L) * B``):
         ``obs`` ``{k: [L, M, ...]}``, ``action`` ``[L, M, ...]``, ``logp`` ``[L, M]``
         (behaviour), ``value`` and ``ret`` ``[L, M]`` (the critic's value now, module docstring
-        "Values", and the GAE target, real units), ``adv`` ``[L, M]`` (standardised when ``norm_adv``), ``mask`` bool ``[L, M]``
-        (active and not padding), ``reset`` bool ``[L, M]``, ``state0`` ``[M, *S]`` or
-        None, ``uses`` 0; plus ``T``, ``B``, ``n`` (active steps), ``adv_raw``, ``ret_raw``
-        (``[T, B]``) and ``explained_variance``.
+        "Values", and the GAE target, real units), ``adv`` ``[L, M]`` (standardised when
+        ``norm_adv``), ``mask`` bool ``[L, M]`` (active and not padding), ``reset`` bool
+        ``[L, M]``, ``state0`` ``[M, *S]`` or None, ``uses`` 0; plus ``T``, ``B``, ``n`` (active
+        steps), ``adv_raw``, ``ret_raw`` (``[T, B]``) and ``explained_variance``.
 
         Raises:
             KeyError: a required key is missing, or ``rnn_state`` for a recurrent policy.
@@ -459,11 +459,12 @@ class MAPPO:
                                "each step, stored by the policy worker); use a policy worker with recurrent "
                                "support or set algo.recurrent=false")
             rnn_state = to_tensor(batch["rnn_state"], dev, torch.float32)
+            assert pol.state_shape is not None, "a recurrent policy has a state_shape"
             expect = (T, B, *pol.state_shape)
             if tuple(rnn_state.shape) != expect:
                 raise ValueError(f"MAPPO: 'rnn_state' has shape {tuple(rnn_state.shape)}, expected {expect}")
             state0 = chunk_starts(rnn_state, L)
-        ch = {
+        ch: dict[str, Any] = {
             "obs": {k: chunk_time(v[:T], L) for k, v in obs.items()},
             "action": chunk_time(action, L),
             "logp": chunk_time(to_tensor(batch["logp"], dev, torch.float32), L),
@@ -479,6 +480,7 @@ class MAPPO:
             ev = pol.critic_sequence(ch["obs"], state0, ch["reset"], ch["mask"])
             values = vh.denormalize(unchunk_time(ev["value"], T, B))
             if self.recurrent:
+                assert ev["after"] is not None, "a recurrent critic returns its states"
                 after = unchunk_time(ev["after"], T, B)          # [T, B, *S]
                 boot_state = after[T - 1]
                 final_state = after[final_index[:, 0], final_index[:, 1]]
@@ -488,7 +490,8 @@ class MAPPO:
             else:
                 final_values = torch.zeros(0, device=dev)
             adv, ret = gae(reward, torch.cat([values, bootstrap[None]]),
-                           to_tensor(batch["terminated"], dev, torch.bool), to_tensor(batch["truncated"], dev, torch.bool),
+                           to_tensor(batch["terminated"], dev, torch.bool),
+                           to_tensor(batch["truncated"], dev, torch.bool),
                            gamma=c.gamma, gae_lambda=c.gae_lambda, final_index=final_index,
                            final_values=final_values, active=active)
         n = int(active.sum())
@@ -655,7 +658,7 @@ def _concat_columns(entries: list[dict[str, Any]]) -> dict[str, Any]:
     if len(entries) == 1:
         return entries[0]
     cat = lambda key: torch.cat([e[key] for e in entries], dim=1)  # noqa: E731
-    out = {k: cat(k) for k in ("action", "logp", "mask", "reset", "value", "ret", "adv")}
+    out: dict[str, Any] = {k: cat(k) for k in ("action", "logp", "mask", "reset", "value", "ret", "adv")}
     out["obs"] = {k: torch.cat([e["obs"][k] for e in entries], dim=1) for k in entries[0]["obs"]}
     out["state0"] = None if entries[0]["state0"] is None else torch.cat([e["state0"] for e in entries])
     return out

@@ -25,7 +25,8 @@ the actor. An env observation entry named ``"state"`` is an ordinary actor input
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import torch
@@ -38,6 +39,21 @@ from zoo.plugins.algorithms.encoders import VectorEncoder, feature_keys, layer_i
 from zoo.plugins.algorithms.mappo.valuenorm import RunningMeanStd, ValueHead, ValueNormMode
 
 Obs = dict[str, torch.Tensor]
+
+
+class CriticSequence(TypedDict):
+    """What :meth:`ActorCriticBase.critic_sequence` returns (shapes in its docstring)."""
+
+    value: torch.Tensor
+    fed: torch.Tensor | None
+    after: torch.Tensor | None
+
+
+class SequenceEvaluation(CriticSequence):
+    """What :meth:`ActorCriticBase.evaluate` returns (shapes in its docstring)."""
+
+    logp: torch.Tensor
+    entropy: torch.Tensor
 STATE_KEY = GLOBAL_STATE_KEY
 
 
@@ -120,11 +136,12 @@ class LSTMCore(nn.Module):
         return h, torch.stack([h, c], dim=1)
 
 
-def make_core(kind: str | None, in_dim: int, hidden: int) -> nn.Module | None:
+def make_core(kind: str | None, in_dim: int, hidden: int) -> GRUCore | LSTMCore | None:
     """``"gru"`` -> :class:`GRUCore`, ``"lstm"`` -> :class:`LSTMCore`, ``None`` -> no core."""
     if kind is None:
         return None
-    return {"gru": GRUCore, "lstm": LSTMCore}[kind](in_dim, hidden)
+    cores: dict[str, type[GRUCore] | type[LSTMCore]] = {"gru": GRUCore, "lstm": LSTMCore}
+    return cores[kind](in_dim, hidden)
 
 
 # ----------------------------------------------------------------------------- observation normalisation
@@ -153,7 +170,7 @@ class ObsNormalizer(nn.Module):
         out = dict(obs)
         for k in self.keys:
             x = obs[k].float()
-            mu, var = self.stats[k.replace(".", "_")].mean_var()
+            mu, var = self._stats(k).mean_var()
             out[k] = ((x - mu.float()) / var.sqrt().float()).clamp(-self.clip, self.clip)
         return out
 
@@ -165,7 +182,11 @@ class ObsNormalizer(nn.Module):
             rows = x.reshape(-1, *shape)
             if exist is not None and exist in obs:
                 rows = rows[obs[exist].reshape(-1) > 0.5]
-            self.stats[k.replace(".", "_")].update(rows)
+            self._stats(k).update(rows)
+
+    def _stats(self, key: str) -> RunningMeanStd:
+        """The statistics of observation key ``key`` (nn.ModuleDict holds them untyped)."""
+        return cast(RunningMeanStd, self.stats[key.replace(".", "_")])
 
 
 # ----------------------------------------------------------------------------- the base class
@@ -194,7 +215,7 @@ class ActorCriticBase(nn.Module):
         self.critic_post = nn.LayerNorm(hidden) if core else nn.Identity()
         self.actor_out = layer_init(nn.Linear(out_dim, self.head.num_outputs), std=0.01)
         self.value_head = ValueHead(out_dim, value_norm, value_norm_beta)
-        self.k = self.actor_core.rows if core else 0
+        self.k = self.actor_core.rows if self.actor_core is not None else 0
         self.state_shape: tuple[int, ...] | None = (2 * self.k, hidden) if core else None
 
     # -- parameter groups (clipped separately, as the MAPPO code's two optimisers) --
@@ -263,11 +284,12 @@ class ActorCriticBase(nn.Module):
         f = encoder(flat)
         if core is None:
             return f, None, None
+        assert state0 is not None, "a recurrent tower is fed its state0"
         y, fed, after = unroll(core, f.reshape(L, M, -1), state0, reset, active)
         return post(y.reshape(L * M, -1)), fed, after
 
     def evaluate(self, obs: Obs, action: torch.Tensor, state0: torch.Tensor | None, reset: torch.Tensor,
-                 active: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
+                 active: torch.Tensor | None = None) -> SequenceEvaluation:
         """Re-run ``M`` sequences of ``L`` steps (chunks) with gradients.
 
         Args:
@@ -303,7 +325,7 @@ class ActorCriticBase(nn.Module):
                 "value": self.value_head(yc).reshape(L, M), "fed": fed, "after": after}
 
     def critic_sequence(self, obs: Obs, state0: torch.Tensor | None, reset: torch.Tensor,
-                        active: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
+                        active: torch.Tensor | None = None) -> CriticSequence:
         """The critic alone over ``M`` chunks of ``L`` steps (arguments as :meth:`evaluate`).
 
         Returns:
@@ -328,7 +350,9 @@ class ActorCriticBase(nn.Module):
         n = next(iter(obs.values())).shape[0]
         s = None
         if self.state_shape is not None:
-            s = (state if state is not None else self.zero_state(n, next(iter(obs.values())).device))[:, self.k:]
+            if state is None:  # zeros, as zero_state
+                state = torch.zeros(n, *self.state_shape, device=next(iter(obs.values())).device)
+            s = state[:, self.k:]
         yc, _ = self._tower_step(self.critic_core, self.critic_post, self.critic_encoder(obs), s)
         return self.value_head(yc)
 

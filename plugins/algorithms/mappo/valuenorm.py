@@ -53,6 +53,10 @@ class RunningMeanStd(nn.Module):
     Buffers (float64): ``m`` and ``s`` of ``shape``, ``d`` scalar.
     """
 
+    m: torch.Tensor
+    s: torch.Tensor
+    d: torch.Tensor
+
     def __init__(self, shape: tuple[int, ...] = (), beta: float = 0.99999, var_min: float = 1e-2) -> None:
         super().__init__()
         if not 0.0 <= beta < 1.0:

@@ -27,10 +27,15 @@ from torch import nn
 
 from zoo.core.env import EnvSpec
 from zoo.core.spaces import ACTION_MASK_KEY
-from zoo.plugins.algorithms.distributions import (ActionHead, DiscreteHead, GaussianHead,  # noqa: F401 - re-exported
-                                                  MultiBinaryHead, MultiDiscreteHead, make_head)
-from zoo.plugins.algorithms.encoders import (NatureCNN, ObsEncoder, VectorEncoder, is_image_space,  # noqa: F401
-                                             layer_init)
+from zoo.plugins.algorithms.distributions import (  # noqa: F401 - re-exported
+    ActionHead,
+    DiscreteHead,
+    GaussianHead,
+    MultiBinaryHead,
+    MultiDiscreteHead,
+    make_head,
+)
+from zoo.plugins.algorithms.encoders import NatureCNN, ObsEncoder, VectorEncoder, is_image_space, layer_init  # noqa: F401
 from zoo.plugins.algorithms.normalization import ObsNorm
 
 Obs = dict[str, torch.Tensor]
@@ -68,15 +73,21 @@ class ActorCritic(nn.Module):
         n_out = self.head.num_outputs
         self.masked = ACTION_MASK_KEY in spaces
         encoder = ObsEncoder(spaces)
+        self.encoder: nn.Module
+        self.actor: nn.Module
+        self.critic: nn.Module
         if encoder.has_images:
             # one image and nothing else (Atari): the Nature CNN itself, as CleanRL's ppo_atari
+            # (then its out_dim is the ObsEncoder's)
             self.encoder = encoder.cnns[0] if encoder.vector is None and len(encoder.cnns) == 1 else encoder
-            self.actor = layer_init(nn.Linear(self.encoder.out_dim, n_out), std=0.01)
-            self.critic = layer_init(nn.Linear(self.encoder.out_dim, 1), std=1.0)
+            self.actor = layer_init(nn.Linear(encoder.out_dim, n_out), std=0.01)
+            self.critic = layer_init(nn.Linear(encoder.out_dim, 1), std=1.0)
         else:
-            self.encoder = encoder.vector
-            self.actor = mlp(self.encoder.out_dim, hidden, n_out, out_std=0.01)
-            self.critic = mlp(self.encoder.out_dim, hidden, 1, out_std=1.0)
+            vector = encoder.vector
+            assert vector is not None, "an observation space without images has vector leaves"
+            self.encoder = vector
+            self.actor = mlp(vector.out_dim, hidden, n_out, out_std=0.01)
+            self.critic = mlp(vector.out_dim, hidden, 1, out_std=1.0)
 
     def _mask(self, obs: Obs) -> torch.Tensor | None:
         return obs.get(ACTION_MASK_KEY) if self.masked else None

@@ -37,12 +37,11 @@ from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
 from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
+from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.ppo.config import PPOConfig  # torch-free, loaded first by zoo train
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.returns import gae
-from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
-
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "grad_norm")
@@ -205,10 +204,10 @@ class PPO:
         would mix two critics in one TD error. Recomputing values (and so advantages) with the
         current network is what Andrychowicz et al., "What Matters in On-Policy Reinforcement
         Learning?", ICLR 2021 (arXiv 2006.05990), recommend in their study of the training
-        setup (recompute the advantages, here once per update); without lag the current network is the behaviour network,
-        as in CleanRL's ``ppo.py``. The value clipping and ``explained_variance`` use these
-        values too (the prediction before this update). Only active steps enter the losses
-        and statistics.
+        setup (recompute the advantages, here once per update); without lag the current network
+        is the behaviour network, as in CleanRL's ``ppo.py``. The value clipping and
+        ``explained_variance`` use these values too (the prediction before this update). Only
+        active steps enter the losses and statistics.
 
         Returns:
             Means over the minibatch steps taken on this trainer's data (empty parts of
@@ -305,7 +304,8 @@ class PPO:
 
                 self.optimizer.zero_grad()
                 loss.backward()
-                zdist.reduce_gradients(params, weight=len(mb_np), loss=loss)  # mean losses: weight by the minibatch size
+                # mean losses: weight by the minibatch size
+                zdist.reduce_gradients(params, weight=len(mb_np), loss=loss)
                 grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
                 guard.check(steps, loss=loss, grad_norm=grad_norm)
                 self.optimizer.step()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -172,7 +172,7 @@ class GameScore(gym.Wrapper):
         self.score += float(reward)
         self.length += 1
         if (self.max_episode_frames and not terminated
-                and self.env.unwrapped.ale.getEpisodeFrameNumber() >= self.max_episode_frames):
+                and _ale(self.env).getEpisodeFrameNumber() >= self.max_episode_frames):
             truncated = True
         if terminated or truncated:
             info = {**info, "episode": {"return": self.score, "length": self.length}}
@@ -200,7 +200,7 @@ class EpisodicLife(gym.Wrapper):
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over = bool(terminated or truncated)
-        lives = self.env.unwrapped.ale.lives()
+        lives = _ale(self.env).lives()
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
@@ -217,13 +217,19 @@ class EpisodicLife(gym.Wrapper):
                 if ended is not None:
                     info = {**info, "episode": ended}
         self.game_over = False
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = _ale(self.env).lives()
         return obs, info
 
 
-def sign_reward(reward: float) -> float:
+def sign_reward(reward: SupportsFloat) -> float:
     """``-1.0``, ``0.0`` or ``1.0``: the sign of ``reward`` (Mnih et al. 2015, Methods)."""
-    return float(np.sign(reward))
+    return float(np.sign(float(reward)))
+
+
+def _ale(env: gym.Env) -> Any:
+    """ale-py's ``ALEInterface`` of an Atari env (its unwrapped ``AtariEnv``'s ``ale``)."""
+    unwrapped: Any = env.unwrapped
+    return unwrapped.ale
 
 
 def wrap(env: gym.Env, config: AtariConfig) -> gym.Env:

@@ -90,7 +90,7 @@ class AtariVector:
             raise ValueError(f"an Atari vector env needs num_envs >= 1, got {num_envs}")
         self.config, self.num_envs = config, int(num_envs)
         game = gym.spec(ale_id).kwargs["game"]  # "ALE/SpaceInvaders-v5" -> "space_invaders"
-        self.venv = AtariVectorEnv(
+        self.venv: AtariVectorEnv | None = AtariVectorEnv(  # None after close()
             game, self.num_envs,
             num_threads=int(config.vector_threads),
             autoreset_mode="SameStep",
@@ -138,6 +138,7 @@ class AtariVector:
         """Start every game, env ``i`` seeded with :func:`ale_seed` ``(seeds[i])``."""
         if len(seeds) != self.num_envs:
             raise ValueError(f"{len(seeds)} seeds for {self.num_envs} envs")
+        assert self.venv is not None, "reset after close()"
         frames, info = self.venv.reset(seed=np.array([ale_seed(s) for s in seeds], np.int64))
         self.lives[:] = info["lives"]
         self.score[:] = 0
@@ -154,7 +155,9 @@ class AtariVector:
         (games that ended: env index, raw score, env steps), as :class:`zoo.core.env.VectorEnv`.
         """
         c = self.config
-        frames, raw, game_over, _, info = self.venv.step(np.asarray(action, np.int64).reshape(self.num_envs))
+        venv = self.venv
+        assert venv is not None, "step after close()"
+        frames, raw, game_over, _, info = venv.step(np.asarray(action, np.int64).reshape(self.num_envs))
         raw = raw.astype(np.float64)
         game_over = np.asarray(game_over, bool)
         lives = info["lives"].astype(np.int64)
@@ -171,7 +174,7 @@ class AtariVector:
         out: dict[str, Any] = {}
         if truncated.any():
             out["final_obs"] = {k: v.copy() for k, v in self._obs(frames).items()}
-            new, new_info = self.venv.reset(options={"reset_mask": truncated})
+            new, new_info = venv.reset(options={"reset_mask": truncated})
             frames[truncated] = new[truncated]
             self.lives[truncated] = new_info["lives"][truncated]
             self.since[truncated] = 0
@@ -192,7 +195,7 @@ class AtariVector:
         venv, self.venv = self.venv, None
         if venv is not None:
             venv.close()
-            venv.ale = None
+            venv.ale = None  # type: ignore[assignment]  # dropped on purpose: frees ale-py's C++ vectorizer
 
 
 __all__ = ["AtariVector", "MIN_ALE_PY", "ale_seed", "check_ale_py"]

@@ -56,7 +56,8 @@ class HideAndSeekEnv(ParallelEnv):
         self.possible_agents = [f"hider_{i}" for i in range(p.hiders[1])] + [f"seeker_{i}" for i in range(p.seekers[1])]
         self.agents: list[str] = []
         self._rng = np.random.default_rng(seed)
-        self._obs_space = spaces.Dict(self.game.builder.spaces())
+        leaves: dict[str, spaces.Space[Any]] = {**self.game.builder.spaces()}
+        self._obs_space = spaces.Dict(leaves)
         self._act_space = spaces.MultiDiscrete([p.cfg.action_bins] * 3 + [2, 2], dtype=np.int64)
 
     def observation_space(self, agent: str) -> spaces.Dict:

@@ -80,7 +80,7 @@ class Game:
         self.vision = Vision(w, p.cfg.vision_cone_deg, self.lidar)
         self.t = 0
         self.builder.begin(self.slots, self.is_hider, w.n_boxes, w.n_ramps, w.obj_size)
-        self.flags_version = None  # GrabLock.version the builder's lock flags were set at
+        self.flags_version: int | None = None  # GrabLock.version the builder's lock flags were set at
         self.stats = EpisodeStats(w.qpos4[w.n_agents:, :3], w.n_boxes, self.is_hider, p.prep_steps)
         return self._observe()
 
@@ -99,6 +99,7 @@ class Game:
 
     def _observe(self) -> dict[str, np.ndarray]:
         w = self.world
+        assert w is not None, "reset() builds the world"
         self.vis = self.vision()  # also casts the lidar rays
         if self.flags_version != self.grablock.version:  # locks change rarely: rebuild their flags only then
             self.builder.set_locks(*self.grablock.flags())
@@ -118,6 +119,7 @@ class Game:
         ``stats["physics_resets"]`` counts it.
         """
         w = self.world
+        assert w is not None, "reset() builds the world"
         m, d = w.model, w.data
         before, qpos = self._divergences(), d.qpos.copy()
         mujoco.mj_step(m, d, self.p.cfg.substeps)

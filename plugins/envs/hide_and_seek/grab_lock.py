@@ -169,7 +169,7 @@ class GrabLock:
         else:
             w.data.qvel[dofs] = 0.0
             for i in np.flatnonzero(self.held == o):  # a locked object cannot be held
-                self.eq_active[w.weld_id(i, o)] = 0
+                self.eq_active[w.weld_id(int(i), o)] = 0
                 self.held[i] = -1
 
     def _weld(self, i: int, o: int) -> None:

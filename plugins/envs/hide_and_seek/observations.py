@@ -189,6 +189,7 @@ class ObservationBuilder:
             lidar: ``float32 [n, rays]``.
             prep: preparation fraction in [0, 1].
         """
+        assert self.constants is not None, "set_locks() sets them"
         yaw = qpos4[self.n:, 3]
         # float64 values round to float32 here exactly as an assignment into a float32 array would
         source = np.concatenate((qpos4.ravel(), qvel4.ravel(), np.cos(yaw), np.sin(yaw), vis.ravel(),

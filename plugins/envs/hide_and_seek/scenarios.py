@@ -102,7 +102,8 @@ def _yaws(rng: np.random.Generator, n: int) -> np.ndarray:
 def _quadrant(p: Params, rng: np.random.Generator) -> Layout:
     cfg, n, c = p.cfg, p.cfg.grid_cells, p.cell
     k = n - round(cfg.quadrant_room_size / c)  # the room is [k c, n c]^2
-    walls, doors = outer_walls(p), []
+    walls = outer_walls(p)
+    doors: list[tuple[float, float, float, float]] = []
     has_door = [True, True]
     if rng.random() < cfg.quadrant_one_door_prob:
         has_door[int(rng.integers(2))] = False
@@ -173,7 +174,9 @@ def _split_rooms(p: Params, rng: np.random.Generator, walls: list, doors: list, 
 
 def _full(p: Params, rng: np.random.Generator) -> Layout:
     cfg, n, c = p.cfg, p.cfg.grid_cells, p.cell
-    walls, doors, grid = [], [], Grid(n, c)
+    walls: list[Wall] = []
+    doors: list[tuple[float, float, float, float]] = []
+    grid = Grid(n, c)
     if rng.random() < cfg.full_outer_walls_prob:
         walls += outer_walls(p)
         for line in (0, n):
