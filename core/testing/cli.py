@@ -103,7 +103,13 @@ def _reset_signals(ignore_sigint: bool) -> Callable[[], None]:
 def mark_env(mark: str, *paths: str | Path, **overrides: str | None) -> dict[str, str]:
     """This process's environment with ``ZOO_TEST_MARK=mark``, ``paths`` on ``PYTHONPATH`` (plugin
     folders, see :func:`zoo.core.testing.procs.subprocess_env`) and ``overrides``."""
-    return subprocess_env(*paths, **{MARK: mark, **overrides})
+    env = subprocess_env(*paths)
+    for key, value in {**overrides, MARK: mark}.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
 
 
 def start(*args: str, env: dict[str, str] | None = None, own_group: bool = True, new_session: bool = False,
@@ -176,7 +182,7 @@ def kill_started() -> list[str]:
     for proc in list(_STARTED):
         if proc.poll() is None:
             kill_tree(proc)
-            killed.append(" ".join(map(str, proc.args)))
+            killed.append(repr(proc.args))
     return killed
 
 

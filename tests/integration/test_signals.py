@@ -111,7 +111,9 @@ def test_two_trainers_stop_with_their_final_checkpoint_and_resume_without_a_gap(
     assert status(run)["status"] == "stopped"
     nothing_left(proc, mark)
     first = len(updates)
-    budget = end[0]["env_steps"] + 1  # one more update (2 trainers x 8 samples x 32 env steps) passes it
+    # two updates' env steps (2 trainers x 8 samples x 32 env steps each); the run stops once it has
+    # received them, having made at least one update
+    budget = end[0]["env_steps"] + 1024
     proc, mark = start(tmp_path, "resume", "k2", "--steps", str(budget))
     _, text = finish(proc, 600)
     assert proc.returncode == 0, text[-3000:]
