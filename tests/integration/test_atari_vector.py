@@ -20,8 +20,8 @@ def test_ppo_pong_on_the_vector_backend_trains_resumes_and_evaluates(tmp_path):
     # 200-frame games (50 env steps) so that games end, and are logged, within the budget (8 envs
     # x 64 env steps); one update = 8 samples x 32 steps = 256 env steps: 512 env steps are 2 updates.
     common = ["--set", "sample_length=32", "--set", "env.max_episode_frames=200"]
-    proc = start("train", "ppo", "--env", "atari:Pong", "--steps", "512", "--name", "vec", "--set", f"runs_dir={tmp_path}",
-                 "--set", "env.backend=vector", *common, env=env)
+    proc = start("train", "ppo", "--env", "atari:Pong", "--steps", "512", "--name", "vec",
+                 "--set", f"runs_dir={tmp_path}", "--set", "env.backend=vector", *common, env=env)
     out, err = finish(proc, 600)
     assert proc.returncode == 0, err[-3000:]
     assert "done: " in out + err

@@ -74,4 +74,5 @@ def test_zoo_resume_continues_the_counters_and_metrics_of_a_finished_run(tmp_pat
     assert (final["updates"], final["resumes"]) == (updates[-1], 1) and final["env_steps"] >= 4000
     # Adam's step count continued: each update is 2 epochs x 1 minibatch = 2 steps
     assert all(float(s["step"]) == 2.0 * updates[-1] for s in final["algorithm"]["optimizer"]["state"].values())
-    assert isinstance(final["algorithm"]["policy"], dict) and torch.is_tensor(next(iter(final["algorithm"]["policy"].values())))
+    policy = final["algorithm"]["policy"]
+    assert isinstance(policy, dict) and torch.is_tensor(next(iter(policy.values())))

@@ -129,7 +129,7 @@ def assert_same_state(a, b, path: str = "") -> None:
             assert_same_state(a[k], b[k], f"{path}.{k}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same_state(x, y, f"{path}[{i}]")
     else:
         assert a == b, path
