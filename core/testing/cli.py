@@ -92,8 +92,10 @@ class CliProcess(subprocess.Popen):
         self._err.close()
 
 
-def _reset_signals(ignore_sigint: bool) -> Callable[[], None]:
+def _as_a_job(ignore_sigint: bool, own_group: bool) -> Callable[[], None]:
     def reset() -> None:  # in the child, before exec: what a terminal's shell gives a foreground job
+        if own_group:
+            os.setpgid(0, 0)
         signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -127,10 +129,9 @@ def start(*args: str, env: dict[str, str] | None = None, own_group: bool = True,
         cwd: its working folder.
     """
     env = dict(os.environ if env is None else env)
-    kwargs: dict[str, Any] = {"start_new_session": True} if new_session else (
-        {"process_group": 0} if own_group else {})
     return CliProcess([sys.executable, "-m", "zoo", *args], mark=env.get(MARK), own_group=own_group or new_session,
-                      env=env, cwd=cwd, preexec_fn=_reset_signals(ignore_sigint), **kwargs)
+                      env=env, cwd=cwd, start_new_session=new_session,
+                      preexec_fn=_as_a_job(ignore_sigint, own_group and not new_session))
 
 
 def _parents() -> dict[int, int]:
