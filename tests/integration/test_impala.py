@@ -59,17 +59,18 @@ def test_slowed_trainer_lag_grows_stale_samples_dropped_and_counted_no_deadlock(
 
 
 def test_parameters_that_stop_arriving_raise_a_warning(tmp_path):
-    # The trainer sleeps longer than the policy worker's stall threshold before its first
-    # update; the policy worker has served batches with version 0 meanwhile: it warns, once.
-    # Budget: exactly one batch (8 trajectories x 16 steps), so the run ends after that update.
+    # The trainer sleeps longer than the policy worker's stall threshold before each update. The
+    # policy worker does not warn while the first batch is sampled (no update could have come yet);
+    # between the first and the second update it serves policy version 1 all along: it warns, once.
+    # Budget: exactly two batches (8 trajectories x 16 steps each), so the run ends after update 2.
     delay = STALL_WARNING_S + 10
     env = subprocess_env(ZOO_TEST_TRAINER_DELAY_S=str(delay))
-    result = zoo("train", "impala", "--env", "CartPole-v1", "--steps", "128", "--name", "stall",
+    result = zoo("train", "impala", "--env", "CartPole-v1", "--steps", "256", "--name", "stall",
                  "--set", f"runs_dir={tmp_path}", "--set", f"policy.stall_warning_s={STALL_WARNING_S}", env=env,
-                 timeout=delay + 600)
+                 timeout=2 * delay + 600)
     assert result.returncode == 0, result.stderr[-3000:]
     warnings = [line for line in result.stderr.splitlines() if line.startswith("zoo: warning from policy worker 0")]
     assert len(warnings) == 1, result.stderr[-3000:]
-    assert "no new parameters for" in warnings[0] and "still serving policy version 0" in warnings[0]
+    assert "no new parameters for" in warnings[0] and "still serving policy version 1" in warnings[0]
     _, updates = read_metrics(tmp_path / "stall")
-    assert [u["policy_version"] for u in updates] == [1]
+    assert [u["policy_version"] for u in updates] == [1, 2]
