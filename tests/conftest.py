@@ -1,5 +1,13 @@
-"""A one-node Ray cluster shared by the tests of the ``ray`` launcher and resolver (contract and integration)
-(started on first use, stopped at the end of the session; those checks skip without Ray)."""
+"""Fixtures of the whole suite.
+
+- ``ray_cluster``: a one-node Ray cluster shared by the tests of the ``ray`` launcher and resolver
+  (contract and integration), started on first use, stopped at the end of the session; those
+  checks skip without Ray.
+- every test: this process's environment is put back as it was before the test (code under test
+  may set variables in-process: the ``ray`` launcher sets ``ZOO_ADVERTISE_HOST``), and any ``zoo``
+  CLI that :func:`zoo.core.testing.cli.start` started and that still runs (a test that failed
+  half-way) is killed with its workers.
+"""
 from __future__ import annotations
 
 import importlib.util
@@ -20,7 +28,7 @@ def ray_cluster():
         pytest.skip(SKIP_RAY)
     from zoo.core.testing.ray_cluster import ENV, LocalRayCluster
 
-    saved = {k: os.environ.get(k) for k in (*ENV, "RAY_ADDRESS", "ZOO_RAY_GCS_ADDRESS")}
+    saved = {k: os.environ.get(k) for k in (*ENV, "RAY_ADDRESS", "ZOO_RAY_GCS_ADDRESS", "ZOO_ADVERTISE_HOST")}
     with LocalRayCluster() as cluster:
         os.environ.update({**ENV, "RAY_ADDRESS": cluster.address, "ZOO_RAY_GCS_ADDRESS": cluster.address})
         try:
@@ -34,6 +42,19 @@ def ray_cluster():
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def _restore_environment_and_stop_clis():
+    """After each test: ``os.environ`` as before it; CLIs it started and left running killed."""
+    saved = dict(os.environ)
+    yield
+    from zoo.core.testing.cli import kill_started
+
+    kill_started()
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def cuda_problem() -> str | None:

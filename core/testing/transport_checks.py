@@ -471,14 +471,45 @@ def check_close(tut: TransportUnderTest) -> None:
 
             thread = threading.Thread(target=target, daemon=True)
             thread.start()
-            started.wait(5.0)
-            time.sleep(0.1)  # let it block
+            started.wait(30.0)
+            if not _blocked_in(thread, call.__code__, 30.0):
+                _fail(name, f"a {kind} receive with a 30-s timeout in another thread did not block in it")
             endpoint.close()
             thread.join(5.0)
             if thread.is_alive():
                 _fail(name, f"a {kind} receive blocked in another thread did not return within 5 s of close()")
             if result != [None]:
                 _fail(name, f"a {kind} receive interrupted by close() returned {result!r}, expected None")
+
+
+def _blocked_in(thread: threading.Thread, code: Any, timeout: float) -> bool:
+    """Wait up to ``timeout`` s until ``thread`` is blocked inside a call of ``code``: a frame of
+    ``code`` is on its stack with a frame above it (inside the call), and the thread sleeps in the
+    kernel (``/proc``: state ``S``) at 5 looks in a row, 10 ms apart, at the same instruction. Each
+    pause between looks releases the GIL, so a thread only waiting for the GIL does not pass as
+    blocked. Without ``/proc`` (not Linux) the kernel state is not looked at."""
+    import sys
+
+    deadline = time.monotonic() + timeout
+    last, same = None, 0
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread.ident or -1)
+        inside, f = False, frame
+        while f is not None and not inside:
+            inside = f.f_code is code and f is not frame
+            f = f.f_back
+        try:
+            with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
+                sleeping = stat.read().rsplit(")", 1)[1].split()[0] == "S"
+        except (OSError, IndexError):
+            sleeping = True
+        here = (id(frame), frame.f_lasti) if frame is not None and inside and sleeping else None
+        same = same + 1 if here is not None and here == last else 0
+        if same >= 4:
+            return True
+        last = here
+        time.sleep(0.01)
+    return False
 
 
 def _bad_frames() -> list[tuple[str, bytes]]:

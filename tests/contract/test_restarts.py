@@ -30,7 +30,7 @@ NAMES = [n for n in get_registry().names("transport")
          if get_registry().get("transport", n).option("cross_process", True) is not False]
 
 
-def _child(name: str, run_id: str, job: str, tag: int, n: int) -> None:
+def _child(name: str, run_id: str, job: str, tag: int, n: int, received=None) -> None:
     t = TransportUnderTest.from_registry(name).make(run_id)
     if job == "push":  # n messages (0: until killed), each BIG bytes all equal to seq % 251
         p, seq = t.pusher("rs-push"), 0
@@ -38,7 +38,8 @@ def _child(name: str, run_id: str, job: str, tag: int, n: int) -> None:
             seq += 1
             while not p.send({"x": np.full(BIG, seq % 251, np.uint8)}, {"seq": seq, "tag": tag}, 1.0):
                 pass
-        time.sleep(5)  # nng drops what is still queued when a sender closes at once
+        # nng drops what is still queued when a sender closes at once: close once the test has them all
+        received.wait(120)
         p.close()
     elif job == "serve":  # answer every request with its own seq, until killed
         s = t.reply_server("rs-req")
@@ -76,8 +77,10 @@ class Children:
         self.name, self.run_id, self.procs = name, run_id, []
         self.ctx = mp.get_context("spawn")
 
-    def start(self, job: str, tag: int, n: int = 0):
-        proc = self.ctx.Process(target=_child, args=(self.name, self.run_id, job, tag, n), daemon=True)
+    def start(self, job: str, tag: int, n: int = 0, received=None):
+        """A child doing ``job``; a pusher of ``n`` messages closes once ``received`` (an Event of
+        :attr:`ctx`) is set."""
+        proc = self.ctx.Process(target=_child, args=(self.name, self.run_id, job, tag, n, received), daemon=True)
         proc.start()
         self.procs.append(proc)
         return proc
@@ -133,8 +136,10 @@ def test_a_killed_pusher_leaves_only_whole_messages_and_a_new_pusher_is_heard(en
         pass
     ones = [seq for tag, seq in received if tag == 1]
     assert ones == list(range(1, len(ones) + 1))  # in order, none lost before the kill, none torn
-    children.start("push", tag=2, n=5)
-    until(lambda: take(0.5) and sum(tag == 2 for tag, _ in received) == 5, 60, "the new pusher's 5 messages")
+    got_them = children.ctx.Event()
+    children.start("push", tag=2, n=5, received=got_them)
+    until(lambda: take(0.5) and sum(tag == 2 for tag, _ in received) == 5, 120, "the new pusher's 5 messages")
+    got_them.set()
     assert [seq for tag, seq in received if tag == 2] == [1, 2, 3, 4, 5]
 
 

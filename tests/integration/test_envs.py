@@ -6,7 +6,6 @@ that no worker process is left behind.
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -14,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.integration.test_train import marked_processes, read_metrics, zoo
 from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import marked_processes, read_metrics, zoo
 
 pytestmark = pytest.mark.integration
 

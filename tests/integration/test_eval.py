@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 
 import zoo.cli as cli
 from zoo.core.plugins import get_host
+from zoo.core.testing.cli import zoo as run_zoo
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -60,10 +60,8 @@ def one_line_error(result, *needles):
 
 
 # ----------------------------------------------------------------------------- zoo eval
-def zoo(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200"}  # the table of zoo runs on one line per run
-    return subprocess.run([sys.executable, "-m", "zoo", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+def zoo(*args: str) -> subprocess.CompletedProcess:
+    return run_zoo(*args, env={**os.environ, "COLUMNS": "200"}, timeout=600)  # zoo runs: one line per run
 
 
 def test_eval_of_a_trained_cartpole_run_and_runs_lists_it_finished(tmp_path):
@@ -79,11 +77,11 @@ def test_eval_of_a_trained_cartpole_run_and_runs_lists_it_finished(tmp_path):
     rows = [[json.loads(line) for line in o.read_text().splitlines()] for o in outs]
     returns = [r["return"] for r in rows[0]]
     assert len(returns) == 5 and returns == [r["return"] for r in rows[1]]
-    line = next(l for l in results[0].stdout.splitlines() if l.startswith("return"))
+    line = next(ln for ln in results[0].stdout.splitlines() if ln.startswith("return"))
     assert line.split("mean ")[1].split()[0] == f"{np.mean(returns):.2f}"  # the mean of the lines, 2 decimals
     listing = zoo("runs", str(tmp_path))
     assert listing.returncode == 0, listing.stderr
-    row = next(l for l in listing.stdout.splitlines() if "│ cp" in l)
+    row = next(ln for ln in listing.stdout.splitlines() if "│ cp" in ln)
     assert "finished" in row and "ppo" in row and "latest.pt" in row
 
 
@@ -100,7 +98,7 @@ def test_eval_prints_the_mean_of_the_episodes_it_wrote_and_is_repeatable(tmp_pat
     assert [r["return"] for r in rows1] == [r["return"] for r in rows2]  # deterministic, same seeds
     # CartPole pays 1 per env step: the return is the length
     assert all(r["return"] == r["length"] for r in rows1)
-    line = next(l for l in r1.output.splitlines() if l.startswith("return"))
+    line = next(ln for ln in r1.output.splitlines() if ln.startswith("return"))
     printed = line.split("mean ")[1].split()[0]
     assert printed == f"{np.mean([r['return'] for r in rows1]):.2f}"  # the mean, with two decimals
     assert rows1[0]["policy_version"] == 3 and rows1[0]["trained_env_steps"] == 384
@@ -121,7 +119,7 @@ def test_lock_step_envs_write_whole_episodes_to_the_video(tmp_path, app):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["episode"] for r in rows] == [0, 1, 2]
     spans = sorted(r["video_frames"] for r in rows)
-    assert spans[0][0] == 0 and all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # back to back
+    assert spans[0][0] == 0 and all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))  # back to back
     assert all(end - first == r["length"] + 1 for r in rows for first, end in [r["video_frames"]])
     reader = imageio.get_reader(gif)
     count = sum(1 for _ in reader)

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.integration.test_train import leftovers, marked_processes, read_metrics
 from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start
 
 pytestmark = pytest.mark.integration
 CHAOS_PLUGIN = Path(__file__).resolve().parents[2] / "tests" / "plugins" / "zoo-chaos"
@@ -21,15 +19,10 @@ def test_a_slowed_trainer_holds_the_actors_back_and_ppo_drops_nothing(tmp_path):
     # samples = 4 messages of 2 envs x 32 steps = 256 env steps per update. Budget 1,280 = 5 updates,
     # each sleeping 1.5 s first (slow-ppo), while the envs could step thousands of env steps a second.
     mark = uuid.uuid4().hex
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zoo", "train", "slow-ppo", "--env", "CartPole-v1", "--steps", "1280", "--name", "slow",
-         "--set", "algo.update_sleep_s=1.5", "--set", "log.interval_s=1", "--set", f"runs_dir={tmp_path}"],
-        env=subprocess_env(CHAOS_PLUGIN, ZOO_TEST_MARK=mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc = start("train", "slow-ppo", "--env", "CartPole-v1", "--steps", "1280", "--name", "slow",
+                 "--set", "algo.update_sleep_s=1.5", "--set", "log.interval_s=1", "--set", f"runs_dir={tmp_path}",
+                 env=subprocess_env(CHAOS_PLUGIN, ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
     assert proc.returncode == 0, err[-3000:]
     rows = read_metrics(tmp_path / "slow")
     updates = [r for r in rows if r["type"] == "update"]

@@ -8,43 +8,27 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 import uuid
 
 import numpy as np
 import pytest
 
-from tests.integration.test_train import leftovers, marked_processes, read_metrics, rolling_mean_reached
 from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import (
+    best_rolling_mean,
+    finish,
+    leftovers,
+    marked_processes,
+    nothing_left,
+    read_metrics,
+    rows,
+    start,
+    title,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 GRAPH = ("--set", "policy.count=2", "--set", "trainer.count=2")
-
-
-def zoo(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "zoo", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
-
-
-def finish(proc: subprocess.Popen, timeout: float) -> str:
-    try:
-        _, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return err
-
-
-def title(pid: int) -> str:
-    """The process title (setproctitle writes it over the command line), "" when gone."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")[0].decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def check_graph(run) -> None:
@@ -58,23 +42,23 @@ def check_graph(run) -> None:
 @pytest.mark.parametrize("algo, budget", [("ppo", 200_000), ("impala", 300_000)])
 def test_cartpole_with_2_policy_workers_and_2_trainers_reaches_450(tmp_path, algo, budget):
     mark = uuid.uuid4().hex
-    proc = zoo("train", algo, "--env", "CartPole-v1", "--seed", "1", "--steps", str(budget), "--name", "cp",
+    proc = start("train", algo, "--env", "CartPole-v1", "--seed", "1", "--steps", str(budget), "--name", "cp",
                "--set", f"runs_dir={tmp_path}", *GRAPH, env=subprocess_env(ZOO_TEST_MARK=mark))
-    err = finish(proc, 1500)
+    _, err = finish(proc, 1500)
     assert proc.returncode == 0, err[-3000:]
     run = tmp_path / "cp"
     check_graph(run)
-    rows = read_metrics(run)
-    episodes = [r for r in rows if r["type"] == "episode"]
-    updates = [r for r in rows if r["type"] == "update"]
-    best = rolling_mean_reached(episodes, 20, 450, budget)
+    metrics = read_metrics(run)
+    episodes = [r for r in metrics if r["type"] == "episode"]
+    updates = [r for r in metrics if r["type"] == "update"]
+    best = best_rolling_mean(episodes, 20, budget)
     print(f"{algo}: best 20-episode mean return within {budget:,} env steps: {best:.1f}; updates {len(updates)}; "
           f"dropped {updates[-1]['dropped_samples']}")
     assert best >= 450
     # one metrics row per update, by trainer 0 alone; versions 1, 2, 3, ...
     assert [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
     # env steps count both trainers' samples: the run ends at the first update point past the budget
-    assert rows[-1]["type"] == "end" and rows[-1]["env_steps"] >= budget
+    assert metrics[-1]["type"] == "end" and metrics[-1]["env_steps"] >= budget
     assert marked_processes(mark) == [] and leftovers(proc.pid) == []
 
 
@@ -83,46 +67,33 @@ def test_mappo_hide_and_seek_with_2_trainers(tmp_path):
     # = 2 sample messages of 2 envs = 640 env steps, so one update takes 2 x 640 = 1,280 env
     # steps: updates at 1,280 and 2,560, and the run ends at the next update point (3,840 >= 3,000).
     mark = uuid.uuid4().hex
-    proc = zoo("train", "mappo", "--env", "hide-and-seek", "--steps", "3000", "--name", "hns",
+    proc = start("train", "mappo", "--env", "hide-and-seek", "--steps", "3000", "--name", "hns",
                "--set", f"runs_dir={tmp_path}", "--set", "trainer.count=2", "--set", "actors.count=2",
                "--set", "actors.envs_per_actor=4", "--set", "trainer.batch_samples=16",
                env=subprocess_env(ZOO_TEST_MARK=mark))
-    err = finish(proc, 900)
+    _, err = finish(proc, 900)
     assert proc.returncode == 0, err[-3000:]
-    rows = read_metrics(tmp_path / "hns")
-    updates = [r for r in rows if r["type"] == "update"]
+    metrics = read_metrics(tmp_path / "hns")
+    updates = [r for r in metrics if r["type"] == "update"]
     assert [u["env_steps"] for u in updates] == [1280, 2560]
     assert [u["agent_steps"] for u in updates] == [1280 * 4, 1280 * 4]  # both trainers' active agent steps
     assert all(np.isfinite(u["pg_loss"]) and np.isfinite(u["value_std"]) for u in updates)
-    assert rows[-1]["type"] == "end" and rows[-1]["env_steps"] == 3840
+    assert metrics[-1]["type"] == "end" and metrics[-1]["env_steps"] == 3840
     assert marked_processes(mark) == [] and leftovers(proc.pid) == []
 
 
 def test_killing_one_trainer_rank_ends_the_run_naming_it(tmp_path):
     mark = uuid.uuid4().hex
-    proc = zoo("train", "ppo", "--env", "CartPole-v1", "--name", "killed", "--set", f"runs_dir={tmp_path}",
+    proc = start("train", "ppo", "--env", "CartPole-v1", "--name", "killed", "--set", f"runs_dir={tmp_path}",
                *GRAPH, env=subprocess_env(ZOO_TEST_MARK=mark))
-    try:
-        metrics = tmp_path / "killed" / "metrics.jsonl"
-        started = time.monotonic()  # a few updates in (start-up on a loaded machine is slow)
-        while time.monotonic() - started < 120 and not (metrics.exists() and metrics.read_text().count('"update"') >= 3):
-            time.sleep(0.2)
-        assert proc.poll() is None
-        ranks = {title(pid): pid for pid in marked_processes(mark)}  # process titles: zoo: <role> <index> <run>
-        assert {"zoo: trainer 0 killed", "zoo: trainer 1 killed", "zoo: policy 0 killed",
-                "zoo: policy 1 killed"} <= set(ranks)
-        os.kill(ranks["zoo: trainer 1 killed"], signal.SIGKILL)
-        killed = time.monotonic()
-        err = finish(proc, 30)
-        ended = time.monotonic() - killed
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    print(f"the run ended {ended:.1f} s after the kill")
-    assert proc.returncode == 1 and ended < 30
+    run = tmp_path / "killed"
+    wait_for(lambda: len(rows(run, "update")) >= 3, 300, "3 updates", proc)  # start-up on a loaded machine is slow
+    ranks = wait_for(lambda: (lambda r: r if {"zoo: trainer 0 killed", "zoo: trainer 1 killed", "zoo: policy 0 killed",
+                                              "zoo: policy 1 killed"} <= set(r) else None)(
+        {title(pid): pid for pid in marked_processes(mark)}), 60, "both trainers and policy workers titled", proc)
+    os.kill(ranks["zoo: trainer 1 killed"], signal.SIGKILL)
+    _, err = finish(proc, 300)
+    assert proc.returncode == 1, err[-3000:]
     assert "zoo: trainer worker 1 failed (killed by SIGKILL); stopping the run." in err
     assert "trainer worker 0 failed" not in err  # the surviving rank is not blamed
-    deadline = time.monotonic() + 10
-    while marked_processes(mark) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert marked_processes(mark) == [] and leftovers(proc.pid) == []
+    nothing_left(proc, mark)

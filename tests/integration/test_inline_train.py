@@ -3,14 +3,12 @@ runs, the budget is reached, nothing is left behind."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 
 import pytest
 
-from tests.integration.test_train import leftovers, marked_processes, read_metrics
 from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start
 
 pytestmark = pytest.mark.integration
 
@@ -18,16 +16,9 @@ pytestmark = pytest.mark.integration
 def test_ppo_cartpole_with_inline_inference_runs_no_policy_worker_and_reaches_its_budget(tmp_path):
     mark = uuid.uuid4().hex
     budget = 3000
-    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps",
-                             str(budget), "--name", "inl", "--set", f"runs_dir={tmp_path}", "--set", "policy.inline=true"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=subprocess_env(ZOO_TEST_MARK=mark))
-    try:
-        out, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    proc = start("train", "ppo", "--env", "CartPole-v1", "--steps", str(budget), "--name", "inl",
+                 "--set", f"runs_dir={tmp_path}", "--set", "policy.inline=true", env=subprocess_env(ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
     assert proc.returncode == 0, err[-3000:]
     assert "policy inline in each actor" in out and "done: " in out
     run = tmp_path / "inl"

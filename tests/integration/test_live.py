@@ -15,13 +15,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
-from tests.integration.test_train import leftovers, marked_processes
 from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import leftovers, marked_processes, wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -30,16 +29,6 @@ pytestmark = [
                               "(.ci/run installs it; locally: apt-get install tmux)"),
 ]
 WORKERS = ("trainer 0", "policy 0", "actor 0", "actor 1")
-
-
-def wait_for(what: str, check, timeout: float):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {got!r}")
 
 
 def read_live(path):
@@ -88,15 +77,15 @@ def test_live_display_and_zoo_watch_show_every_worker_in_a_terminal(tmp_path):
              f"{zoo} train ppo --env CartPole-v1 --steps 100000000 --name watched --set runs_dir={tmp_path} "
              f"--set log.interval_s=1 --set supervision.restart_backoff_s=0.2; echo TRAIN-EXIT=$?; sleep 120")
         try:
-            live = wait_for("live.json with every worker measured", lambda: (lambda j: j if measured(j) else None)(
-                read_live(run_dir / "live.json")), timeout=180)
+            live = wait_for(lambda: (lambda j: j if measured(j) else None)(read_live(run_dir / "live.json")), 300,
+                            "live.json with every worker measured")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nthe train screen:\n{screen('train')}") from None
         controller_pid = live["controller"]["pid"]
         tmux("new-window", "-d", "-t", "live", "-n", "watch",
              f"{zoo} watch {run_dir} --refresh 0.2; echo WATCH-EXIT=$?; sleep 120")
-        train_screen = wait_for("the train screen's worker table", lambda: measured_screen(screen("train")), 60)
-        watch_screen = wait_for("the watch screen's worker table", lambda: measured_screen(screen("watch")), 60)
+        train_screen = wait_for(lambda: measured_screen(screen("train")), 120, "the train screen's worker table")
+        watch_screen = wait_for(lambda: measured_screen(screen("watch")), 120, "the watch screen's worker table")
         for text in (train_screen, watch_screen):
             assert re.search(r"^bottleneck: (trainer|inference|inference-latency|env)-bound: ", text, re.M), text
         assert f"zoo watch {run_dir}: live.json written" in watch_screen and "; run time " in watch_screen
@@ -105,18 +94,15 @@ def test_live_display_and_zoo_watch_show_every_worker_in_a_terminal(tmp_path):
         os.kill(victim, signal.SIGKILL)
         restarted = re.compile(r"^\s*actor 1\s+(\d+)\s+\d+\.\d s ago\s+1 \(last: killed by SIGKILL\)", re.M)
         for window in ("train", "watch"):  # its new process (pid) heartbeats, its restart counted
-            wait_for(f"the {window} screen to show actor 1 restarted",
-                     lambda: any(int(m.group(1)) != victim for m in restarted.finditer(screen(window))), timeout=90)
+            wait_for(lambda window=window: any(int(m.group(1)) != victim for m in restarted.finditer(screen(window))),
+                     120, f"the {window} screen to show actor 1 restarted")
         tmux("send-keys", "-t", "live:train", "C-c")
-        wait_for("zoo train to stop", lambda: "TRAIN-EXIT=130" in screen("train"), timeout=60)
-        end = wait_for("zoo watch to exit 0", lambda: (lambda s: s if "WATCH-EXIT=" in s else None)(screen("watch")),
-                       timeout=60)
+        wait_for(lambda: "TRAIN-EXIT=130" in screen("train"), 300, "zoo train to stop")
+        end = wait_for(lambda: (lambda s: s if "WATCH-EXIT=" in s else None)(screen("watch")), 120,
+                       "zoo watch to exit 0")
         assert "WATCH-EXIT=0" in end and "run ended: stopped (Ctrl-C)" in end
         assert shows_every_worker(end)  # the last frame stays on screen
     finally:
         subprocess.run(["tmux", "-L", server, "kill-server"], capture_output=True, timeout=30)
-    deadline = time.monotonic() + 20
-    while marked_processes(mark) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert marked_processes(mark) == []
+    wait_for(lambda: not marked_processes(mark), 60, "every process of the run to exit")
     assert controller_pid is not None and leftovers(controller_pid) == []

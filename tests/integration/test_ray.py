@@ -15,13 +15,13 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from zoo.core.testing.cli import CliProcess, rows, start, title, wait_for
+from zoo.core.testing.cli import finish as cli_finish
 from zoo.core.testing.procs import processes_with_env
 
 pytestmark = pytest.mark.integration
@@ -31,14 +31,13 @@ RUN_S = 240
 """Bound on one zoo train run (start-up of the Ray actors and workers on a loaded 2-core machine)."""
 
 
-def train(cluster: str, tmp_path: Path, *args: str) -> subprocess.Popen:
+def train(cluster: str, tmp_path: Path, *args: str) -> CliProcess:
     from zoo.core.testing.ray_cluster import ENV
 
     env = {**os.environ, **ENV}
     env.pop("RAY_ADDRESS", None)  # --ray-address says which cluster
-    return subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--name", "r",
-                             "--launcher", "ray", "--ray-address", cluster, "--set", f"runs_dir={tmp_path}", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return start("train", "ppo", "--env", "CartPole-v1", "--name", "r", "--launcher", "ray", "--ray-address", cluster,
+                 "--set", f"runs_dir={tmp_path}", *args, env=env)
 
 
 def run_processes(controller_pid: int) -> list[int]:
@@ -54,13 +53,8 @@ def left_behind(cluster: str, controller_pid: int) -> list[str]:
             + glob.glob(f"/tmp/zoo-{controller_pid}-*") + [f"key {k.decode()}" for k in keys])
 
 
-def finish(proc: subprocess.Popen, timeout: float = RUN_S) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"zoo train did not end within {timeout} s:\n{err[-3000:]}")
+def finish(proc: CliProcess, timeout: float = RUN_S) -> tuple[int, str, str]:
+    out, err = cli_finish(proc, timeout)
     return proc.returncode, out, err
 
 
@@ -107,19 +101,10 @@ def test_a_run_ray_cannot_place_is_refused_naming_what_is_missing(ray_cluster, t
 def test_a_killed_actor_ends_the_run_naming_it_and_its_node(ray_cluster, tmp_path):
     proc = train(ray_cluster, tmp_path, "--steps", "1000000", "--set", "actors.count=2",
                  "--set", "supervision.max_restarts=0")
-    deadline = time.monotonic() + RUN_S
-    actor = None
-    while actor is None and time.monotonic() < deadline and proc.poll() is None:
-        for pid in run_processes(proc.pid):
-            try:
-                title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if title.startswith("zoo: actor 1 "):
-                actor = pid
-        time.sleep(0.3)
-    assert actor is not None, "actor 1 never started"
-    time.sleep(3)  # past its start-up
+    wait_for(lambda: rows(tmp_path / "r", "update"), RUN_S, "the first update row (every worker past its start-up)",
+             proc)
+    actor = wait_for(lambda: next((p for p in run_processes(proc.pid) if title(p).startswith("zoo: actor 1 ")), None),
+                     60, "actor 1", proc)
     os.kill(actor, signal.SIGKILL)
     code, out, err = finish(proc, 120)
     assert code == 1, err[-3000:]

@@ -6,81 +6,34 @@
 - with ``trainer.count`` = 2, SIGINT, SIGTERM and SIGHUP stop like with one trainer (final
   checkpoint, ``end`` row, ``status.json``), and ``zoo resume`` continues the update rows.
 
-Every wait is for something observable (a metrics row, ``live.json``, a stderr line, the
-process table), with deadlines generous for a loaded 2-core machine. Runs are found by a
-mark in their environment (:func:`zoo.core.testing.procs.processes_with_env`).
+Every wait is for something observable (a metrics row, a stderr line, the process table), with
+deadlines generous for a loaded 2-core machine (:mod:`zoo.core.testing.cli`). Runs are found by a
+mark in their environment.
 """
 from __future__ import annotations
 
-import glob
 import json
 import signal
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from zoo.core.testing import subprocess_env
-from zoo.core.testing.procs import processes_with_env
+from zoo.core.testing.cli import finish, mark_env, nothing_left, rows, wait_for
+from zoo.core.testing.cli import start as start_zoo
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CHAOS_PLUGIN = ROOT / "tests" / "plugins" / "zoo-chaos"
 
 
-def start(tmp_path: Path, *args: str, ignore_sigint: bool = False) -> tuple[subprocess.Popen, str, Path]:
-    """``zoo train ARGS --set runs_dir=tmp_path`` (``zoo resume ARGS --runs-dir tmp_path``); its
-    stderr goes to a file (read while it runs)."""
+def start(tmp_path: Path, *args: str, ignore_sigint: bool = False):
+    """``zoo train ARGS --set runs_dir=tmp_path`` (``zoo resume ARGS --runs-dir tmp_path``) with the chaos
+    plugin, as from a terminal (or, with ``ignore_sigint``, as a background job): the process and its mark."""
     mark = uuid.uuid4().hex
-    env = subprocess_env(CHAOS_PLUGIN, ZOO_TEST_MARK=mark)
-    err = tmp_path / f"stderr-{mark}.txt"
-    with open(err, "w") as f:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "zoo", *args,
-             *(("--runs-dir", str(tmp_path)) if args[0] == "resume" else
-               ("--set", f"runs_dir={tmp_path}", "--set", "log.tensorboard=false"))],
-            stdout=subprocess.DEVNULL, stderr=f, env=env,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL))
-    return proc, mark, err
-
-
-def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"zoo exited ({proc.returncode}) before {what}")
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def rows(run: Path, kind: str) -> list[dict]:
-    try:
-        lines = (run / "metrics.jsonl").read_text().splitlines()
-    except OSError:
-        return []
-    return [r for r in (json.loads(line) for line in lines if line.endswith("}")) if r["type"] == kind]
-
-
-def ended(proc: subprocess.Popen, err: Path, timeout: float = 300) -> str:
-    """Wait for ``proc`` to exit (killed if it does not); its stderr, one line per line."""
-    try:
-        proc.wait(timeout)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return err.read_text()
-
-
-def nothing_left(proc: subprocess.Popen, mark: str) -> None:
-    wait_for(lambda: not processes_with_env("ZOO_TEST_MARK", mark), 60, "every worker to exit")
-    assert glob.glob(f"/dev/shm/*zoo-{proc.pid}-*") + glob.glob(f"/tmp/zoo-{proc.pid}-*") == []
+    where = ("--runs-dir", str(tmp_path)) if args[0] == "resume" else (
+        "--set", f"runs_dir={tmp_path}", "--set", "log.tensorboard=false")
+    return start_zoo(*args, *where, env=mark_env(mark, CHAOS_PLUGIN), ignore_sigint=ignore_sigint), mark
 
 
 def checkpoint(run: Path) -> dict:
@@ -96,16 +49,12 @@ def status(run: Path) -> dict:
 def test_ctrl_c_stops_zoo_train_started_with_sigint_ignored(tmp_path):
     # A background job of a non-interactive shell starts with SIGINT ignored; Python then installs
     # no handler of its own, and before the fix SIGINT did nothing: training went on.
-    proc, mark, err = start(tmp_path, "train", "ppo", "--env", "CartPole-v1", "--steps", "1000000", "--name", "bg",
-                            ignore_sigint=True)
+    proc, mark = start(tmp_path, "train", "ppo", "--env", "CartPole-v1", "--steps", "1000000", "--name", "bg",
+                       ignore_sigint=True)
     run = tmp_path / "bg"
-    try:
-        wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
-        proc.send_signal(signal.SIGINT)
-        text = ended(proc, err)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
+    proc.send_signal(signal.SIGINT)
+    _, text = finish(proc, 300)
     assert proc.returncode == 130, text[-3000:]
     end = rows(run, "end")
     assert len(end) == 1
@@ -115,34 +64,18 @@ def test_ctrl_c_stops_zoo_train_started_with_sigint_ignored(tmp_path):
     nothing_left(proc, mark)
 
 
-def live_trainer(run: Path) -> dict:
-    """The trainer's entry of ``live.json`` with the file's ``time`` (``{}`` before there is one)."""
-    try:
-        live = json.loads((run / "live.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {**next((w for w in live.get("workers", []) if w["role"] == "trainer"), {}), "time": live.get("time", 0)}
-
-
 def test_a_second_ctrl_c_abandons_the_update_and_keeps_the_last_checkpoint(tmp_path):
     # The first update is fast and checkpointed (policy version 1); the second sleeps 600 s,
     # ignoring stop requests. Before the fix the second Ctrl-C was ignored: no "again" line.
-    proc, mark, err = start(tmp_path, "train", "slow-ppo", "--env", "CartPole-v1", "--steps", "1000000",
-                            "--name", "slow", "--set", "algo.update_sleep_s=600", "--set", "algo.fast_updates=1",
-                            "--set", "trainer.checkpoint_interval=1", "--set", "log.interval_s=1")
+    proc, mark = start(tmp_path, "train", "slow-ppo", "--env", "CartPole-v1", "--steps", "1000000",
+                       "--name", "slow", "--set", "algo.update_sleep_s=600", "--set", "algo.fast_updates=1",
+                       "--set", "trainer.checkpoint_interval=1")
     run = tmp_path / "slow"
-    try:
-        wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
-        seen = time.time()
-        wait_for(lambda: (lambda t: t.get("busy") == "update" and t["time"] > seen)(live_trainer(run)), 120,
-                 "live.json to show the trainer in its second update", proc)
-        proc.send_signal(signal.SIGINT)
-        wait_for(lambda: "Ctrl-C again to stop now" in err.read_text(), 120, "the first Ctrl-C's message", proc)
-        proc.send_signal(signal.SIGINT)
-        text = ended(proc, err)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_for(lambda: "zoo-chaos: update 2 sleeps" in proc.stderr_text(), 300, "the trainer's second update", proc)
+    proc.send_signal(signal.SIGINT)
+    wait_for(lambda: "Ctrl-C again to stop now" in proc.stderr_text(), 300, "the first Ctrl-C's message", proc)
+    proc.send_signal(signal.SIGINT)
+    _, text = finish(proc, 300)
     assert proc.returncode == 130, text[-3000:]
     latest = run / "checkpoints" / "latest.pt"
     ckpt = checkpoint(run)
@@ -164,16 +97,11 @@ def test_two_trainers_stop_with_their_final_checkpoint_and_resume_without_a_gap(
     # trainer.count=2: before the fix a stop often ended the run without its final checkpoint or
     # end row (rank 1 left the sync point alone; rank 0's exchange then failed with PeerLost).
     two = ("--set", "trainer.count=2", "--set", "policy.count=2", "--set", "actors.count=2")
-    proc, mark, err = start(tmp_path, "train", "ppo", "--env", "CartPole-v1", "--steps", "200000", "--name", "k2",
-                            *two)
+    proc, mark = start(tmp_path, "train", "ppo", "--env", "CartPole-v1", "--steps", "200000", "--name", "k2", *two)
     run = tmp_path / "k2"
-    try:
-        wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
-        proc.send_signal(sig)
-        text = ended(proc, err)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    wait_for(lambda: rows(run, "update"), 300, "the first update row", proc)
+    proc.send_signal(sig)
+    _, text = finish(proc, 300)
     code = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGHUP: 129}[sig]
     assert proc.returncode == code, text[-3000:]
     end = rows(run, "end")
@@ -183,9 +111,11 @@ def test_two_trainers_stop_with_their_final_checkpoint_and_resume_without_a_gap(
     assert status(run)["status"] == "stopped"
     nothing_left(proc, mark)
     first = len(updates)
-    budget = end[0]["env_steps"] + 3000
-    proc, mark, err = start(tmp_path, "resume", "k2", "--steps", str(budget))
-    text = ended(proc, err, 600)
+    # two updates' env steps (2 trainers x 8 samples x 32 env steps each); the run stops once it has
+    # received them, having made at least one update
+    budget = end[0]["env_steps"] + 1024
+    proc, mark = start(tmp_path, "resume", "k2", "--steps", str(budget))
+    _, text = finish(proc, 600)
     assert proc.returncode == 0, text[-3000:]
     versions = [r["policy_version"] for r in rows(run, "update")]
     assert versions == list(range(1, len(versions) + 1)) and len(versions) > first  # no gap, no duplicate

@@ -13,11 +13,11 @@ import os
 import random
 import socket
 import struct
-import subprocess
-import sys
 import time
 
 import pytest
+
+from zoo.core.testing.cli import finish, start, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -54,37 +54,34 @@ def test_a_cartpole_run_over_tcp_trains_while_its_listeners_are_fuzzed(tmp_path)
     keys_root = tmp_path / "keys"
     sets = [a for s in ("inference", "sample", "parameter") for a in ("--set", f"streams.{s}.transport=tcp")]
     env = {**os.environ, "ZOO_TCP_TOKEN": "s3cret-fuzz"}
-    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "3000",
-                             "--name", "fuzz", "--set", f"runs_dir={tmp_path}",
-                             "--set", f"resolver.options.root={keys_root}", *sets],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        ports: dict[str, int] = {}
-        deadline = time.monotonic() + 240
-        while len(ports) < len(LISTENERS) and proc.poll() is None and time.monotonic() < deadline:
-            for path in keys_root.glob("zoo-*/keys/*.tcp.json"):
-                try:
-                    ports.setdefault(path.name[:-len(".json")], json.loads(path.read_text())["port"])
-                    run_id = path.parent.parent.name[len("zoo-"):]
-                except (OSError, ValueError, KeyError):
-                    pass  # being written
-            time.sleep(0.05)  # polling the key files of a run that is starting: nothing to wait on
-        assert sorted(ports) == sorted(LISTENERS), f"listeners seen: {sorted(ports)}"
-        rng = random.Random(20)
-        started = time.monotonic()
-        sent = 0
-        for key, port in ports.items():
-            for data in _hostile(rng, run_id, key[:-len(".tcp")]):
-                _send(port, data)
-                sent += 1
-        for i in range(200):  # connect/close cycles
-            _send(list(ports.values())[i % len(ports)], b"")
-        fuzz_s = time.monotonic() - started
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    proc = start("train", "ppo", "--env", "CartPole-v1", "--steps", "3000", "--name", "fuzz",
+                 "--set", f"runs_dir={tmp_path}", "--set", f"resolver.options.root={keys_root}", *sets, env=env)
+    ports: dict[str, int] = {}
+    run_id = ""
+
+    def every_listener() -> bool:
+        nonlocal run_id
+        for path in keys_root.glob("zoo-*/keys/*.tcp.json"):
+            try:
+                ports.setdefault(path.name[:-len(".json")], json.loads(path.read_text())["port"])
+                run_id = path.parent.parent.name[len("zoo-"):]
+            except (OSError, ValueError, KeyError):
+                pass  # being written
+        return len(ports) >= len(LISTENERS)
+
+    wait_for(every_listener, 300, "every tcp listener's key file", proc, poll_s=0.05)
+    assert sorted(ports) == sorted(LISTENERS), f"listeners seen: {sorted(ports)}"
+    rng = random.Random(20)
+    started = time.monotonic()
+    sent = 0
+    for key, port in ports.items():
+        for data in _hostile(rng, run_id, key[:-len(".tcp")]):
+            _send(port, data)
+            sent += 1
+    for i in range(200):  # connect/close cycles
+        _send(list(ports.values())[i % len(ports)], b"")
+    fuzz_s = time.monotonic() - started
+    _, err = finish(proc, 600)
     assert proc.returncode == 0, err[-3000:]
     assert sent == 3 * 35
     rows = [json.loads(line) for line in (tmp_path / "fuzz" / "metrics.jsonl").read_text().splitlines()]

@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -19,35 +15,21 @@ import numpy as np
 import pytest
 
 from zoo.core.testing import subprocess_env
-from zoo.core.testing.procs import processes_with_env
+from zoo.core.testing.cli import (
+    best_rolling_mean,
+    finish,
+    marked_processes,
+    nothing_left,
+    read_metrics,
+    rows,
+    start,
+    wait_for,
+    zoo,
+)
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 BOOM_PLUGIN = ROOT / "tests" / "plugins" / "zoo-boom"
-
-
-def zoo(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def marked_processes(mark: str) -> list[int]:
-    """PIDs of live processes whose environment holds ``ZOO_TEST_MARK=mark`` (the CLI's workers)."""
-    return processes_with_env("ZOO_TEST_MARK", mark)
-
-def leftovers(pid: int) -> list[str]:
-    """Transport files and shared-memory segments of runs controlled by ``pid``."""
-    return glob.glob(f"/dev/shm/*zoo-{pid}-*") + glob.glob(f"/tmp/zoo-{pid}-*")
-
-
-def rolling_mean_reached(episodes: list[dict], window: int, threshold: float, max_steps: int) -> float:
-    """The best mean return over ``window`` consecutive episodes ending within ``max_steps``."""
-    returns = [e["return"] for e in episodes if e["env_steps"] <= max_steps]
-    return max(np.mean(returns[i - window:i]) for i in range(window, len(returns) + 1))
 
 
 def test_ppo_cartpole_reaches_450_within_200k_env_steps(tmp_path):
@@ -57,7 +39,7 @@ def test_ppo_cartpole_reaches_450_within_200k_env_steps(tmp_path):
     rows = read_metrics(tmp_path / "cartpole")
     episodes = [r for r in rows if r["type"] == "episode"]
     updates = [r for r in rows if r["type"] == "update"]
-    best = rolling_mean_reached(episodes, 20, 450, 200_000)
+    best = best_rolling_mean(episodes, 20, 200_000)
     print(f"best 20-episode mean return within 200k env steps: {best:.1f}; final: "
           f"{np.mean([e['return'] for e in episodes[-20:]]):.1f}; updates {len(updates)}")
     assert best >= 450
@@ -103,29 +85,17 @@ def test_ppo_atari_pong_100k_frames_writes_metrics_events_checkpoint(tmp_path):
 def test_ctrl_c_stops_every_worker_and_leaves_nothing(tmp_path):
     mark = uuid.uuid4().hex
     env = subprocess_env(ZOO_TEST_MARK=mark)
-    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1",
-                             "--name", "interrupted", "--set", f"runs_dir={tmp_path}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        # 5 s into the run, and at least one update written (start-up on a loaded machine is slow)
-        metrics = tmp_path / "interrupted" / "metrics.jsonl"
-        started = time.monotonic()
-        while time.monotonic() - started < 60 and not (metrics.exists() and '"update"' in metrics.read_text()):
-            time.sleep(0.2)
-        time.sleep(max(0.0, 5 - (time.monotonic() - started)))
-        assert len(marked_processes(mark)) >= 5  # the CLI, trainer, policy worker, 2 actors
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode != 0
+    proc = start("train", "ppo", "--env", "CartPole-v1", "--name", "interrupted", "--set", f"runs_dir={tmp_path}",
+                 env=env)
+    # every worker in its loop: an update written and every worker titled (start-up on a loaded machine is slow)
+    wait_for(lambda: rows(tmp_path / "interrupted", "update"), 300, "the first update row", proc)
+    assert len(wait_for(lambda: (lambda m: m if len(m) >= 5 else None)(marked_processes(mark)), 60,
+                        "the CLI, trainer, policy worker and 2 actors", proc)) >= 5
+    proc.send_signal(signal.SIGINT)
+    _, err = finish(proc, 300)  # the trainer finishes its update and writes its checkpoint
+    assert proc.returncode == 130, err[-3000:]
     assert "interrupted" in err
-    deadline = time.monotonic() + 10
-    while marked_processes(mark) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert marked_processes(mark) == []
-    assert leftovers(proc.pid) == []
+    nothing_left(proc, mark)
     # What was written survives: the config and every metrics line parse.
     assert json.loads((tmp_path / "interrupted" / "config.json").read_text())["algo_name"] == "ppo"
     assert any(r["type"] == "update" for r in read_metrics(tmp_path / "interrupted"))
@@ -141,7 +111,7 @@ def test_env_that_raises_makes_train_fail_with_the_actor_and_message(tmp_path):
     env = subprocess_env(BOOM_PLUGIN, ZOO_TEST_MARK=mark)
     # No restarts (supervision.max_restarts=0): the first failure ends the run.
     result = zoo("train", "ppo", "--env", "boom", "--name", "boom", "--set", f"runs_dir={tmp_path}",
-                 "--set", "supervision.max_restarts=0", env=env, timeout=60)  # must report the crash
+                 "--set", "supervision.max_restarts=0", env=env, timeout=300)
     assert result.returncode == 1
     assert "RuntimeError: boom" in result.stderr
     assert "actor worker " in result.stderr and "failed (raised an exception); stopping the run." in result.stderr

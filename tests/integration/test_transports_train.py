@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import glob
 import json
-import subprocess
-import sys
-import time
 
 import pytest
+
+from zoo.core.testing.cli import finish, start, wait_for, zoo
 
 pytestmark = pytest.mark.integration
 
@@ -19,11 +18,10 @@ def test_short_cartpole_run_over_each_transport(tmp_path, transport):
     if scheme:
         sets += [a for s in ("inference", "sample", "parameter")
                  for a in ("--set", f"streams.{s}.options.scheme={scheme}")]
-    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "3000",
-                             "--name", transport, "--set", f"runs_dir={tmp_path}", *sets,
-                             "--set", "trainer.keep_checkpoints=true", "--set", "trainer.checkpoint_interval=4"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, err = proc.communicate(timeout=300)
+    proc = start("train", "ppo", "--env", "CartPole-v1", "--steps", "3000", "--name", transport,
+                 "--set", f"runs_dir={tmp_path}", *sets,
+                 "--set", "trainer.keep_checkpoints=true", "--set", "trainer.checkpoint_interval=4")
+    _, err = finish(proc, 600)
     assert proc.returncode == 0, err[-3000:]
     rows = [json.loads(line) for line in (tmp_path / transport / "metrics.jsonl").read_text().splitlines()]
     updates = [r for r in rows if r["type"] == "update"]
@@ -42,9 +40,8 @@ def test_short_cartpole_run_over_each_transport(tmp_path, transport):
 
 
 def test_inline_is_refused_for_multi_process_runs(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "1000",
-                           "--name", "inl", "--set", "streams.sample.transport=inline", "--set", f"runs_dir={tmp_path}"],
-                          capture_output=True, text=True, timeout=120)
+    proc = zoo("train", "ppo", "--env", "CartPole-v1", "--steps", "1000", "--name", "inl",
+               "--set", "streams.sample.transport=inline", "--set", f"runs_dir={tmp_path}", timeout=300)
     # Refused while the config is built: exit 2, the field and the fix named, no run started.
     assert proc.returncode == 2
     assert ("streams.sample.transport='inline' joins endpoints within one process only, but zoo train runs every "
@@ -53,12 +50,10 @@ def test_inline_is_refused_for_multi_process_runs(tmp_path):
 
 
 def test_zoo_list_transports_shows_all_five_and_resolvers_the_files_one():
-    out = subprocess.run([sys.executable, "-m", "zoo", "list", "transports"], capture_output=True, text=True,
-                         timeout=60).stdout
+    out = zoo("list", "transports", timeout=300).stdout
     for name in ("auto", "inline", "nng", "shm", "tcp"):
         assert name in out
-    out = subprocess.run([sys.executable, "-m", "zoo", "list", "resolvers"], capture_output=True, text=True,
-                         timeout=60).stdout
+    out = zoo("list", "resolvers", timeout=300).stdout
     assert "files" in out and "zoo.files" in out
 
 
@@ -67,15 +62,17 @@ def test_default_auto_run_resolves_shm_records_placement_and_leaves_no_resolver_
     where each worker ran; every listener published its address through the resolver (here
     the files resolver under tmp_path/keys), and the run clears all of its keys at the end."""
     keys_root = tmp_path / "keys"
-    proc = subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--steps", "1500",
-                             "--name", "auto", "--set", f"runs_dir={tmp_path}",
-                             "--set", f"resolver.options.root={keys_root}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start("train", "ppo", "--env", "CartPole-v1", "--steps", "1500", "--name", "auto",
+                 "--set", f"runs_dir={tmp_path}", "--set", f"resolver.options.root={keys_root}")
     seen: set[str] = set()
-    while proc.poll() is None:  # collect the keys published while the run lasts (bounded by the budget)
+
+    def collect() -> bool:  # the keys published while the run lasts; True once it ended
+        nonlocal seen
         seen |= {p.relative_to(keys_root).as_posix() for p in keys_root.glob("zoo-*/keys/*.json")}
-        time.sleep(0.05)
-    _, err = proc.communicate(timeout=300)
+        return proc.poll() is not None
+
+    wait_for(collect, 600, "zoo train to reach its budget", poll_s=0.05)
+    _, err = finish(proc, 60)
     assert proc.returncode == 0, err[-3000:]
     run_id = f"{proc.pid}-" + next(iter(seen)).split("/")[0].rsplit("-", 1)[1]
     # listeners: the policy worker's inference-0, the trainer's sample-0 and parameter (shm), the

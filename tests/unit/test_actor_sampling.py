@@ -1,33 +1,9 @@
 """The actor's sample layout, checked value by value on a counting environment."""
 import numpy as np
-from gymnasium import spaces
 
-from zoo.core.env import EnvSpec
+from tests.unit.fakes import Counter
 from zoo.core.workers.actor import EnvGroup, SampleBuffer
 from zoo.core.workers.trainer import collate
-
-
-class Counter:
-    """obs = 100 * episode + t; reward = t + 1; episode ends after 3 steps (truncated or terminated)."""
-
-    def __init__(self, terminate: bool) -> None:
-        self.spec = EnvSpec("counter", ("a",), {"obs": spaces.Box(0, 1e6, (1,))}, spaces.Discrete(2))
-        self.terminate, self.episode, self.t = terminate, -1, 0
-
-    def reset(self, seed=None):
-        self.episode += 1
-        self.t = 0
-        return {"obs": np.array([[100.0 * self.episode]], np.float32)}, {}
-
-    def step(self, action):
-        self.t += 1
-        done = self.t == 3
-        obs = {"obs": np.array([[100.0 * self.episode + self.t]], np.float32)}
-        r = np.array([float(self.t)], np.float32)
-        return obs, r, np.array([done and self.terminate]), np.array([done and not self.terminate]), {}
-
-    def close(self):
-        pass
 
 
 def run_group(T=4):

@@ -6,7 +6,7 @@ from zoo.core.controller import Controller, _ignoring_stop_signals
 
 
 def supervisor(trainer_exit, errors=()):
-    from tests.unit.test_supervision import make_supervisor
+    from tests.unit.fakes import make_supervisor
 
     s, launcher, _ = make_supervisor()
     s.workers[("trainer", 0)].handle.code = trainer_exit

@@ -8,13 +8,13 @@ import os
 import numpy as np
 import pytest
 
+from tests.unit.fakes import assert_same_state
+from tests.unit.trainer_harness import TrainerThread, fake_host, make_sample, trainer_config
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import load_checkpoint, nonfinite_tensors
 from zoo.core.testing import CountingEnv
 from zoo.core.workers.actor import EnvGroup, NonFiniteEnvError, SampleBuffer, env_seeds
 from zoo.core.workers.trainer import NonFiniteRunError, collate, describe_sources, nonfinite_columns
-from tests.unit.test_resume import assert_same_state
-from tests.unit.trainer_harness import TrainerThread, fake_host, make_sample, trainer_config
 
 
 # ----------------------------------------------------------------------------- locating bad columns

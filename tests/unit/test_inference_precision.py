@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.unit.fakes import FakeServer
 from zoo.core.workers.policy import _answer, inference_autocast
-from tests.unit.test_recurrent_inference import FakeServer
 
 
 class LinearPolicy(torch.nn.Module):

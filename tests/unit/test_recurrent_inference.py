@@ -2,9 +2,9 @@
 import numpy as np
 import torch
 
+from tests.unit.fakes import Counter, FakeServer
 from zoo.core.workers.actor import EnvGroup, SampleBuffer
 from zoo.core.workers.policy import RecurrentStates, _answer
-from tests.unit.test_actor_sampling import Counter
 
 
 class CountingPolicy(torch.nn.Module):
@@ -15,15 +15,6 @@ class CountingPolicy(torch.nn.Module):
     def act(self, obs, state=None, deterministic=False):
         n = next(iter(obs.values())).shape[0]
         return {"action": torch.zeros(n, dtype=torch.int64), "state": state + 1}
-
-
-class FakeServer:
-    def __init__(self):
-        self.replies = []
-
-    def reply(self, client_id, bundle, meta, timeout):
-        self.replies.append((client_id, bundle, meta))
-        return True
 
 
 def request(group, g):

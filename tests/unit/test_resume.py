@@ -7,10 +7,10 @@ import json
 import os
 
 import pytest
-import torch
 
-from zoo.core.checkpoint import load_checkpoint
+from tests.unit.fakes import assert_same_state
 from tests.unit.trainer_harness import TrainerThread, fake_host, make_sample, trainer_config
+from zoo.core.checkpoint import load_checkpoint
 
 # Per algorithm: agents per env, and overrides making updates small (2 samples of 2 envs per batch).
 CASES = {
@@ -42,27 +42,6 @@ def rows(run_dir) -> list[dict]:
         if row["type"] != "resume":
             out.append(row)
     return out
-
-
-def assert_same_state(a, b, path: str = "") -> None:
-    """Bit-for-bit equality of nested checkpoint data (tensors, arrays, numbers, RNG tuples)."""
-    import numpy as np
-
-    assert type(a) is type(b), path
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), path
-    elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and np.array_equal(a, b), path
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            assert_same_state(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same_state(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 def compare_final(straight_dir, resumed_dir) -> None:

@@ -49,7 +49,7 @@ def test_the_entry_point_takes_sigint_back_when_started_with_it_ignored():
 
 
 def test_stop_all_kills_a_busy_trainer_at_once_when_asked_to_stop_now():
-    from tests.unit.test_supervision import all_beat, beat, make_supervisor
+    from tests.unit.fakes import all_beat, beat, make_supervisor
 
     s, launcher, clock = make_supervisor(stop_timeout_s=600.0)
     all_beat(s)
@@ -69,7 +69,7 @@ def test_stop_all_kills_a_busy_trainer_at_once_when_asked_to_stop_now():
 
 
 def test_stop_all_without_stop_now_reports_no_abandon():
-    from tests.unit.test_supervision import all_beat, make_supervisor
+    from tests.unit.fakes import all_beat, make_supervisor
 
     s, launcher, clock = make_supervisor()
     all_beat(s)

@@ -3,74 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.fakes import GRAPH, Clock, FakeLauncher, all_beat, beat, make_supervisor
 from zoo.core.config import SupervisionConfig
-from zoo.core.launcher import Launcher, WorkerHandle
 from zoo.core.supervision import Supervisor, WorkerCrashed
-
-
-class FakeHandle(WorkerHandle):
-    def __init__(self, ctx):
-        self.role, self.index, self.ctx = ctx[0], ctx[1], ctx
-        self.code = None
-        self.calls: list[str] = []
-
-    def exitcode(self):
-        return self.code
-
-    def stop(self):
-        self.calls.append("stop")
-
-    def kill(self):
-        self.calls.append("kill")
-        if self.code is None:
-            self.code = -9
-
-    def wait(self, timeout):
-        return self.code
-
-
-class FakeLauncher(Launcher):
-    def __init__(self):
-        self.started: list[tuple] = []
-        self.handles: list[FakeHandle] = []
-        self.closed = False
-
-    def start(self, ctx):
-        self.started.append(ctx)
-        self.handles.append(FakeHandle(ctx))
-        return self.handles[-1]
-
-    def close(self):
-        self.closed = True
-
-
-class Clock:
-    def __init__(self):
-        self.t = 1000.0
-
-    def __call__(self):
-        return self.t
-
-
-GRAPH = [("trainer", 0), ("policy", 0), ("actor", 0), ("actor", 1)]
-
-
-def make_supervisor(**sv):
-    launcher, clock = FakeLauncher(), Clock()
-    s = Supervisor(launcher, lambda role, index, attempt: (role, index, attempt),
-                   SupervisionConfig(**{"heartbeat_timeout_s": 10.0, "start_timeout_s": 30.0,
-                                        "restart_backoff_s": 1.0, "restart_backoff_max_s": 3.0, **sv}), clock)
-    s.start_all(GRAPH)
-    return s, launcher, clock
-
-
-def beat(s, role, index, attempt=0, **extra):
-    s.on_message({"type": "heartbeat", "role": role, "index": index, "attempt": attempt, **extra})
-
-
-def all_beat(s, attempt=0):
-    for role, index in GRAPH:
-        beat(s, role, index, attempt)
 
 
 def test_a_killed_actor_is_restarted_after_a_doubling_backoff_up_to_max_restarts():
@@ -300,10 +235,8 @@ def test_stop_all_kills_a_trainer_past_stop_timeout():
 
 
 def test_supervision_values_are_checked_up_front():
-    from zoo.core.config import ConfigError, apply_override, validate
+    from zoo.core.config import ConfigError, ExperimentConfig, apply_override, validate
     from zoo.core.plugins import get_registry
-
-    from zoo.core.config import ExperimentConfig
 
     c = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1")
     for override in ("supervision.heartbeat_timeout_s=0", "supervision.start_timeout_s=nan",

@@ -6,11 +6,14 @@
   ``env.hang_file`` with ``O_CREAT | O_EXCL`` first, so a restarted actor does not hang again.
 - algorithm ``slow-ppo``: PPO whose every update first sleeps ``algo.update_sleep_s`` seconds,
   ignoring stop requests (a long hide-and-seek update, shortened); the first
-  ``algo.fast_updates`` updates (default 0) do not sleep.
+  ``algo.fast_updates`` updates (default 0) do not sleep. Each sleeping update first prints
+  ``zoo-chaos: update N sleeps S s`` to stderr (N counted in the trainer's process): the line
+  tests wait for before they signal a run in its long update.
 """
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -72,6 +75,8 @@ def slow_ppo():
         def update(self, batch):
             self.made = getattr(self, "made", 0) + 1
             if self.made > self.config.fast_updates:
+                print(f"zoo-chaos: update {self.made} sleeps {self.config.update_sleep_s:g} s", file=sys.stderr,
+                      flush=True)
                 time.sleep(self.config.update_sleep_s)
             return super().update(batch)
 
