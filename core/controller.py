@@ -138,13 +138,13 @@ class Controller:
 
     def write_graph(self) -> None:
         """(Re)write ``graph.json``: the placement, each worker's first pid, the launcher entry
-        (``{"name", "trainers"?, ...launcher.describe()}``)."""
+        (``{"name", "trainers"?, ...launcher.describe()}``), the run id."""
         from zoo.core.placement import write_placement
 
         entry: dict[str, Any] = {"name": self.cfg.launcher, **getattr(self.launcher, "describe", dict)()}
         if self.trainer_group is not None:
             entry["trainers"] = self.trainer_group
-        write_placement(self.run_dir, self.cfg, self.places, self.streams, launcher=entry)
+        write_placement(self.run_dir, self.cfg, self.places, self.streams, launcher=entry, run_id=self.run_id)
 
     def complete_graph(self, every_s: float = 1.0) -> None:
         """At most every ``every_s`` seconds: fill in the pids ``graph.json`` still lacks (a worker

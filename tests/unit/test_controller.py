@@ -102,6 +102,7 @@ def bare_controller(tmp_path, messages):
     c.cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", env_steps=10, name="r")
     c.cfg.launcher = "ray"
     c.run_dir, c.launcher, c.trainer_group, c.graph_checked = str(tmp_path), Launcher(), None, float("-inf")
+    c.run_id = "77-0123abcd"
     c.places = [Place("controller", 0, "h", 10), Place("trainer", 0, "h", None), Place("policy", 0, "h", 12),
                 Place("actor", 0, "h", 13)]
     c.streams = {s: ("shm", {}) for s in ("inference", "sample", "parameter")} | {"control": ("nng", {})}
@@ -126,6 +127,7 @@ def test_graph_json_gets_a_pid_the_launcher_did_not_know_and_the_trainers_backen
     assert graph["launcher"] == {"name": "ray", "strategy": "PACK", "gpu_shares": {"trainer": 0.6, "policy": 0.4},
                                  "trainers": {"backend": "nccl", "devices": ["cuda:0", "cuda:0"],
                                               "gpus": ["n1/3", "n1/1"]}}
+    assert graph["run_id"] == "77-0123abcd"  # what the run's leftovers are named by
 
 
 def test_a_run_whose_launch_fails_says_so_in_status_json(tmp_path, monkeypatch):

@@ -562,7 +562,7 @@ class RayLauncher(Launcher):
 
         from ray._private import ray_constants
 
-        self.temp_dir = tempfile.mkdtemp(prefix="zoo-ray-")
+        self.temp_dir = tempfile.mkdtemp(prefix=f"zoo-ray-{os.getpid()}-")  # this process: the controller
         ray_constants.ENABLE_RAY_CLUSTER = False  # else Ray turns 127.0.0.1 into the machine's outward address
         if not any(os.environ.get(v) for v in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
             path = os.path.join(self.temp_dir, "auth_token")
