@@ -480,6 +480,8 @@ def test_a_dead_actor_whose_node_agent_is_gone_waits_for_rays_word_on_the_node(m
     launcher.agents = {"n" * 56: agent}
     h = launcher.handles[0]
     assert h.exitcode() is None  # the node may be dying: not decided yet
+    assert h.exitcode() is None  # ... still (the agent is not asked again)
+    assert [c[0] for c in fake.calls].count("info") == 1 + 1  # the worker's pid, one ping of the agent
     fake.alive_nodes["n" * 56] = False
     from zoo.plugins.launchers.ray import launcher as ray_launcher
 

@@ -338,7 +338,7 @@ class RayHandle(WorkerHandle):
             return True
         if self._ping is None and self.launcher is not None and self.node_id in self.launcher.agents:
             self._ping = self.launcher.agents[self.node_id].info.remote()
-        if self._ping is not None and ray.wait([self._ping], timeout=0)[0]:
+        if self._ping not in (None, False) and ray.wait([self._ping], timeout=0)[0]:
             try:
                 ray.get(self._ping)
                 return False  # its node's agent answers: only the actor died
