@@ -550,3 +550,25 @@ def test_a_too_small_local_cluster_is_explained_with_the_arithmetic():
         "fix: ask for less (e.g. --set \"launcher_options.actor_resources={'CPU': 0.25}\", or "
         "launcher_options.policy_resources, trainer_resources; actors.count, policy.count, trainer.count), use the "
         "local launcher, or a larger Ray cluster (--ray-address IP:PORT)"]
+
+
+def test_two_ray_trainers_each_on_its_own_gpu_resolve_cuda_0_and_choose_nccl(monkeypatch):
+    import torch
+    import torch.distributed as dist
+
+    from zoo.core import distributed
+    from zoo.core.workers.trainer import _devices
+
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # Ray shows each trainer the one GPU of its bundle
+    monkeypatch.setattr(distributed, "_cuda_uuid", lambda index: None)
+    cfg = ray_config("actors.count=2", "trainer.count=2", "algo.device=cuda")
+    seen = []
+    for rank, gpu in enumerate([1, 0]):  # the GPU ids Ray gave trainer 0 and trainer 1 (ray.get_gpu_ids())
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", str(gpu))
+        monkeypatch.setenv("ZOO_NODE_ID", "n" * 56)
+        device = _devices(cfg, 2)[rank]
+        seen.append((device, distributed.gpu_identity(device)))
+    assert seen == [("cuda:0", "n" * 56 + "/1"), ("cuda:0", "n" * 56 + "/0")]
+    # what each rank then chooses from the exchanged devices and GPUs (TrainerGroup.join)
+    assert distributed.choose_backend([d for d, _ in seen], [g for _, g in seen]) == "nccl"
