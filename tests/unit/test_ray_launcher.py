@@ -79,7 +79,8 @@ def test_bad_launcher_options_are_refused_naming_the_field(override, message):
 def test_the_local_launcher_has_no_options():
     with pytest.raises(ConfigError) as err:
         build_config(get_registry(), "ppo", "CartPole-v1", overrides=["launcher_options.address=auto"], steps=4096)
-    assert "launcher_options.address: launcher 'local' has no options; remove launcher_options.address" in str(err.value)
+    assert ("launcher_options.address: launcher 'local' has no options; remove launcher_options.address"
+            in str(err.value))
 
 
 def test_without_ray_installed_launcher_ray_is_refused_before_anything_starts(monkeypatch, tmp_path):
@@ -126,8 +127,9 @@ def test_busy_resources_and_strict_strategies_are_named():
              {"id": "b" * 56, "ip": "10.0.0.2", "resources": {"CPU": 2.0}}]
     lines = explain_unplaced(request, nodes, {"CPU": 1.0}, "STRICT_SPREAD", 5.0).splitlines()
     # 3 CPUs asked, 4 in the cluster but 1 free; 3 workers on their own nodes need 3 nodes, there are 2
-    assert lines[1:3] == ["  - the run asks for CPU=3 in all, 1 of the cluster's 4 are free now (other jobs hold the rest)",
-                          "  - strategy STRICT_SPREAD puts each of the 3 workers on its own node, the cluster has 2 nodes"]
+    assert lines[1:3] == [
+        "  - the run asks for CPU=3 in all, 1 of the cluster's 4 are free now (other jobs hold the rest)",
+        "  - strategy STRICT_SPREAD puts each of the 3 workers on its own node, the cluster has 2 nodes"]
     lines = explain_unplaced(request, nodes, {"CPU": 4.0}, "STRICT_PACK", 5.0).splitlines()
     assert lines[1] == "  - strategy STRICT_PACK puts every worker on one node, and no node has CPU=3"
 
