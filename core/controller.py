@@ -288,7 +288,8 @@ class StatusPacer:
 
 def launch_failed(run_dir: str, exc: BaseException) -> None:
     """Record in ``status.json`` that the run failed before any worker started (``crashed``, exit
-    code 1, the reason; ``stopped``, 130 for Ctrl-C), so that ``zoo runs`` does not show it as unknown. Not for a refusal
+    code 1, the reason; ``stopped``, 130 for Ctrl-C), so that ``zoo runs`` does not show it as
+    unknown. Not for a refusal
     (:class:`~zoo.core.launcher.LaunchError`, :class:`~zoo.core.transport.TransportError`,
     Ctrl-C) of a new run: the CLI removes that run's folder (a refused run leaves nothing). A
     resumed run (``status.json`` already there) records every failure."""
@@ -298,8 +299,9 @@ def launch_failed(run_dir: str, exc: BaseException) -> None:
     path = os.path.join(run_dir, "status.json")
     if isinstance(exc, (LaunchError, TransportError, KeyboardInterrupt)) and not os.path.exists(path):
         return
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     reason = ("interrupted (Ctrl-C) before any worker started" if isinstance(exc, KeyboardInterrupt) else
-              f"the launch failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+              f"the launch failed: {type(exc).__name__}: {first}")
     status = RunStatus(run_dir)
     status.data["started"] = time.time()
     interrupted = isinstance(exc, KeyboardInterrupt)

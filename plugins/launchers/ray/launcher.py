@@ -50,7 +50,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from zoo.core.launcher import LaunchError, Launcher, WorkerHandle
+from zoo.core.launcher import Launcher, LaunchError, WorkerHandle
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 ROLES = ("actor", "policy", "trainer")
@@ -188,7 +188,7 @@ def device_problem(cfg: Any, request: list[tuple[str, int, dict[str, float]]]) -
     """Why a worker's ``cuda:N`` cannot work under Ray, or None: Ray makes visible to each worker
     the GPUs its bundle holds (``CUDA_VISIBLE_DEVICES``), numbered from 0, so ``cuda:N`` needs
     ``N`` below that count (a share of a GPU is one). A role asking no GPU is not checked."""
-    for role, index, res in request:
+    for role, _, res in request:
         device = role_device(cfg, role)
         if not device or not device.startswith("cuda:") or "GPU" not in res:
             continue
@@ -442,7 +442,7 @@ def fetch_info(handles: list[RayHandle], timeout: float) -> None:
                 values.append(ray.get(h.info_ref))
             except ray.exceptions.RayError:
                 values.append(None)
-    for h, value in zip(done, values):
+    for h, value in zip(done, values, strict=True):
         if value is None:
             h.info_ref = None  # its actor failed: no pid (its end says why)
         else:
@@ -661,13 +661,11 @@ class RayLauncher(Launcher):
         return node_label(self.driver_node, ips.get(self.driver_node, "?"))
 
     def start(self, ctx: Any) -> RayHandle:
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
         from zoo.core.distributed import NODE_ENV
         from zoo.plugins.launchers.ray.host import ADVERTISE_ENV
         from zoo.plugins.launchers.ray.resolver import ADDRESS_ENV, gcs_address
-
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         bundle, node, ip = self._place(ctx.role, ctx.index)
         res = self.request[bundle][2] if bundle is not None else {"CPU": 0.0}
@@ -789,7 +787,8 @@ class RayLauncher(Launcher):
             ips = {n["id"]: n["ip"] for n in self._nodes()}
             for node, ref in refs.items():
                 try:
-                    self.cleaned[node_label(node, ips.get(node, "?"))] = ray.get(ref) if ref in ready else ["(no answer)"]
+                    label = node_label(node, ips.get(node, "?"))
+                    self.cleaned[label] = ray.get(ref) if ref in ready else ["(no answer)"]
                 except ray.exceptions.RayError as exc:  # a dead node: nothing to clean there
                     self.cleaned[node_label(node, ips.get(node, "?"))] = [f"(agent lost: {type(exc).__name__})"]
         for agent in self.agents.values():
