@@ -57,7 +57,7 @@ ROLES = ("actor", "policy", "trainer")
 INSTALL = 'pip install "zoo-rl[ray]"'
 PID_WAIT_S = 30.0
 """Longest the controller waits for the workers' pids (their Ray actors starting) when it first
-asks for one: one wait for every worker started by then (:meth:`RayLauncher.fetch_info`)."""
+asks for one: one wait for every worker started by then (:func:`fetch_info`)."""
 ADVERTISE = "ZOO_ADVERTISE_HOST"
 RELEASE_WAIT_S = 2.0
 """At the end of a run, how long the launcher waits for every worker it killed, all together."""
@@ -293,7 +293,7 @@ class RayHandle(WorkerHandle):
     """One worker's Ray actor (:class:`~zoo.plugins.launchers.ray.host.WorkerHost`).
 
     ``launcher``: the :class:`RayLauncher` that started it (None in tests): the pid is read for
-    all its workers at once (:meth:`RayLauncher.fetch_info`) and a lost actor's node is asked
+    all its workers at once (:func:`fetch_info`) and a lost actor's node is asked
     through that node's agent.
     """
 
@@ -419,8 +419,8 @@ class RayHandle(WorkerHandle):
 def fetch_info(handles: list[RayHandle], timeout: float) -> None:
     """Read the pid (and GPUs) of every handle in ``handles`` whose actor has not answered yet:
     one ``ray.wait`` for all of them, at most ``timeout`` seconds, then one ``ray.get`` of those
-    that answered. A handle whose actor did not answer in time keeps ``info`` None (a later
-    read does not wait); one whose actor failed keeps None for good."""
+    that answered. A handle whose actor did not answer within a ``timeout`` > 0 keeps ``info``
+    None and is not waited for again (``info_waited``); one whose actor failed keeps None for good."""
     import ray
 
     pending = [h for h in handles if h.info is None and h.info_ref is not None]
@@ -428,7 +428,7 @@ def fetch_info(handles: list[RayHandle], timeout: float) -> None:
         return
     refs = [h.info_ref for h in pending]
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
-    for h in pending:
+    for h in pending if timeout > 0 else ():  # a later read does not wait again
         h.info_waited = True
     done = [h for h in pending if h.info_ref in ready]
     if not done:
