@@ -86,6 +86,14 @@ def test_cartpole_on_ray_reaches_its_budget_and_leaves_nothing(ray_cluster, tmp_
     assert sorted(hosts) == [("actor", 0), ("actor", 1), ("policy", 0), ("trainer", 0)]
     assert len(set(hosts.values())) == 1 and LABEL.match(next(iter(hosts.values())))  # one Ray node
     assert graph["controller"]["host"] == next(iter(hosts.values()))  # the driver runs on it too
+    # every worker's pid is known (issue 20 item 13: trainer 0's was null), and the launcher says what it chose
+    assert [(w["role"], w["index"], type(w["pid"])) for w in graph["workers"]] == [
+        ("trainer", 0, int), ("policy", 0, int), ("actor", 0, int), ("actor", 1, int)]
+    launcher = graph["launcher"]
+    assert (launcher["name"], launcher["address"], launcher["gpu_shares"]) == ("ray", ray_cluster, {})
+    assert [(w["role"], w["index"], w["resources"], w["gpu_ids"]) for w in launcher["workers"]] == [
+        ("trainer", 0, {"CPU": 1.0}, []), ("policy", 0, {"CPU": 1.0}, []), ("actor", 0, {"CPU": 1.0}, []),
+        ("actor", 1, {"CPU": 1.0}, [])]
     streams = {s: (v["transport"], v["options"].get("scheme")) for s, v in graph["streams"].items()}
     assert streams == {"inference": ("shm", None), "sample": ("shm", None), "parameter": ("shm", None),
                        "control": ("nng", None)}  # nng over ipc (its default scheme): one node

@@ -145,6 +145,8 @@ def test_ppo_with_2_policy_workers_and_2_trainers_across_nodes(cluster):
     print("placement:", {f"{r} {i}": n for (r, i), n in sorted(nodes.items())})
     assert len(set(nodes.values())) >= 2  # SPREAD: 6 workers over 3 nodes of 4 CPUs
     assert node_index(cluster, graph["controller"]["host"]) == 0  # the driver runs on the head
+    assert [w["role"] for w in graph["workers"] if not isinstance(w["pid"], int)] == []  # every pid known
+    assert graph["launcher"]["trainers"]["backend"] == "gloo"  # on the CPU; rank 0 said so
     # Each stream's ends, from the workers' entries (docs/graph.md): inference joins actors and
     # policy workers, sample actors and trainers, parameter trainer 0 and the policy workers.
     ends = {"inference": [k for k in host if k[0] in ("actor", "policy")],
