@@ -14,7 +14,9 @@ the OS picks and publishes ``{host, port, world_size}`` through the run's resolv
 (:mod:`zoo.core.resolver`) under the key ``<run_id>/trainers.store``; the others look it up
 there, and rank 0 removes it when it leaves (the controller also clears the run's keys). Backend:
 NCCL when every rank's device (``algo.device``, see :func:`zoo.core.graph.worker_device`)
-is a distinct CUDA GPU, gloo otherwise (CUDA tensors then travel through host memory).
+is a distinct physical CUDA GPU, gloo otherwise (CUDA tensors then travel through host memory).
+The ranks tell each other their device and its physical GPU (:func:`gpu_identity`) through the
+store before choosing: under Ray every trainer may see its own GPU as ``cuda:0``.
 
 Coordinated stop. Waits of unbounded length — for a slower peer's batch — happen outside
 collectives, in :meth:`TrainerGroup.wait_for_peers`, which polls the store, sends
@@ -242,12 +244,58 @@ def loopback_interface() -> str | None:
     return next((n for n in names if n.startswith("lo")), None)
 
 
-def choose_backend(devices: list[str]) -> str:
-    """``"nccl"`` when every rank has its own CUDA GPU and NCCL is built in, else ``"gloo"``."""
+NODE_ENV = "ZOO_NODE_ID"
+"""Environment variable naming the node a worker runs on where the host name does not tell
+nodes apart (the ``ray`` launcher sets the Ray node id); default: the host name."""
+
+
+def gpu_identity(device: str, env: dict[str, str] | None = None, uuid_of: Callable[[int], str | None] | None = None
+                 ) -> str | None:
+    """Which physical GPU ``device`` is in this process, as a string equal across processes
+    exactly when they use the same GPU; None for a device that is not CUDA.
+
+    ``cuda:i`` (``cuda``: ``i`` = 0) is the ``i``-th visible device. Its identity is the GPU's
+    UUID when ``uuid_of(i)`` gives one (default: torch's device properties, where CUDA is
+    available), else ``"<node>/<id>"``: ``<node>`` from :data:`NODE_ENV` (else the host name),
+    ``<id>`` the ``i``-th entry of ``CUDA_VISIBLE_DEVICES`` when that is set (Ray sets it per
+    actor: each of two trainers may see its own GPU as ``cuda:0``), else ``i``. ``env``
+    defaults to ``os.environ``.
+    """
+    if not device.startswith("cuda"):
+        return None
+    env = os.environ if env is None else env
+    index = torch.device(device).index or 0
+    if uuid_of is None:
+        uuid_of = _cuda_uuid
+    found = uuid_of(index)
+    if found:
+        return f"uuid:{found}"
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    physical = visible[index] if "CUDA_VISIBLE_DEVICES" in env and index < len(visible) else str(index)
+    return f"{env.get(NODE_ENV) or socket.gethostname()}/{physical}"
+
+
+def _cuda_uuid(index: int) -> str | None:
+    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+        return None
+    found = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    return str(found) if found else None
+
+
+def choose_backend(devices: list[str], gpus: list[str | None] | None = None) -> str:
+    """``"nccl"`` when every rank has its own CUDA GPU and NCCL is built in, else ``"gloo"``.
+
+    ``devices``: each rank's torch device; ``gpus``: each rank's :func:`gpu_identity` (as the
+    ranks exchange them at the rendezvous), which decides whether the GPUs are distinct;
+    without it, the devices' indices do (every rank on one host, all GPUs visible).
+    """
     import torch.distributed as dist
 
     cuda = all(d.startswith("cuda") for d in devices)
-    distinct = len({torch.device(d).index if torch.device(d).index is not None else 0 for d in devices}) == len(devices)
+    if gpus is not None:
+        distinct = None not in gpus and len(set(gpus)) == len(gpus)
+    else:
+        distinct = len({torch.device(d).index or 0 for d in devices}) == len(devices)
     return "nccl" if cuda and distinct and dist.is_nccl_available() else "gloo"
 
 
@@ -260,14 +308,20 @@ class TrainerGroup:
         self.resolver, self.key, self.stop, self.heartbeat = resolver, key, stop, heartbeat
         self.cpu_group = None
         self.rounds = 0
+        self.devices: list[str] = []
+        """Every rank's torch device, as each rank resolved it (exchanged at the rendezvous)."""
+        self.gpus: list[str | None] = []
+        """Every rank's :func:`gpu_identity` (None: not CUDA); NCCL when all are distinct GPUs."""
 
     @classmethod
     def join(cls, rank: int, world: int, device: str, devices: list[str], run_id: str, resolver: Any,
              timeout_s: float, stop: Callable[[], bool], heartbeat: Callable[[], None]) -> "TrainerGroup | None":
         """Rendezvous with the other trainers and initialise the process group.
 
-        ``device``: this rank's torch device; ``devices``: every rank's (they choose the
-        backend); ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`.
+        ``device``: this rank's torch device; ``devices``: every rank's as this rank resolves
+        them (unused: the ranks exchange their own devices and physical GPUs, which choose the
+        backend, :func:`choose_backend`; kept in :attr:`devices` and :attr:`gpus`);
+        ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`.
         Returns None when a stop was requested before every rank arrived (and they gave the
         start up: :meth:`wait_for_peers`).
 
@@ -298,10 +352,19 @@ class TrainerGroup:
             except RuntimeError as exc:
                 raise PeerLost(f"trainer rank {rank}: cannot reach rank 0's store at "
                                f"{address[0]}:{address[1]}: {exc}") from exc
-        backend = choose_backend(devices)
-        group = cls(rank, world, store, backend, resolver, key, stop, heartbeat, timeout_s)
+        group = cls(rank, world, store, "gloo", resolver, key, stop, heartbeat, timeout_s)
+        try:  # each rank's device and physical GPU, for the backend (Ray: every rank may see its GPU as cuda:0)
+            store.set(f"device/{rank}", json.dumps({"device": device, "gpu": gpu_identity(device)}))
+        except RuntimeError as exc:
+            raise PeerLost(f"trainer rank {rank}: the trainers' rendezvous store (rank 0) is gone: {exc}") from exc
         if not group.wait_for_peers("start", JOIN_TIMEOUT_S):
             return None
+        try:
+            found = [json.loads(store.get(f"device/{r}")) for r in range(world)]
+        except RuntimeError as exc:
+            raise PeerLost(f"trainer rank {rank}: the trainers' rendezvous store (rank 0) is gone: {exc}") from exc
+        group.devices, group.gpus = [f["device"] for f in found], [f["gpu"] for f in found]
+        backend = group.backend = choose_backend(group.devices, group.gpus)
         if backend == "nccl":
             torch.cuda.set_device(torch.device(device))
         try:

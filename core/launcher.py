@@ -18,6 +18,7 @@ What a launcher must do:
   attempts apart.
 - :meth:`Launcher.host_of` says, before anything starts, on which host a worker will run
   (default: this host); handles' ``host`` must agree with it.
+- :meth:`Launcher.describe` (optional) says what the launcher chose, for ``graph.json``.
 - :meth:`Launcher.close` is called once, after every handle reported an exit code (or was
   killed); it releases what the launcher itself holds (connections, temporary files).
 
@@ -113,6 +114,12 @@ class Launcher(abc.ABC):
         """The host of the controller (this process) in the same terms as :meth:`host_of`.
         Default: this host (``socket.gethostname()``)."""
         return socket.gethostname()
+
+    def describe(self) -> dict[str, Any]:
+        """What the launcher chose for this run, JSON-serialisable: ``graph.json``'s ``launcher``
+        entry adds it to the launcher's name (the ``ray`` launcher: resources, GPU shares and
+        GPU ids per worker). Default: nothing more."""
+        return {}
 
     def close(self) -> None:  # noqa: B027  (optional: a launcher with nothing of its own to release keeps this)
         """Release the launcher's own resources (after every worker ended)."""

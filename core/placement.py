@@ -117,10 +117,16 @@ def placement_record(places: list[Place], streams: dict[str, tuple[str, dict[str
     }
 
 
-def write_placement(run_dir: str, cfg: Any, places: list[Place], streams: dict[str, tuple[str, dict[str, Any]]]) -> str:
+def write_placement(run_dir: str, cfg: Any, places: list[Place], streams: dict[str, tuple[str, dict[str, Any]]],
+                    launcher: dict[str, Any] | None = None, run_id: str | None = None) -> str:
     """Write the worker graph of ``cfg`` (:meth:`zoo.core.graph.Graph.to_dict`) with
     :func:`placement_record` to ``<run_dir>/graph.json`` atomically; each worker entry also
-    gets its ``host`` and ``pid`` (of its first process). Returns the path."""
+    gets its ``host`` and ``pid`` (of its first process), and ``launcher`` (when given) is
+    the ``launcher`` entry: what the launcher chose (its ``describe()``, e.g. the ``ray``
+    launcher's GPU shares and GPU ids) and the data-parallel trainers' backend; ``run_id``
+    (when given) the run's id, which names everything the run holds outside its folder
+    (``/dev/shm/zoo-<run id>.*``, ``<tmp>/zoo-<run id>``, resolver keys ``<run id>/...``).
+    Returns the path."""
     from zoo.core.graph import Graph
 
     g = Graph.from_config(cfg)
@@ -131,6 +137,10 @@ def write_placement(run_dir: str, cfg: Any, places: list[Place], streams: dict[s
     record["workers"] = [{**w, "host": where[(w["role"], w["index"])].host, "pid": where[(w["role"], w["index"])].pid}
                          if (w["role"], w["index"]) in where else w for w in graph.get("workers", [])]
     record.update(placement_record(places, streams, configured, g.stream_roles()))
+    if launcher is not None:
+        record["launcher"] = launcher
+    if run_id is not None:
+        record["run_id"] = run_id
     path = os.path.join(run_dir, "graph.json")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:

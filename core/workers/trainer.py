@@ -678,6 +678,8 @@ def _run(ctx: WorkerContext) -> None:
             if group is None:
                 return  # stopped before every trainer arrived
             group.broadcast_module(algo.policy)  # identical starting weights on every rank
+            if lead:  # what the group chose, for graph.json's launcher entry
+                ctx.send_control("group", timeout=1.0, backend=group.backend, devices=group.devices, gpus=group.gpus)
         if metrics is not None:  # rank 0
             if resume or attempt:
                 metrics.write({"type": "resume", "resume": resume, "attempt": attempt, **counters(),

@@ -80,6 +80,14 @@ def test_cartpole_on_ray_reaches_its_budget_and_leaves_nothing(ray_cluster, tmp_
     assert sorted(hosts) == [("actor", 0), ("actor", 1), ("policy", 0), ("trainer", 0)]
     assert len(set(hosts.values())) == 1 and LABEL.match(next(iter(hosts.values())))  # one Ray node
     assert graph["controller"]["host"] == next(iter(hosts.values()))  # the driver runs on it too
+    # every worker's pid is known (issue 20 item 13: trainer 0's was null), and the launcher says what it chose
+    assert [(w["role"], w["index"], type(w["pid"])) for w in graph["workers"]] == [
+        ("trainer", 0, int), ("policy", 0, int), ("actor", 0, int), ("actor", 1, int)]
+    launcher = graph["launcher"]
+    assert (launcher["name"], launcher["address"], launcher["gpu_shares"]) == ("ray", ray_cluster, {})
+    assert [(w["role"], w["index"], w["resources"], w["gpu_ids"]) for w in launcher["workers"]] == [
+        ("trainer", 0, {"CPU": 1.0}, []), ("policy", 0, {"CPU": 1.0}, []), ("actor", 0, {"CPU": 1.0}, []),
+        ("actor", 1, {"CPU": 1.0}, [])]
     streams = {s: (v["transport"], v["options"].get("scheme")) for s, v in graph["streams"].items()}
     assert streams == {"inference": ("shm", None), "sample": ("shm", None), "parameter": ("shm", None),
                        "control": ("nng", None)}  # nng over ipc (its default scheme): one node
@@ -114,3 +122,59 @@ def test_a_killed_actor_ends_the_run_naming_it_and_its_node(ray_cluster, tmp_pat
     status = json.loads((tmp_path / "r" / "status.json").read_text())
     assert (status["status"], status["failed_worker"]["role"], status["failed_worker"]["index"]) == ("crashed", "actor", 1)
     assert eventually_empty(ray_cluster, proc.pid) == []
+
+
+def local_train(tmp_path: Path, *args: str, **popen: object) -> subprocess.Popen:
+    """``zoo train --ray-address local`` with a home folder of its own (``tmp_path/home``), no
+    Ray cluster in its environment: it starts one for itself."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "ZOO_RAY_"))}
+    env["HOME"] = str(home)
+    return subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--name", "r",
+                             "--ray-address", "local", "--set", f"runs_dir={tmp_path / 'runs'}", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen)
+
+
+def ray_temp_dirs(controller_pid: int) -> list[str]:
+    """The per-run temporary folders of the local cluster started by ``controller_pid``."""
+    return glob.glob(f"/tmp/zoo-ray-{controller_pid}-*")
+
+
+def test_ray_address_local_refuses_a_layout_its_node_cannot_hold_without_waiting(tmp_path):
+    # 2 actors x 4096 CPUs + 1 policy worker + 1 trainer = 8194 CPUs: more than any machine has
+    proc = local_train(tmp_path, "--steps", "512", "--set", "launcher_options.actor_resources={'CPU': 4096}")
+    code, out, err = finish(proc, 180)
+    assert code == 1, err[-3000:]
+    text = " ".join(err.split())
+    assert ("the one-node Ray cluster started for this run (--ray-address local) cannot hold the run's 4 workers "
+            "(strategy PACK): - actor worker 0 asks for CPU=4096, and no node has CPU=4096") in text, text[-2000:]
+    assert f"the run asks for CPU=8194 in all, the cluster has CPU={os.cpu_count()}" in text
+    assert re.search(r"nodes: 127\.0\.0\.1/[0-9a-f]{12}: CPU=", text)  # the node is on loopback
+    assert "placement_timeout_s" not in text  # refused at once, not after the placement wait
+    assert list((tmp_path / "home").iterdir()) == []  # no ~/.ray/auth_token
+    assert ray_temp_dirs(proc.pid) == []  # Ray's session files went with the run's temporary folder
+    assert not (tmp_path / "runs" / "r").exists()  # a refused run leaves nothing
+
+
+def test_ctrl_c_while_ray_starts_exits_130_and_leaves_nothing(tmp_path):
+    proc = local_train(tmp_path, "--steps", "512", start_new_session=True)  # a terminal's process group of its own
+    deadline = time.monotonic() + RUN_S
+    while not ray_temp_dirs(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the temporary folder appears just before ray.init
+    assert ray_temp_dirs(proc.pid), "the local cluster never started"
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+    code, out, err = finish(proc, 180)
+    assert code == 130, err[-3000:]  # not 139 (a segmentation fault in Ray's start-up)
+    assert "error: interrupted (Ctrl-C)" in err
+    assert list((tmp_path / "home").iterdir()) == []
+    assert eventually_empty_local(proc.pid) == []
+    assert not (tmp_path / "runs" / "r").exists()
+
+
+def eventually_empty_local(controller_pid: int, within: float = 30.0) -> list[str]:
+    """The run's workers and the local cluster's folder still there once ``within`` s passed."""
+    deadline = time.monotonic() + within
+    while (left := run_processes(controller_pid) + ray_temp_dirs(controller_pid)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return left

@@ -93,19 +93,21 @@ def zoo_processes(cluster: RayCluster, name: str) -> list[tuple[int, str]]:
 
 def leftovers(cluster: RayCluster, name: str, wait: float = 15.0) -> dict[str, list]:
     """What run ``name`` left on the live nodes after ``zoo train`` exited (empty lists: nothing);
-    processes get ``wait`` seconds to be reaped by Ray."""
+    processes get ``wait`` seconds to be reaped by Ray. Files and keys are matched by the run's
+    own id (``graph.json``'s ``run_id``), never by a prefix another run or folder could share."""
+    run_id = json.loads((cluster.runs / name / "graph.json").read_text())["run_id"]
     deadline = time.monotonic() + wait
     while zoo_processes(cluster, name) and time.monotonic() < deadline:
         time.sleep(0.5)
     left: dict[str, list] = {"processes": zoo_processes(cluster, name)}
     for node in cluster.nodes:
         if not node.stopped:
-            # a run's shm segments and lock files are /dev/shm/zoo-<run id>...; its socket folder /tmp/zoo-<run id>
-            left[f"node {node.index} files"] = cluster.files(node.index, "/dev/shm/*zoo*") + cluster.files(
-                node.index, "/tmp/zoo-*")
-    code = ("import json, sys; from ray._raylet import GcsClient; "
-            "print(json.dumps([k.decode() for k in GcsClient(address=sys.argv[1]).internal_kv_keys(b'', b'zoo')]))")
-    out = cluster.run(0, [sys.executable, "-c", code, cluster.address], timeout=60)
+            # a run's shm segments and lock files are /dev/shm/zoo-<run id>.*; its socket folder /tmp/zoo-<run id>
+            left[f"node {node.index} files"] = cluster.files(node.index, f"/dev/shm/*zoo-{run_id}.*") + cluster.files(
+                node.index, f"/tmp/zoo-{run_id}")
+    code = ("import json, sys; from ray._raylet import GcsClient; print(json.dumps([k.decode() for k in "
+            "GcsClient(address=sys.argv[1]).internal_kv_keys(sys.argv[2].encode(), b'zoo')]))")
+    out = cluster.run(0, [sys.executable, "-c", code, cluster.address, f"{run_id}/"], timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     left["resolver keys"] = json.loads(out.stdout.strip().splitlines()[-1])
     return left
@@ -143,6 +145,8 @@ def test_ppo_with_2_policy_workers_and_2_trainers_across_nodes(cluster):
     print("placement:", {f"{r} {i}": n for (r, i), n in sorted(nodes.items())})
     assert len(set(nodes.values())) >= 2  # SPREAD: 6 workers over 3 nodes of 4 CPUs
     assert node_index(cluster, graph["controller"]["host"]) == 0  # the driver runs on the head
+    assert [w["role"] for w in graph["workers"] if not isinstance(w["pid"], int)] == []  # every pid known
+    assert graph["launcher"]["trainers"]["backend"] == "gloo"  # on the CPU; rank 0 said so
     # Each stream's ends, from the workers' entries (docs/graph.md): inference joins actors and
     # policy workers, sample actors and trainers, parameter trainer 0 and the policy workers.
     ends = {"inference": [k for k in host if k[0] in ("actor", "policy")],

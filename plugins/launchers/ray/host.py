@@ -12,8 +12,11 @@ watch of :mod:`zoo.core.workers.base`): when the host dies — the controller di
 ended the actors it owned, or the actor was killed — the worker stops and leaves the run
 through its transports like any orphaned worker. The child's environment adds
 :data:`RUN_ENV` (the run id, so the node agent finds the run's processes),
-``ZOO_RAY_GCS_ADDRESS`` (the ``ray`` resolver) and ``ZOO_ADVERTISE_HOST`` (the node's IP
-address, which its tcp listeners publish for dialers on other nodes).
+``ZOO_RAY_GCS_ADDRESS`` (the ``ray`` resolver), ``ZOO_ADVERTISE_HOST`` (the node's IP
+address, which its tcp listeners publish for dialers on other nodes) and ``ZOO_NODE_ID``
+(the Ray node id, which tells nodes apart in the trainers' GPU identities,
+:func:`zoo.core.distributed.gpu_identity`); it inherits the ``CUDA_VISIBLE_DEVICES`` Ray set
+for the actor, so a worker sees the GPUs of its bundle as ``cuda:0``, ``cuda:1``...
 
 :class:`NodeAgent` is a zero-CPU actor pinned to one node: it checks that the node sees the
 run directory, and at the end of the run removes what the run left on its node: processes
@@ -44,6 +47,16 @@ def node_info() -> dict[str, str]:
             "hostname": socket.gethostname()}
 
 
+def gpu_ids() -> list[Any]:
+    """The GPU ids Ray gave the calling actor (``ray.get_gpu_ids()``; ``[]`` outside Ray)."""
+    try:
+        import ray
+
+        return list(ray.get_gpu_ids())
+    except Exception:  # noqa: BLE001 - not inside a Ray worker
+        return []
+
+
 class WorkerHost:
     """One worker's Ray actor (see the module doc). ``ctx``: the worker's context; ``env``:
     variables added to the child's environment."""
@@ -59,6 +72,14 @@ class WorkerHost:
     def pid(self) -> int:
         """The worker process's pid."""
         return self.proc.pid
+
+    def info(self) -> dict[str, Any]:
+        """``{"pid", "gpu_ids", "cuda_visible_devices"}``: the worker process's pid, the GPU ids Ray
+        gave this actor (``ray.get_gpu_ids()``, ``[]`` without GPUs) and the
+        ``CUDA_VISIBLE_DEVICES`` the worker inherited (None: unset), under which each worker
+        numbers its GPUs from ``cuda:0``."""
+        return {"pid": self.proc.pid, "gpu_ids": gpu_ids(),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
     def wait(self) -> int:
         """Block until the worker exits; its status (``-N``: ended by signal ``N``)."""

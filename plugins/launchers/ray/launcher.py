@@ -10,7 +10,8 @@ over tcp between nodes) and addresses are found through the ``ray`` resolver (Ra
 key-value store), the default with this launcher.
 
 Placement. Each worker asks for the resources of its role (:func:`role_resources`: one CPU;
-one GPU more for a policy worker or trainer on ``cuda``; or what
+a GPU more for a policy worker or trainer on ``cuda``, a whole one each where the cluster
+has a GPU for every such worker, else shares of one (:func:`gpu_shares`); or what
 ``launcher_options.<role>_resources`` says, custom resources included). The launcher asks
 Ray for one placement group holding one bundle per worker (:func:`placement_request`, in
 graph order, strategy ``launcher_options.strategy``) and waits at most
@@ -37,21 +38,34 @@ naming the node and the folder.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import math
 import os
 import signal
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from zoo.core.launcher import LaunchError, Launcher, WorkerHandle
+from zoo.core.launcher import Launcher, LaunchError, WorkerHandle
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 ROLES = ("actor", "policy", "trainer")
 INSTALL = 'pip install "zoo-rl[ray]"'
 PID_WAIT_S = 30.0
-"""Longest the controller waits for a worker's pid (its Ray actor starting) when asked for it."""
+"""Longest the controller waits for the workers' pids (their Ray actors starting) when it first
+asks for one: one wait for every worker started by then (:func:`fetch_info`)."""
+ADVERTISE = "ZOO_ADVERTISE_HOST"
+RELEASE_WAIT_S = 2.0
+"""At the end of a run, how long the launcher waits for every worker it killed, all together."""
+NODES_CACHE_S = 1.0
+"""How long one answer of ``ray.nodes()`` is used for every worker's node check."""
+TRAINER_GPU_SHARE = 0.6
+"""A trainer's share of a GPU where the cluster has fewer GPUs than workers on CUDA
+(:func:`gpu_shares`): more than half, so no two trainers share a GPU (NCCL needs one per rank)."""
 CLEAN_TIMEOUT_S = 20.0
 """Longest the node agents' clean-up may take at the end of a run."""
 NODE_DEATH_S = 30.0
@@ -79,9 +93,11 @@ class RayOptions:
     actor_resources: dict[str, float] | None = None
     """Ray resources of each actor worker, e.g. ``{'CPU': 2}`` (default ``{'CPU': 1}``)."""
     policy_resources: dict[str, float] | None = None
-    """Of each policy worker (default ``{'CPU': 1}``, plus ``'GPU': 1`` with ``policy.device=cuda``)."""
+    """Of each policy worker (default ``{'CPU': 1}``, plus a GPU or a share of one with
+    ``policy.device=cuda``: :func:`gpu_shares`)."""
     trainer_resources: dict[str, float] | None = None
-    """Of each trainer (default ``{'CPU': 1}``, plus ``'GPU': 1`` with ``algo.device=cuda``)."""
+    """Of each trainer (default ``{'CPU': 1}``, plus a GPU or a share of one with
+    ``algo.device=cuda``: :func:`gpu_shares`)."""
     log_to_driver: bool = False
     """Show the workers' stdout and stderr in this terminal (Ray's log forwarding); off: they
     stay in Ray's logs on each node (errors reach the controller anyway)."""
@@ -103,37 +119,113 @@ class RayOptions:
                                  f"(e.g. {{'CPU': 1}}), got {res!r}")
 
 
-def role_resources(cfg: Any, opts: RayOptions, role: str) -> dict[str, float]:
+def role_device(cfg: Any, role: str) -> str | None:
+    """The torch device a worker of ``role`` is configured with (``policy.device`` for a policy
+    worker, unless the policy runs inline in the actors; ``algo.device`` for a trainer); None
+    for actors or without such an option."""
+    if role == "policy" and not getattr(cfg.policy, "inline", False):
+        device = getattr(cfg.policy, "device", None)
+    elif role == "trainer":
+        device = getattr(cfg.algo, "device", None)
+    else:
+        device = None
+    return device if isinstance(device, str) else None
+
+
+def _on_cuda(cfg: Any, role: str) -> bool:
+    return (role_device(cfg, role) or "").startswith("cuda")
+
+
+def gpu_shares(cfg: Any, cluster_gpus: float | None) -> dict[str, float]:
+    """The GPU each policy worker and each trainer on CUDA asks for by default, ``{role: GPUs}``
+    (roles not on CUDA absent).
+
+    ``cluster_gpus``: the GPUs of the cluster's alive nodes (None: unknown). Where the cluster
+    has a GPU for every policy worker and trainer on CUDA, or the number is unknown, each asks
+    for a whole GPU (``1.0``). Otherwise they share: a trainer asks :data:`TRAINER_GPU_SHARE`
+    (0.6: more than half, so two trainers never share a GPU and data-parallel trainers keep
+    NCCL), and the policy workers split the rest, ``(1 - 0.6) / ceil(M / G)`` each (``M``
+    policy workers on ``G`` GPUs; ``1 / ceil(M / G)`` without trainers on CUDA). So one policy
+    worker and one trainer on a one-GPU node ask for 0.4 and 0.6 and are placed together.
+    """
+    trainers = cfg.trainer.count if _on_cuda(cfg, "trainer") else 0
+    policies = cfg.policy.count if _on_cuda(cfg, "policy") else 0
+    out: dict[str, float] = {}
+    whole = cluster_gpus is None or cluster_gpus < 1 or cluster_gpus >= trainers + policies
+    if trainers:
+        out["trainer"] = 1.0 if whole else TRAINER_GPU_SHARE
+    if policies:
+        per_gpu = math.ceil(policies / max(1, int(cluster_gpus or 1)))
+        left = 1.0 - (TRAINER_GPU_SHARE if trainers else 0.0)
+        out["policy"] = 1.0 if whole else round(left / per_gpu, 4)
+    return out
+
+
+def role_resources(cfg: Any, opts: RayOptions, role: str, cluster_gpus: float | None = None) -> dict[str, float]:
     """The Ray resources one worker of ``role`` asks for: ``launcher_options.<role>_resources``
-    when set, else ``{"CPU": 1.0}`` plus ``"GPU": 1.0`` for a policy worker on
-    ``policy.device=cuda*`` or a trainer on ``algo.device=cuda*``."""
+    when set, else ``{"CPU": 1.0}`` plus ``"GPU"`` for a policy worker on ``policy.device=cuda*``
+    or a trainer on ``algo.device=cuda*``, a whole GPU or a share of one (:func:`gpu_shares` of
+    ``cluster_gpus``)."""
     given = getattr(opts, f"{role}_resources")
     if given is not None:
         return {k: float(v) for k, v in given.items()}
-    device = {"policy": getattr(cfg.policy, "device", "cpu"), "trainer": getattr(cfg.algo, "device", "cpu")}.get(role)
-    return {"CPU": 1.0, **({"GPU": 1.0} if isinstance(device, str) and device.startswith("cuda") else {})}
+    share = gpu_shares(cfg, cluster_gpus).get(role)
+    return {"CPU": 1.0, **({"GPU": share} if share else {})}
 
 
-def placement_request(cfg: Any, opts: RayOptions) -> list[tuple[str, int, dict[str, float]]]:
+def placement_request(cfg: Any, opts: RayOptions, cluster_gpus: float | None = None
+                      ) -> list[tuple[str, int, dict[str, float]]]:
     """``[(role, index, resources)]``: one bundle per worker of the graph, in graph order
-    (:meth:`zoo.core.graph.Graph.workers`); bundle ``i`` is the ``i``-th entry."""
+    (:meth:`zoo.core.graph.Graph.workers`); bundle ``i`` is the ``i``-th entry. ``cluster_gpus``:
+    see :func:`gpu_shares`."""
     from zoo.core.graph import Graph
 
-    return [(role, index, role_resources(cfg, opts, role)) for role, index in Graph.from_config(cfg).workers()]
+    return [(role, index, role_resources(cfg, opts, role, cluster_gpus))
+            for role, index in Graph.from_config(cfg).workers()]
+
+
+def device_problem(cfg: Any, request: list[tuple[str, int, dict[str, float]]]) -> str | None:
+    """Why a worker's ``cuda:N`` cannot work under Ray, or None: Ray makes visible to each worker
+    the GPUs its bundle holds (``CUDA_VISIBLE_DEVICES``), numbered from 0, so ``cuda:N`` needs
+    ``N`` below that count (a share of a GPU is one). A role asking no GPU is not checked."""
+    for role, _, res in request:
+        device = role_device(cfg, role)
+        if not device or not device.startswith("cuda:") or "GPU" not in res:
+            continue
+        visible = math.ceil(res["GPU"] - 1e-9)
+        n = int(device.split(":", 1)[1])
+        if n >= visible:
+            path = "algo.device" if role == "trainer" else "policy.device"
+            return (f"{path}={device!r}: under Ray each {role} worker sees only the {visible} GPU(s) its bundle holds "
+                    f"(GPU={res['GPU']:g}), numbered from cuda:0; use --set {path}=cuda (or cuda:0"
+                    + (f"..cuda:{visible - 1}" if visible > 1 else "")
+                    + f"), or ask more with launcher_options.{role}_resources")
+    return None
 
 
 def _fmt(res: dict[str, float]) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in sorted(res.items()))
 
 
+def totals(request: list[tuple[str, int, dict[str, float]]]) -> dict[str, float]:
+    """What the run asks for in all, ``{resource: amount}``."""
+    need: dict[str, float] = {}
+    for _, _, res in request:
+        for k, v in res.items():
+            need[k] = need.get(k, 0.0) + v
+    return need
+
+
 def explain_unplaced(request: list[tuple[str, int, dict[str, float]]], nodes: list[dict[str, Any]],
-                     available: dict[str, float], strategy: str, timeout_s: float) -> str:
+                     available: dict[str, float], strategy: str, timeout_s: float | None) -> str:
     """Why Ray could not place ``request`` (the error message of an unplaced group).
 
     ``nodes``: the alive nodes as ``{"id", "ip", "resources": {name: total}}``;
-    ``available``: the cluster's free resources now (``ray.available_resources()``).
-    Names every worker whose bundle fits on no node, every resource of which the run asks
-    more in all than the cluster has (or has free), and the strategy's own limits.
+    ``available``: the cluster's free resources now (``ray.available_resources()``);
+    ``timeout_s``: how long placement was waited for (None: not at all, the cluster was
+    started for this run and is too small). Names every worker whose bundle fits on no node,
+    every resource of which the run asks more in all than the cluster has (or has free), and
+    the strategy's own limits.
     """
     lines = []
     for role, index, res in request:
@@ -141,10 +233,7 @@ def explain_unplaced(request: list[tuple[str, int, dict[str, float]]], nodes: li
             short = sorted(k for k, v in res.items() if not any(n["resources"].get(k, 0.0) >= v for n in nodes))
             lines.append(f"{role} worker {index} asks for {_fmt(res)}, and no node has "
                          + (", ".join(f"{k}={res[k]:g}" for k in short) if short else "all of that at once"))
-    need: dict[str, float] = {}
-    for _, _, res in request:
-        for k, v in res.items():
-            need[k] = need.get(k, 0.0) + v
+    need = totals(request)
     for k, v in sorted(need.items()):
         total = sum(n["resources"].get(k, 0.0) for n in nodes)
         if v > total:
@@ -162,11 +251,37 @@ def explain_unplaced(request: list[tuple[str, int, dict[str, float]]], nodes: li
         lines.append("the cluster has enough in all, but not on nodes where the bundles fit together")
     nodes_text = "; ".join(f"{n['ip']}/{n['id'][:12]}: {_fmt({k: v for k, v in n['resources'].items() if k in need})}"
                            for n in nodes)
-    return (f"Ray could not place the run's {len(request)} workers within launcher_options.placement_timeout_s="
-            f"{timeout_s:g} s (strategy {strategy}):\n  - " + "\n  - ".join(lines)
-            + f"\nnodes: {nodes_text or 'none alive'}\nfix: add nodes or resources, ask for less "
-            "(launcher_options.<role>_resources, actors.count, policy.count, trainer.count) or change "
-            "launcher_options.strategy")
+    if timeout_s is None:
+        head = (f"the one-node Ray cluster started for this run (--ray-address local) cannot hold the run's "
+                f"{len(request)} workers (strategy {strategy}):")
+        fix = ("\nfix: ask for less (e.g. --set \"launcher_options.actor_resources={'CPU': 0.25}\", or "
+               "launcher_options.policy_resources, trainer_resources; actors.count, policy.count, trainer.count), "
+               "use the local launcher, or a larger Ray cluster (--ray-address IP:PORT)")
+    else:
+        head = (f"Ray could not place the run's {len(request)} workers within launcher_options.placement_timeout_s="
+                f"{timeout_s:g} s (strategy {strategy}):")
+        fix = ("\nfix: add nodes or resources, ask for less (launcher_options.<role>_resources, actors.count, "
+               "policy.count, trainer.count) or change launcher_options.strategy")
+    return head + "\n  - " + "\n  - ".join(lines) + f"\nnodes: {nodes_text or 'none alive'}" + fix
+
+
+@contextlib.contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Inside, Ctrl-C (SIGINT) is noted, not raised; on leaving, a noted one raises
+    :class:`KeyboardInterrupt`. Ray's start-up interrupted half-way leaves its core worker
+    broken and the interpreter's exit then crashes (exit 139); deferred, ``zoo train`` exits
+    130 as after any Ctrl-C before the workers started. Outside the main thread: no effect."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if noted:
+        raise KeyboardInterrupt
 
 
 def node_label(node_id: str, ip: str) -> str:
@@ -175,38 +290,66 @@ def node_label(node_id: str, ip: str) -> str:
 
 
 class RayHandle(WorkerHandle):
-    """One worker's Ray actor (:class:`~zoo.plugins.launchers.ray.host.WorkerHost`)."""
+    """One worker's Ray actor (:class:`~zoo.plugins.launchers.ray.host.WorkerHost`).
 
-    def __init__(self, role: str, index: int, actor: Any, node_id: str, ip: str) -> None:
+    ``launcher``: the :class:`RayLauncher` that started it (None in tests): the pid is read for
+    all its workers at once (:func:`fetch_info`) and a lost actor's node is asked
+    through that node's agent.
+    """
+
+    def __init__(self, role: str, index: int, actor: Any, node_id: str, ip: str, launcher: Any = None) -> None:
         self.role, self.index, self.actor, self.node_id, self.ip = role, index, actor, node_id, ip
+        self.launcher = launcher
         self.host = node_label(node_id, ip)
-        self._pid_ref = actor.pid.remote()
+        self.info_ref: Any = actor.info.remote()
+        """The actor's :meth:`~zoo.plugins.launchers.ray.host.WorkerHost.info`, until it answered."""
+        self.info: dict[str, Any] | None = None
+        """``{"pid", "gpu_ids", "cuda_visible_devices"}`` of the started worker, once known."""
+        self.info_waited = False
         self._wait_ref = actor.wait.remote()
-        self._pid: int | None = None
         self._code: int | None = None
         self._note = ""
         self._error: BaseException | None = None
         self._error_at = 0.0
+        self._ping: Any = None
         self.restartable = True
         """False once the worker's node died: its bundle and the streams chosen for it are gone."""
 
     @property
     def pid(self) -> int | None:  # type: ignore[override]
-        """The worker process's pid on its node (waits up to :data:`PID_WAIT_S` for its actor to start)."""
+        """The worker process's pid on its node. The first read waits up to :data:`PID_WAIT_S`
+        for every worker of the launcher still starting, at once; later reads do not wait."""
+        if self.info is None and self.info_ref is not None:
+            fetch_info([self] if self.launcher is None else self.launcher.pending_info(self),
+                       0.0 if self.info_waited else PID_WAIT_S)
+        return None if self.info is None else self.info.get("pid")
+
+    def take_info(self, value: Any) -> None:
+        """Keep the actor's answer to ``info`` (an int: the pid alone)."""
+        self.info = dict(value) if isinstance(value, dict) else {"pid": int(value)}
+        self.info_ref = None
+
+    def _node_lost(self) -> bool | None:
+        """Whether this worker's node died: True (Ray says so, or Ray's error says the node died),
+        False (the node's agent answered a ping after the actor died), None (not known yet)."""
         import ray
 
-        if self._pid is None and self._pid_ref is not None:
-            ready, _ = ray.wait([self._pid_ref], timeout=PID_WAIT_S)
+        if node_dead(self.node_id) or isinstance(self._error, getattr(ray.exceptions, "NodeDiedError", ())):
+            return True
+        if self._ping is None and self.launcher is not None and self.node_id in self.launcher.agents:
+            self._ping = self.launcher.agents[self.node_id].info.remote()
+        if self._ping not in (None, False) and ray.wait([self._ping], timeout=0)[0]:
             try:
-                self._pid = int(ray.get(ready[0])) if ready else None
+                ray.get(self._ping)
+                return False  # its node's agent answers: only the actor died
             except ray.exceptions.RayError:
-                pass
-            self._pid_ref = None if self._pid is not None or ready else self._pid_ref
-        return self._pid
+                self._ping = False  # the agent is gone too: wait for Ray's word on the node
+        return None
 
     def _settle(self) -> None:
         """Take the exit status once the actor answered; an actor that died is ended with -9 as
-        soon as Ray says whether its node died too (at most :data:`NODE_DEATH_S` later)."""
+        soon as its node is known alive (its agent answers) or dead (Ray says so), at most
+        :data:`NODE_DEATH_S` after the error."""
         import ray
 
         if self._error is None:
@@ -215,9 +358,10 @@ class RayHandle(WorkerHandle):
             except ray.exceptions.RayError as exc:
                 self._error, self._error_at = exc, time.monotonic()
         if self._error is not None:
-            lost = node_dead(self.node_id) or isinstance(self._error, getattr(ray.exceptions, "NodeDiedError", ()))
-            if not lost and time.monotonic() - self._error_at < NODE_DEATH_S:
+            lost = self._node_lost()
+            if lost is None and time.monotonic() - self._error_at < NODE_DEATH_S:
                 return  # not decided yet: still "running"
+            lost = bool(lost)
             self._code, self.restartable = -int(signal.SIGKILL), not lost
             self._note = death_note(self.node_id, self.ip, self._error, lost)
         ray.kill(self.actor, no_restart=True)  # its bundle is free for a restart
@@ -225,17 +369,36 @@ class RayHandle(WorkerHandle):
     def exitcode(self) -> int | None:
         import ray
 
+        if self._code is None and self.info is None and self.info_ref is not None and node_dead(self.node_id):
+            self._end_unstarted(lost=True)  # its bundle's node died before the actor started: it never will
         if self._code is None and (self._error is not None or ray.wait([self._wait_ref], timeout=0)[0]):
             self._settle()
         return self._code
 
+    def _end_unstarted(self, lost: bool) -> None:
+        """End a worker whose Ray actor has not started (no pid yet): Ray is told to drop the actor,
+        so it never starts later beside a restarted one; its status is -9."""
+        import ray
+
+        if self.info_ref is not None and ray.wait([self.info_ref], timeout=0)[0]:
+            fetch_info([self], 0.0)
+            if self.info is not None:
+                return  # it has just started: signals reach it
+        ray.kill(self.actor, no_restart=True)
+        self._code, self.restartable = -int(signal.SIGKILL), not lost
+        self._note = (f"Ray node {self.host} died" if lost else
+                      f"its Ray actor had not started on node {self.host} (is its bundle's node overloaded?)")
+
     def stop(self) -> None:
         if self.exitcode() is None:
-            self.actor.signal.remote(int(signal.SIGTERM))
+            self.actor.signal.remote(int(signal.SIGTERM))  # an actor still starting gets it once started
 
     def kill(self) -> None:
         if self.exitcode() is None:
-            self.actor.signal.remote(int(signal.SIGKILL))
+            if self.info is None and self.info_ref is not None:
+                self._end_unstarted(lost=False)
+            if self._code is None:
+                self.actor.signal.remote(int(signal.SIGKILL))
 
     def wait(self, timeout: float) -> int | None:
         import ray
@@ -243,8 +406,8 @@ class RayHandle(WorkerHandle):
         deadline = time.monotonic() + max(0.0, timeout)
         while self.exitcode() is None and time.monotonic() < deadline:
             if self._error is None:
-                ray.wait([self._wait_ref], timeout=max(0.0, deadline - time.monotonic()))
-            else:  # the actor died: waiting for Ray's word on its node
+                ray.wait([self._wait_ref], timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+            else:  # the actor died: waiting for word on its node
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
         return self._code
 
@@ -253,11 +416,51 @@ class RayHandle(WorkerHandle):
         return self._note or f"on Ray node {self.host}"
 
 
-def node_dead(node_id: str) -> bool:
-    """Whether Ray reports the node ``node_id`` dead (or no longer knows it)."""
+def fetch_info(handles: list[RayHandle], timeout: float) -> None:
+    """Read the pid (and GPUs) of every handle in ``handles`` whose actor has not answered yet:
+    one ``ray.wait`` for all of them, at most ``timeout`` seconds, then one ``ray.get`` of those
+    that answered. A handle whose actor did not answer within a ``timeout`` > 0 keeps ``info``
+    None and is not waited for again (``info_waited``); one whose actor failed keeps None for good."""
     import ray
 
-    return not {n["NodeID"]: n["Alive"] for n in ray.nodes()}.get(node_id, False)
+    pending = [h for h in handles if h.info is None and h.info_ref is not None]
+    if not pending:
+        return
+    refs = [h.info_ref for h in pending]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    for h in pending if timeout > 0 else ():  # a later read does not wait again
+        h.info_waited = True
+    done = [h for h in pending if h.info_ref in ready]
+    if not done:
+        return
+    try:
+        values = ray.get([h.info_ref for h in done])
+    except ray.exceptions.RayError:  # one failed: the others one by one
+        values = []
+        for h in done:
+            try:
+                values.append(ray.get(h.info_ref))
+            except ray.exceptions.RayError:
+                values.append(None)
+    for h, value in zip(done, values, strict=True):
+        if value is None:
+            h.info_ref = None  # its actor failed: no pid (its end says why)
+        else:
+            h.take_info(value)
+
+
+_NODES: tuple[float, dict[str, bool]] = (float("-inf"), {})
+
+
+def node_dead(node_id: str) -> bool:
+    """Whether Ray reports the node ``node_id`` dead (or no longer knows it). One ``ray.nodes()``
+    answers every call for :data:`NODES_CACHE_S` seconds."""
+    global _NODES
+    import ray
+
+    if time.monotonic() - _NODES[0] > NODES_CACHE_S:
+        _NODES = (time.monotonic(), {n["NodeID"]: n["Alive"] for n in ray.nodes()})
+    return not _NODES[1].get(node_id, False)
 
 
 def death_note(node_id: str, ip: str, exc: BaseException, lost: bool) -> str:
@@ -299,11 +502,25 @@ class RayLauncher(Launcher):
         self.run: tuple | None = None
         self.pg = None
         self._started_ray = False
+        self.temp_dir: str | None = None
+        """The per-run folder of a cluster started for this run (``--ray-address local``): Ray's
+        session files and the cluster's token; removed when the run ends."""
+        self._env_set: dict[str, str | None] = {}  # variables this launcher set, with their old values
+        problem = device_problem(cfg, placement_request(cfg, self.opts))
+        if problem:  # before connecting: cuda:N beyond what each worker's bundle holds
+            raise LaunchError(problem)
         try:
             self._connect(ray)
             self.driver_node = ray.get_runtime_context().get_node_id()
-            os.environ.setdefault(ADVERTISE_ENV, ray.util.get_node_ip_address())  # this process's tcp listeners
-            self.request = placement_request(cfg, self.opts)
+            self._setenv(ADVERTISE_ENV, ray.util.get_node_ip_address(), keep=True)  # this process's tcp listeners
+            self.cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))
+            self.request = placement_request(cfg, self.opts, self.cluster_gpus)
+            if self._started_ray:  # a cluster of this run alone: what it lacks now, it will always lack
+                nodes = self._nodes()
+                if any(sum(n["resources"].get(k, 0.0) for n in nodes) < need
+                       for k, need in totals(self.request).items()):
+                    raise LaunchError(explain_unplaced(self.request, nodes, ray.available_resources(),
+                                                       self.opts.strategy, None))
             self.pg = placement_group([res for _, _, res in self.request], strategy=self.opts.strategy,
                                       name=f"zoo-{cfg.name}")
             if not self.pg.wait(timeout_seconds=self.opts.placement_timeout_s):
@@ -323,21 +540,53 @@ class RayLauncher(Launcher):
             self._check_resolver()
             self.check_run_dir()
         except BaseException:
-            self._release(remove_placement_group)
+            self._release(remove_placement_group, now=True)
             raise
 
     # -- set-up -----------------------------------------------------------------------------
+    def _setenv(self, name: str, value: str, keep: bool = False) -> None:
+        """Set ``os.environ[name]`` (``keep``: only where unset), restored by :meth:`close`."""
+        if keep and os.environ.get(name):
+            return
+        self._env_set.setdefault(name, os.environ.get(name))
+        os.environ[name] = value
+
+    def _local_cluster_settings(self) -> dict[str, Any]:
+        """What ``ray.init`` gets for ``--ray-address local``: the node on loopback (``127.0.0.1``:
+        nothing of it listens on other interfaces), Ray's session files in a per-run temporary
+        folder (:attr:`temp_dir`) instead of Ray's default ``/tmp/ray``, and, unless
+        ``RAY_AUTH_MODE``, ``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH`` says otherwise, a fresh
+        token in that folder (Ray would write ``~/.ray/auth_token``)."""
+        import secrets
+        import tempfile
+
+        from ray._private import ray_constants
+
+        self.temp_dir = tempfile.mkdtemp(prefix=f"zoo-ray-{os.getpid()}-")  # this process: the controller
+        ray_constants.ENABLE_RAY_CLUSTER = False  # else Ray turns 127.0.0.1 into the machine's outward address
+        if not any(os.environ.get(v) for v in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+            path = os.path.join(self.temp_dir, "auth_token")
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                f.write(secrets.token_hex(32))
+            self._setenv("RAY_AUTH_MODE", "token")
+            self._setenv("RAY_AUTH_TOKEN_PATH", path)
+            from ray._raylet import Config
+
+            Config.initialize("")  # Ray reads the mode once: make this process see it
+        return {"include_dashboard": False, "_node_ip_address": "127.0.0.1", "_temp_dir": self.temp_dir}
+
     def _connect(self, ray: Any) -> None:
         address = self.opts.address
         kwargs: dict[str, Any] = {"log_to_driver": self.opts.log_to_driver, "namespace": "zoo"}
         if ray.is_initialized():
             return
         try:
-            if address == "local":
-                ray.init(address="local", include_dashboard=False, **kwargs)
-                self._started_ray = True
-            else:
-                ray.init(address=address, **kwargs)
+            with sigint_deferred():  # Ctrl-C during Ray's start-up: KeyboardInterrupt once it is done
+                if address == "local":
+                    self._started_ray = True
+                    ray.init(address="local", **self._local_cluster_settings(), **kwargs)
+                else:
+                    ray.init(address=address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = "on this machine" if address == "auto" else f"at {address}"
             raise LaunchError(f"no Ray cluster answers {where} (--ray-address {address}): {exc}; start one with "
@@ -412,12 +661,11 @@ class RayLauncher(Launcher):
         return node_label(self.driver_node, ips.get(self.driver_node, "?"))
 
     def start(self, ctx: Any) -> RayHandle:
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+        from zoo.core.distributed import NODE_ENV
         from zoo.plugins.launchers.ray.host import ADVERTISE_ENV
         from zoo.plugins.launchers.ray.resolver import ADDRESS_ENV, gcs_address
-
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         bundle, node, ip = self._place(ctx.role, ctx.index)
         res = self.request[bundle][2] if bundle is not None else {"CPU": 0.0}
@@ -430,7 +678,7 @@ class RayLauncher(Launcher):
             job = ray.get_runtime_context().get_job_id()
             for agent in self.agents.values():  # the agents clean up even if this process is killed
                 agent.watch.remote(job, *self.run)
-        env = {ADDRESS_ENV: gcs_address(), ADVERTISE_ENV: ip}
+        env = {ADDRESS_ENV: gcs_address(), ADVERTISE_ENV: ip, NODE_ENV: node}
         try:
             actor = self._host_cls.options(
                 num_cpus=res.get("CPU", 0.0), num_gpus=res.get("GPU", 0.0),
@@ -443,9 +691,31 @@ class RayLauncher(Launcher):
         except Exception as exc:  # noqa: BLE001 - Ray refuses the actor (e.g. serialisation)
             raise LaunchError(f"cannot start {ctx.role} worker {ctx.index} on Ray node {node_label(node, ip)}: "
                               f"{exc}") from exc
-        handle = RayHandle(ctx.role, ctx.index, actor, node, ip)
+        handle = RayHandle(ctx.role, ctx.index, actor, node, ip, launcher=self)
         self.handles.append(handle)
         return handle
+
+    def pending_info(self, first: RayHandle) -> list[RayHandle]:
+        """``first`` and every other worker whose pid is not known yet and not yet waited for."""
+        return [first] + [h for h in self.handles if h is not first and h.info is None and h.info_ref is not None
+                          and not h.info_waited]
+
+    def describe(self) -> dict[str, Any]:
+        """The launcher's entry of ``graph.json``: the address, the strategy, the cluster's GPUs and
+        per worker its node, the resources its bundle asks for (GPU shares included) and, once
+        its actor started, the GPU ids Ray gave it (``ray.get_gpu_ids()``) and its
+        ``CUDA_VISIBLE_DEVICES``."""
+        latest = {(h.role, h.index): h for h in self.handles}
+        workers = []
+        for role, index, res in self.request:
+            _, node, ip = self.where[(role, index)]
+            entry: dict[str, Any] = {"role": role, "index": index, "node": node_label(node, ip), "resources": res}
+            h = latest.get((role, index))
+            if h is not None and h.info is not None:
+                entry.update(gpu_ids=h.info.get("gpu_ids"), cuda_visible_devices=h.info.get("cuda_visible_devices"))
+            workers.append(entry)
+        return {"address": self.opts.address, "strategy": self.opts.strategy, "cluster_gpus": self.cluster_gpus,
+                "gpu_shares": gpu_shares(self.cfg, self.cluster_gpus), "workers": workers}
 
     def close(self) -> None:
         """Kill what still runs, let every node's agent remove what the run left there (its
@@ -455,17 +725,61 @@ class RayLauncher(Launcher):
 
         self._release(remove_placement_group)
 
-    def _release(self, remove_placement_group: Any) -> None:
+    def _release(self, remove_placement_group: Any, now: bool = False) -> None:
+        """Release the workers, agents and placement group; with ``now`` (a failed start) also the
+        cluster of this run alone (:meth:`shutdown`), else that waits for this process's exit:
+        the controller still clears the run's keys in Ray's store after :meth:`close`."""
+        import atexit
+
         import ray
 
-        if not ray.is_initialized():
-            return
-        for h in self.handles:
+        try:
+            if ray.is_initialized():
+                self._release_cluster(remove_placement_group)
+        finally:
+            self._restore_env([ADVERTISE])
+            if now:
+                self.shutdown()
+            elif self._started_ray or self.temp_dir is not None:
+                atexit.register(self.shutdown)  # after Ray's own (atexit runs the last registered first)
+
+    def shutdown(self) -> None:
+        """Stop the cluster started for this run (``--ray-address local``), remove its temporary
+        folder and restore the environment variables the launcher set. Idempotent."""
+        import ray
+
+        if self._started_ray and ray.is_initialized():
+            ray.shutdown()
+        self._started_ray = False
+        if self.temp_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
+        self._restore_env(list(self._env_set))
+
+    def _restore_env(self, names: list[str]) -> None:
+        for name in names:
+            if name not in self._env_set:
+                continue
+            old = self._env_set.pop(name)
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+    def _release_cluster(self, remove_placement_group: Any) -> None:
+        import ray
+
+        live = [h for h in self.handles if h.exitcode() is None]
+        for h in live:  # kill them all, then one wait for all
+            h.kill()
+        refs = [h._wait_ref for h in live if h.exitcode() is None and h._error is None]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=RELEASE_WAIT_S)
+        for h in live:
             if h.exitcode() is None:
-                h.kill()
-                h.wait(2.0)
-                if h.exitcode() is None:
-                    ray.kill(h.actor, no_restart=True)
+                ray.kill(h.actor, no_restart=True)
         if self.run is not None and self.agents:
             run_id, cfg, streams = self.run
             refs = {node: agent.clean.remote(run_id, cfg, streams) for node, agent in self.agents.items()}
@@ -473,7 +787,8 @@ class RayLauncher(Launcher):
             ips = {n["id"]: n["ip"] for n in self._nodes()}
             for node, ref in refs.items():
                 try:
-                    self.cleaned[node_label(node, ips.get(node, "?"))] = ray.get(ref) if ref in ready else ["(no answer)"]
+                    label = node_label(node, ips.get(node, "?"))
+                    self.cleaned[label] = ray.get(ref) if ref in ready else ["(no answer)"]
                 except ray.exceptions.RayError as exc:  # a dead node: nothing to clean there
                     self.cleaned[node_label(node, ips.get(node, "?"))] = [f"(agent lost: {type(exc).__name__})"]
         for agent in self.agents.values():
