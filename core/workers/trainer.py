@@ -92,6 +92,7 @@ from typing import Any
 
 import numpy as np
 
+from zoo.core import devices as zdevices
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import (
     FORMAT,
@@ -532,6 +533,8 @@ def _run(ctx: WorkerContext) -> None:
     algo_cfg = cfg.algo
     if devices is not None and devices[rank] != algo_cfg.device:
         algo_cfg = dataclasses.replace(algo_cfg, device=devices[rank])
+    if devices is not None:  # cuda:N current before any tensor is made there: no stray context on GPU 0
+        zdevices.use_device(devices[rank])
     algo = ctx.registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, seed)
     ckpt_dir = checkpoint_dir(ctx.run_dir)
     if lead:

@@ -243,3 +243,32 @@ def test_the_policy_worker_sets_its_cuda_device_first(monkeypatch):
     devices.use_device("cuda:1")
     devices.use_device("cpu")
     assert seen == ["cuda:1"]
+
+
+def test_the_trainer_sets_its_device_before_building_its_algorithm(tmp_path, monkeypatch):
+    """The trainer makes its device current (``torch.cuda.set_device`` for ``cuda:N``) before the
+    algorithm builds its network there, as the policy worker does (issue 21 fault 6)."""
+    import os
+
+    from tests.unit.trainer_harness import TrainerThread, fake_host, trainer_config
+    from zoo.core import devices
+
+    events: list[str] = []
+    monkeypatch.setattr(devices, "use_device", lambda d: events.append(f"use_device {d}"))
+    host = fake_host()
+    entry = host.registry.get("algorithm", "ppo")
+    real = entry.load()
+
+    def build(cfg, spec, seed):
+        events.append("algorithm")
+        return real(cfg, spec, seed)
+
+    load = type(entry).load
+    monkeypatch.setattr(type(entry), "load", lambda self: build if self is entry else load(self))
+    cfg = trainer_config(host, "ppo", str(tmp_path))
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    t = TrainerThread(host, cfg, run_dir)
+    t.stop()
+    assert t.error is None
+    assert events == ["use_device cpu", "algorithm"]
