@@ -13,7 +13,8 @@
 - :func:`discard_run_dir` removes a folder this process claimed for a run that was refused
   before the controller started (a transport or the launcher refusing the settings, Ctrl-C
   during start-up; no ``status.json`` yet): a refused run leaves no ``config.json`` or
-  ``graph.json`` behind.
+  ``graph.json`` behind. :func:`snapshot_files` and :func:`restore_files` do the same for a
+  resumed run refused before its segment started: its files are as they were.
 - :func:`append_row` adds one JSON row to ``metrics.jsonl`` with a single ``write(2)`` on an
   ``O_APPEND`` descriptor, as the trainer's writer does: Linux appends each such write whole
   at the end of a regular file, so rows of the controller (``restart``) and of the trainer
@@ -21,6 +22,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -121,6 +123,40 @@ def discard_run_dir(run_dir: str | os.PathLike) -> None:
     import shutil
 
     shutil.rmtree(run_dir, ignore_errors=True)
+
+
+RUN_FILES = ("config.json", "graph.json", "status.json")
+"""The files a segment's start rewrites: what :func:`snapshot_files` keeps for a refused resume."""
+
+
+def snapshot_files(run_dir: str | os.PathLike, names: tuple[str, ...] = RUN_FILES) -> dict[str, bytes | None]:
+    """The bytes of each file ``names`` in ``run_dir`` (None: absent), for :func:`restore_files`."""
+    out: dict[str, bytes | None] = {}
+    for name in names:
+        try:
+            out[name] = Path(run_dir, name).read_bytes()
+        except FileNotFoundError:
+            out[name] = None
+    return out
+
+
+def restore_files(run_dir: str | os.PathLike, snapshot: dict[str, bytes | None]) -> None:
+    """Put back the files of a :func:`snapshot_files` snapshot (each written atomically: a
+    temporary file, fsync, rename; one absent then is removed): a resume refused before any
+    worker started leaves the run as it was, its ``config.json`` not rewritten with the refused
+    options, its ``status.json`` not marked as a crash of a segment that never ran."""
+    for name, data in snapshot.items():
+        path = os.path.join(run_dir, name)
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            continue
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
 
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:

@@ -432,25 +432,29 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
                       f"{int(ckpt['env_steps']):,} of {total:,} env steps), resume #{cfg.resume}, run dir {run_dir}"),
         soft_wrap=True, highlight=False)
     from zoo.core.graph import write_graph
+    from zoo.core.rundir import snapshot_files
 
+    before = snapshot_files(run_dir)  # put back if the segment is refused before it starts
     zconfig.save_config(cfg, run_dir)  # the budget (and other safe changes) as they now are
     write_graph(cfg, run_dir)
     _print_threads(cfg, console)
     _launch(cfg, console, run_dir, start={"env_steps": int(ckpt["env_steps"]), "resume": cfg.resume,
-                                          "trained_env_steps": int(ckpt.get("trained_env_steps", 0))})
+                                          "trained_env_steps": int(ckpt.get("trained_env_steps", 0))},
+            before=before)
 
 
 def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
-            start: dict[str, Any] | None = None) -> None:
+            start: dict[str, Any] | None = None, before: dict[str, bytes | None] | None = None) -> None:
     """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code.
 
     ``fresh``: ``run_dir`` was just claimed for a new run; a refusal before the controller
     started (no ``status.json`` yet) removes it (:func:`~zoo.core.rundir.discard_run_dir`), so a
     refused run leaves nothing. ``start``: a resumed run's counters at its checkpoint (the
-    ``done:`` line's segment, :func:`~zoo.display.format_summary`)."""
+    ``done:`` line's segment, :func:`~zoo.display.format_summary`). ``before``: a resumed run's
+    files as they were (:func:`~zoo.core.rundir.snapshot_files`), put back on such a refusal."""
     from zoo.core.controller import run
     from zoo.core.launcher import LaunchError
-    from zoo.core.rundir import discard_run_dir
+    from zoo.core.rundir import discard_run_dir, restore_files
     from zoo.core.transport import TransportError
     from zoo.display import Display, final_status, format_summary
 
@@ -464,6 +468,8 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
     except (KeyboardInterrupt, TransportError, LaunchError) as exc:  # refused, or stopped before any worker started
         if fresh and not os.path.exists(os.path.join(run_dir, "status.json")):  # the controller never started
             discard_run_dir(run_dir)
+        elif before is not None:  # a resume refused before its segment started: the run stays as it was
+            restore_files(run_dir, before)
         if isinstance(exc, TransportError):  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
             raise _fail(f"transport: {exc}") from None
         if isinstance(exc, LaunchError):  # e.g. Ray cannot place the workers: nothing was started

@@ -654,3 +654,22 @@ def test_the_last_frame_after_ctrl_c_shows_the_counters_the_run_ended_with(tmp_p
     assert out.getvalue().splitlines()[-1] == "env_steps=5,120/10,000 (51.2%) version=4 updates=4"
     display.catch_up(str(metrics))  # nothing newer: nothing printed again
     assert len(out.getvalue().splitlines()) == 2
+
+
+@pytest.mark.parametrize("refusal", ["transport", "launcher", "ctrl-c"])
+def test_a_resume_refused_before_it_starts_leaves_the_run_as_it_was(refusal, host, controller, stopped_run):
+    # Before: config.json kept the refused segment's options (here the new budget and
+    # log.interval_s) and graph.json its layout, although that segment never ran.
+    from zoo.core.launcher import LaunchError
+    from zoo.core.transport import TransportError
+
+    (stopped_run / "status.json").write_text('{"status": "stopped", "exit_code": 130}')
+    (stopped_run / "graph.json").write_text('{"old": 1}')
+    before = {name: (stopped_run / name).read_bytes() for name in ("config.json", "graph.json", "status.json")}
+    controller.run_error = {"transport": TransportError("refused for the test"), "launcher": LaunchError("too small"),
+                            "ctrl-c": KeyboardInterrupt()}[refusal]
+    result = runner.invoke(cli.app, ["resume", "old", "--runs-dir", str(stopped_run.parent), "--frames", "20000",
+                                     "--set", "log.interval_s=7"])
+    assert result.exit_code == {"transport": 2, "launcher": 1, "ctrl-c": 130}[refusal], result.output
+    assert {name: (stopped_run / name).read_bytes() for name in before} == before
+    assert sorted(os.listdir(stopped_run)) == ["checkpoints", "config.json", "graph.json", "status.json"]
