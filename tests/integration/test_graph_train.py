@@ -39,7 +39,10 @@ def check_graph(run) -> None:
         ("inference-0", "sample-0"), ("inference-1", "sample-1")]
 
 
-@pytest.mark.parametrize("algo, budget", [("ppo", 200_000), ("impala", 300_000)])
+# IMPALA only: PPO with 2 trainers computes the update of one trainer on the concatenated data
+# (tests/unit/test_distributed.py, exact state dicts over several updates) and PPO learning
+# CartPole is test_train's; the PPO case here repeated both at ~80-160 s of the suite.
+@pytest.mark.parametrize("algo, budget", [("impala", 300_000)])
 def test_cartpole_with_2_policy_workers_and_2_trainers_reaches_450(tmp_path, algo, budget):
     mark = uuid.uuid4().hex
     proc = start("train", algo, "--env", "CartPole-v1", "--seed", "1", "--steps", str(budget), "--name", "cp",

@@ -53,8 +53,10 @@ def test_ppo_cartpole_reaches_450_within_200k_env_steps(tmp_path):
     assert [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
 
 
-def test_ppo_atari_pong_100k_frames_writes_metrics_events_checkpoint(tmp_path):
-    result = zoo("train", "ppo", "--env", "atari:Pong", "--frames", "100000", "--name", "pong",
+def test_ppo_atari_pong_writes_metrics_events_checkpoint(tmp_path):
+    # 12,000 frames: 3 updates (it was 100,000 frames, 25 updates and ~4-8 min of the suite, for
+    # the same checks; Pong learning is measured in benchmarks/, not here)
+    result = zoo("train", "ppo", "--env", "atari:Pong", "--frames", "12000", "--name", "pong",
                  "--set", f"runs_dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "pong"
@@ -73,12 +75,13 @@ def test_ppo_atari_pong_100k_frames_writes_metrics_events_checkpoint(tmp_path):
 
     ckpt = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert ckpt["policy_version"] == updates[-1]["policy_version"]
-    # 100,000 frames = 25,000 env steps at frame-skip 4; the run stops at the first update that
+    # 12,000 frames = 3,000 env steps at frame-skip 4; the run stops at the first update that
     # reaches it (the trainer counts env steps with the batch they come in: docs/flow.md), so
     # within one update's env steps of it (8 samples x 128 steps = 1,024 with the Pong preset).
     per_update = updates[-1]["env_steps"] - updates[-2]["env_steps"]
     assert per_update == 1024
-    assert 25_000 <= ckpt["env_steps"] < 25_000 + per_update and ckpt["frames"] == 4 * ckpt["env_steps"]
+    assert [u["env_steps"] for u in updates] == [1024, 2048, 3072]
+    assert ckpt["env_steps"] == 3072 and ckpt["frames"] == 4 * 3072
     assert "optimizer" in json.dumps(list(ckpt["algorithm"].keys()))
 
 
