@@ -29,12 +29,13 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
 from zoo.core.rundir import RunStatus, append_missing_restarts, append_row, claim_run_dir, what_was_saved
-from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
 from zoo.core.stopping import STOPS, StopRequested, checkpoint_on_disk, second_ctrl_c_stops_now  # noqa: F401
 from zoo.core.stopping import ignoring_stop_signals as _ignoring_stop_signals
 from zoo.core.stopping import signals_stop_the_run as _signals_stop_the_run
@@ -267,9 +268,10 @@ class StatusPacer:
 
     def due(self, now: float, done: bool = False) -> dict[str, Any] | None:
         """The status to show now (``now``: ``time.monotonic()`` seconds), or None."""
-        if not self.fresh or (now - self.last_shown < self.interval_s and not done):
+        status = self.latest
+        if not self.fresh or status is None or (now - self.last_shown < self.interval_s and not done):
             return None
-        status, steps = self.latest, self.latest["env_steps"]
+        steps = status["env_steps"]
         trained = status.get("trained_env_steps")
         if self.rate_ref is None:
             self.rate_ref = (now, steps, trained or 0)
@@ -320,7 +322,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     status.start()
     pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
     # live.json, the workers table and the bottleneck; supervision reports restarts to it
-    health = controller.health = Health(_graph(cfg), run_dir, cfg.log.interval_s, on_status)
+    health = Health(_graph(cfg), run_dir, cfg.log.interval_s, on_status)
     warnings_shown: dict[tuple, float] = {}
     outcome: tuple = ("crashed", 1, "the controller failed", None)
     with _signals_stop_the_run():
