@@ -14,6 +14,8 @@
   before the controller started (a transport or the launcher refusing the settings, Ctrl-C
   during start-up; no ``status.json`` yet): a refused run leaves no ``config.json`` or
   ``graph.json`` behind.
+- :func:`launch_failed` records in ``status.json`` a run that failed before any worker
+  started (``crashed``; ``stopped`` for Ctrl-C), unless it was a refusal of a new run.
 - :func:`append_row` adds one JSON row to ``metrics.jsonl`` with a single ``write(2)`` on an
   ``O_APPEND`` descriptor, as the trainer's writer does: Linux appends each such write whole
   at the end of a regular file, so rows of the controller (``restart``) and of the trainer
@@ -168,6 +170,28 @@ class RunStatus:
         self.data.update(status=status, ended=time.time(), exit_code=exit_code, reason=reason,
                          failed_worker=failed_worker)
         write_json_atomic(self.path, self.data)
+
+
+def launch_failed(run_dir: str, exc: BaseException) -> None:
+    """Record in ``status.json`` that the run failed before any worker started (``crashed``, exit
+    code 1, the reason; ``stopped``, 130 for Ctrl-C), so that ``zoo runs`` does not show it as
+    unknown. Not for a refusal
+    (:class:`~zoo.core.launcher.LaunchError`, :class:`~zoo.core.transport.TransportError`,
+    Ctrl-C) of a new run: the CLI removes that run's folder (a refused run leaves nothing). A
+    resumed run (``status.json`` already there) records every failure."""
+    from zoo.core.launcher import LaunchError
+    from zoo.core.transport import TransportError
+
+    path = os.path.join(run_dir, "status.json")
+    if isinstance(exc, (LaunchError, TransportError, KeyboardInterrupt)) and not os.path.exists(path):
+        return
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    reason = ("interrupted (Ctrl-C) before any worker started" if isinstance(exc, KeyboardInterrupt) else
+              f"the launch failed: {type(exc).__name__}: {first}")
+    status = RunStatus(run_dir)
+    status.data["started"] = time.time()
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    status.end("stopped" if interrupted else "crashed", 130 if interrupted else 1, reason.rstrip(": "))
 
 
 def append_row(path: str, row: dict[str, Any]) -> None:
