@@ -31,9 +31,10 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,10 +46,10 @@ from zoo.core.options import (  # noqa: F401  (re-exported)
     NOT_OPTION,
     ConfigError,
     OptionInfo,
-    bound_problems,
-    bounded,
     apply_mapping,
     apply_override,
+    bound_problems,
+    bounded,
     list_options,
     set_value,
 )

@@ -29,12 +29,13 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
-from zoo.core.rundir import RunStatus, append_missing_restarts, append_row, claim_run_dir, what_was_saved
-from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
+from zoo.core.rundir import RunStatus, append_missing_restarts, append_row, claim_run_dir, launch_failed, what_was_saved
 from zoo.core.stopping import STOPS, StopRequested, checkpoint_on_disk, second_ctrl_c_stops_now  # noqa: F401
 from zoo.core.stopping import ignoring_stop_signals as _ignoring_stop_signals
 from zoo.core.stopping import signals_stop_the_run as _signals_stop_the_run
@@ -89,7 +90,7 @@ class Controller:
 
     def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
         from zoo.core.launcher import launcher_for
-        from zoo.core.placement import plan, resolve_streams
+        from zoo.core.placement import GraphFile, plan, resolve_streams
         from zoo.core.plugins import get_registry
         from zoo.core.resolver import resolver_from_config
         from zoo.core.streams import STREAMS, transport_for
@@ -112,8 +113,7 @@ class Controller:
             self._clean_up()
             raise
         self.launcher = launcher
-        self.trainer_group: dict[str, Any] | None = None  # the data-parallel trainers' backend, once rank 0 says
-        self.graph_checked = float("-inf")
+        self.graph_file = GraphFile(run_dir, cfg, self.places, self.streams, launcher, self.run_id)
         self.stopped = False
         self.restart_rows: list[dict[str, Any]] = []  # every restart row written, for restore_restart_rows
         self.rows_checked = 0  # the trainer attempt whose cut rows were restored
@@ -131,56 +131,18 @@ class Controller:
 
     def start(self) -> None:
         self.supervisor.start_all(_graph(self.cfg))
-        for place in self.places:  # the controller's and each worker's pid, for graph.json
-            handle = self.supervisor.handles.get((place.role, place.index))
-            place.pid = os.getpid() if place.role == "controller" else getattr(handle, "pid", None)
-        self.write_graph()
-
-    def write_graph(self) -> None:
-        """(Re)write ``graph.json``: the placement, each worker's first pid, the launcher entry
-        (``{"name", "trainers"?, ...launcher.describe()}``), the run id."""
-        from zoo.core.placement import write_placement
-
-        entry: dict[str, Any] = {"name": self.cfg.launcher, **getattr(self.launcher, "describe", dict)()}
-        if self.trainer_group is not None:
-            entry["trainers"] = self.trainer_group
-        write_placement(self.run_dir, self.cfg, self.places, self.streams, launcher=entry, run_id=self.run_id)
-
-    def complete_graph(self, every_s: float = 1.0) -> None:
-        """At most every ``every_s`` seconds: fill in the pids ``graph.json`` still lacks (a worker
-        whose launcher did not know its pid at start, e.g. a Ray actor slow to start) from the
-        handles, without waiting, and rewrite the file if any was found."""
-        now = time.monotonic()
-        if now - self.graph_checked < every_s or all(p.pid is not None for p in self.places):
-            return
-        self.graph_checked = now
-        found = False
-        for place in self.places:
-            handle = self.supervisor.handles.get((place.role, place.index))
-            if place.pid is None and handle is not None and getattr(handle, "pid", None) is not None:
-                place.pid, found = handle.pid, True
-        if found:
-            self.write_graph()
+        self.graph_file.started(self.supervisor.handles)
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
-        """Control messages received within ``timeout`` seconds (each also goes to the supervisor).
-        A ``group`` message (trainer rank 0: the backend, devices and GPUs of the data-parallel
-        trainers) and a heartbeat's pid where ``graph.json`` has none are written to ``graph.json``."""
+        """Control messages received within ``timeout`` seconds (each also goes to the supervisor
+        and to ``graph.json``: :class:`~zoo.core.placement.GraphFile`)."""
         out = []
         msg = self.control.recv(timeout)
         while msg is not None:
             meta = msg[1]
             self.supervisor.on_message(meta)
             out.append(meta)
-            if meta.get("type") == "group":
-                self.trainer_group = {k: meta.get(k) for k in ("backend", "devices", "gpus")}
-                self.write_graph()
-            elif meta.get("type") == "heartbeat" and isinstance(meta.get("pid"), int):
-                place = next((p for p in self.places if (p.role, p.index) == (meta.get("role"), meta.get("index"))),
-                             None)
-                if place is not None and place.pid is None:
-                    place.pid = meta["pid"]
-                    self.write_graph()
+            self.graph_file.on_message(meta)
             msg = self.control.recv(0)
         return out
 
@@ -267,9 +229,10 @@ class StatusPacer:
 
     def due(self, now: float, done: bool = False) -> dict[str, Any] | None:
         """The status to show now (``now``: ``time.monotonic()`` seconds), or None."""
-        if not self.fresh or (now - self.last_shown < self.interval_s and not done):
+        status = self.latest
+        if not self.fresh or status is None or (now - self.last_shown < self.interval_s and not done):
             return None
-        status, steps = self.latest, self.latest["env_steps"]
+        steps = status["env_steps"]
         trained = status.get("trained_env_steps")
         if self.rate_ref is None:
             self.rate_ref = (now, steps, trained or 0)
@@ -286,28 +249,6 @@ class StatusPacer:
         return status
 
 
-def launch_failed(run_dir: str, exc: BaseException) -> None:
-    """Record in ``status.json`` that the run failed before any worker started (``crashed``, exit
-    code 1, the reason; ``stopped``, 130 for Ctrl-C), so that ``zoo runs`` does not show it as
-    unknown. Not for a refusal
-    (:class:`~zoo.core.launcher.LaunchError`, :class:`~zoo.core.transport.TransportError`,
-    Ctrl-C) of a new run: the CLI removes that run's folder (a refused run leaves nothing). A
-    resumed run (``status.json`` already there) records every failure."""
-    from zoo.core.launcher import LaunchError
-    from zoo.core.transport import TransportError
-
-    path = os.path.join(run_dir, "status.json")
-    if isinstance(exc, (LaunchError, TransportError, KeyboardInterrupt)) and not os.path.exists(path):
-        return
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    reason = ("interrupted (Ctrl-C) before any worker started" if isinstance(exc, KeyboardInterrupt) else
-              f"the launch failed: {type(exc).__name__}: {first}")
-    status = RunStatus(run_dir)
-    status.data["started"] = time.time()
-    interrupted = isinstance(exc, KeyboardInterrupt)
-    status.end("stopped" if interrupted else "crashed", 130 if interrupted else 1, reason.rstrip(": "))
-
-
 def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
     """Run one experiment to its budget; returns the process exit code (see module doc)."""
     run_dir = run_dir or prepare_run_dir(cfg)
@@ -320,7 +261,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     status.start()
     pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
     # live.json, the workers table and the bottleneck; supervision reports restarts to it
-    health = controller.health = Health(_graph(cfg), run_dir, cfg.log.interval_s, on_status)
+    health = Health(_graph(cfg), run_dir, cfg.log.interval_s, on_status)
     warnings_shown: dict[tuple, float] = {}
     outcome: tuple = ("crashed", 1, "the controller failed", None)
     with _signals_stop_the_run():
@@ -336,7 +277,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                         done = True
                     elif meta["type"] == "warning":
                         show_warning(meta, warnings_shown, time.monotonic())
-                controller.complete_graph()
+                controller.graph_file.complete(controller.supervisor.handles)
                 shown = pacer.due(time.monotonic(), done)
                 if shown is not None:
                     health.show(shown)  # on to on_status

@@ -28,8 +28,9 @@ numbers by all ranks together: no rank is left inside a collective that another 
 enters. A rank asked to stop still waits at the sync point for the others (asked at the same
 time), so a stop ends every rank at the same point and rank 0 writes the final checkpoint
 and ``end`` row, as with one trainer; it gives the point up only ``collective_timeout_s``
-after the stop request, and the ranks agree atomically whether a point was given up. A peer that dies breaks its connections; the others' next collective or store
-call raises :class:`PeerLost` at once.
+after the stop request, and the ranks agree atomically whether a point was given up. A peer
+that dies breaks its connections; the others' next collective or store call raises
+:class:`PeerLost` at once.
 
 Outside a group (K = 1) every helper here is a no-op or the local value, so the
 algorithms call them unconditionally.
@@ -42,7 +43,8 @@ import math
 import os
 import socket
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 
@@ -53,7 +55,7 @@ JOIN_TIMEOUT_S = 300.0
 """Longest wait for rank 0's address and for every rank to arrive at the start (spawning K
 processes and importing torch on a loaded machine can take a minute)."""
 
-_GROUP: "TrainerGroup | None" = None
+_GROUP: TrainerGroup | None = None
 
 
 class PeerLost(RuntimeError):
@@ -71,19 +73,19 @@ def rank() -> int:
     return _GROUP.rank if _GROUP is not None else 0
 
 
-def _all_reduce(t: torch.Tensor) -> None:
-    """In-place sum over ranks (through host memory when gloo meets a CUDA tensor)."""
+def _all_reduce(group: TrainerGroup, t: torch.Tensor) -> None:
+    """In-place sum over ``group``'s ranks (through host memory when gloo meets a CUDA tensor)."""
     import torch.distributed as dist
 
     try:
-        if t.is_cuda and _GROUP.backend != "nccl":
+        if t.is_cuda and group.backend != "nccl":
             host = t.cpu()
             dist.all_reduce(host)
             t.copy_(host)
         else:
             dist.all_reduce(t)
     except RuntimeError as exc:
-        raise PeerLost(f"trainer rank {_GROUP.rank}: all-reduce with the other trainers failed: {exc}") from exc
+        raise PeerLost(f"trainer rank {group.rank}: all-reduce with the other trainers failed: {exc}") from exc
 
 
 def reduce_gradients(parameters: Iterable[torch.nn.Parameter], weight: float | None = None,
@@ -110,7 +112,8 @@ def reduce_gradients(parameters: Iterable[torch.nn.Parameter], weight: float | N
     Raises:
         PeerLost: the all-reduce failed.
     """
-    if _GROUP is None:
+    group = _GROUP
+    if group is None:
         return
     params = [p for p in parameters]
     if not params:
@@ -124,7 +127,7 @@ def reduce_gradients(parameters: Iterable[torch.nn.Parameter], weight: float | N
     bad_loss = loss is not None and not math.isfinite(loss)
     flags = torch.tensor([p.grad is not None for p in params] + [bad_loss, w], dtype=torch.float64, device=device)
     flat = torch.cat(parts + [flags])
-    _all_reduce(flat)
+    _all_reduce(group, flat)
     tail = flat[-2 - len(params):].cpu()  # one device-to-host copy: the flags, bad losses, total weight
     total_w = float(tail[-1])
     scale = 1.0 if weight is None else (1.0 / total_w if total_w > 0 else 0.0)
@@ -170,7 +173,7 @@ def global_moments(x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[i
     if mask is not None:
         x64 = torch.where(mask, x64, torch.zeros_like(x64))
         count, s1, s2 = mask.sum(), x64.sum(), (x64 * x64).sum()
-        feat = ()
+        feat: tuple[int, ...] = ()
     else:
         count, s1, s2 = torch.tensor(x64.shape[0]), x64.sum(0), (x64 * x64).sum(0)
         feat = tuple(x64.shape[1:])
@@ -249,7 +252,7 @@ NODE_ENV = "ZOO_NODE_ID"
 nodes apart (the ``ray`` launcher sets the Ray node id); default: the host name."""
 
 
-def gpu_identity(device: str, env: dict[str, str] | None = None, uuid_of: Callable[[int], str | None] | None = None
+def gpu_identity(device: str, env: Mapping[str, str] | None = None, uuid_of: Callable[[int], str | None] | None = None
                  ) -> str | None:
     """Which physical GPU ``device`` is in this process, as a string equal across processes
     exactly when they use the same GPU; None for a device that is not CUDA.
@@ -263,7 +266,8 @@ def gpu_identity(device: str, env: dict[str, str] | None = None, uuid_of: Callab
     """
     if not device.startswith("cuda"):
         return None
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     index = torch.device(device).index or 0
     if uuid_of is None:
         uuid_of = _cuda_uuid
@@ -315,7 +319,7 @@ class TrainerGroup:
 
     @classmethod
     def join(cls, rank: int, world: int, device: str, devices: list[str], run_id: str, resolver: Any,
-             timeout_s: float, stop: Callable[[], bool], heartbeat: Callable[[], None]) -> "TrainerGroup | None":
+             timeout_s: float, stop: Callable[[], bool], heartbeat: Callable[[], None]) -> TrainerGroup | None:
         """Rendezvous with the other trainers and initialise the process group.
 
         ``device``: this rank's torch device; ``devices``: every rank's as this rank resolves
@@ -451,7 +455,7 @@ class TrainerGroup:
         except RuntimeError as exc:
             raise PeerLost(f"trainer rank {self.rank}: exchanging counters with the other trainers failed: "
                            f"{exc}") from exc
-        return [json.loads(bytes(b[:int(s)].numpy())) for b, s in zip(bufs, sizes)]
+        return [json.loads(bytes(b[:int(s)].numpy())) for b, s in zip(bufs, sizes, strict=True)]
 
     def sync(self, record: dict[str, Any]) -> list[dict[str, Any]] | None:
         """One sync point: :meth:`wait_for_peers`, then :meth:`exchange`; None when a stop came first."""

@@ -56,7 +56,7 @@ class Graph:
     trainers: int
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "Graph":
+    def from_config(cls, cfg: Any) -> Graph:
         return cls(cfg.actors.count, 0 if getattr(cfg.policy, "inline", False) else cfg.policy.count,
                    cfg.trainer.count)
 
@@ -116,10 +116,12 @@ class Graph:
             workers.append({"role": "policy", "index": m, "serves": endpoint("inference", m),
                             "subscribes": PARAMETER_ENDPOINT, "actors": self.actors_of_policy(m)})
         for i in range(self.actors):
-            if self.inline:  # the policy runs in the actor, which pulls the parameters itself
+            policy = self.policy_of(i)
+            inference: dict[str, Any]
+            if policy is None:  # inline: the policy runs in the actor, which pulls the parameters itself
                 inference = {"policy": None, "inference": "inline", "subscribes": PARAMETER_ENDPOINT}
             else:
-                inference = {"policy": self.policy_of(i), "requests": endpoint("inference", self.policy_of(i))}
+                inference = {"policy": policy, "requests": endpoint("inference", policy)}
             workers.append({"role": "actor", "index": i, **inference, "trainer": self.trainer_of(i),
                             "pushes": endpoint("sample", self.trainer_of(i))})
         assignment = ("actor i runs the policy inline, trainer i mod trainer.count" if self.inline else

@@ -24,14 +24,16 @@ actors, and the inference stream has no ends (:meth:`zoo.core.graph.Graph.stream
 
 :func:`write_placement` records the placement of every worker (role, index, host, pid) and
 each stream's resolved transport in ``<run_dir>/graph.json`` next to the worker graph
-(:mod:`zoo.core.graph`), so one file says who runs where and what connects them.
+(:mod:`zoo.core.graph`), so one file says who runs where and what connects them;
+:class:`GraphFile` keeps it true while the run goes on (pids learnt late, the trainers' backend).
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,3 +150,72 @@ def write_placement(run_dir: str, cfg: Any, places: list[Place], streams: dict[s
         f.write("\n")
     os.replace(tmp, path)
     return path
+
+
+class GraphFile:
+    """``<run_dir>/graph.json`` of a running run, kept true while it runs (the controller calls
+    one method at each point):
+
+    - :meth:`started`, once the workers are started: every place gets its pid (the
+      controller's own; each worker's from its handle, None where the launcher does not know
+      it yet, e.g. a Ray actor not yet up) and the file is written;
+    - :meth:`on_message`, for each control message: a ``group`` message (trainer rank 0: the
+      ``backend``, ``devices`` and ``gpus`` of the data-parallel trainers) becomes the
+      launcher entry's ``trainers``, and a heartbeat's ``pid`` (int) fills in its worker's pid
+      where the file has none; either rewrites the file;
+    - :meth:`complete`, at most every ``every_s`` seconds: the pids still missing are taken
+      from the handles that know them now, without waiting.
+
+    The file is :func:`write_placement`'s, with the launcher entry
+    ``{"name": cfg.launcher, "trainers"?, **launcher.describe()}`` and the run id. ``places``
+    is shared with the caller and updated in place.
+    """
+
+    def __init__(self, run_dir: str, cfg: Any, places: list[Place], streams: dict[str, tuple[str, dict[str, Any]]],
+                 launcher: Any, run_id: str) -> None:
+        self.run_dir, self.cfg, self.places, self.streams = run_dir, cfg, places, streams
+        self.launcher, self.run_id = launcher, run_id
+        self.trainer_group: dict[str, Any] | None = None  # the data-parallel trainers' backend, once rank 0 says
+        self.checked = float("-inf")  # time.monotonic() of complete()'s last look at the handles
+
+    def write(self) -> None:
+        """(Re)write ``graph.json`` from the places as they are now."""
+        entry: dict[str, Any] = {"name": self.cfg.launcher, **getattr(self.launcher, "describe", dict)()}
+        if self.trainer_group is not None:
+            entry["trainers"] = self.trainer_group
+        write_placement(self.run_dir, self.cfg, self.places, self.streams, launcher=entry, run_id=self.run_id)
+
+    def started(self, handles: Mapping[tuple[str, int], Any]) -> None:
+        """Record the pids once the workers of ``handles`` (``(role, index)`` -> handle) are
+        started, and write the file."""
+        for place in self.places:
+            handle = handles.get((place.role, place.index))
+            place.pid = os.getpid() if place.role == "controller" else getattr(handle, "pid", None)
+        self.write()
+
+    def on_message(self, meta: dict[str, Any]) -> None:
+        """Take what ``graph.json`` records from one control message (see the class doc)."""
+        if meta.get("type") == "group":
+            self.trainer_group = {k: meta.get(k) for k in ("backend", "devices", "gpus")}
+            self.write()
+        elif meta.get("type") == "heartbeat" and isinstance(meta.get("pid"), int):
+            place = next((p for p in self.places if (p.role, p.index) == (meta.get("role"), meta.get("index"))), None)
+            if place is not None and place.pid is None:
+                place.pid = meta["pid"]
+                self.write()
+
+    def complete(self, handles: Mapping[tuple[str, int], Any], every_s: float = 1.0) -> None:
+        """At most every ``every_s`` seconds: fill in the pids the file still lacks from
+        ``handles`` (``(role, index)`` -> handle), without waiting, and rewrite the file if any
+        was found."""
+        now = time.monotonic()
+        if now - self.checked < every_s or all(p.pid is not None for p in self.places):
+            return
+        self.checked = now
+        found = False
+        for place in self.places:
+            handle = handles.get((place.role, place.index))
+            if place.pid is None and handle is not None and getattr(handle, "pid", None) is not None:
+                place.pid, found = handle.pid, True
+        if found:
+            self.write()

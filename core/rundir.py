@@ -15,6 +15,8 @@
   during start-up; no ``status.json`` yet): a refused run leaves no ``config.json`` or
   ``graph.json`` behind. :func:`snapshot_files` and :func:`restore_files` do the same for a
   resumed run refused before its segment started: its files are as they were.
+- :func:`launch_failed` records in ``status.json`` a run that failed before any worker
+  started (``crashed``), unless it was a refusal (see above: nothing ran).
 - :func:`append_row` adds one JSON row to ``metrics.jsonl`` with a single ``write(2)`` on an
   ``O_APPEND`` descriptor, as the trainer's writer does: Linux appends each such write whole
   at the end of a regular file, so rows of the controller (``restart``) and of the trainer
@@ -204,6 +206,23 @@ class RunStatus:
         self.data.update(status=status, ended=time.time(), exit_code=exit_code, reason=reason,
                          failed_worker=failed_worker)
         write_json_atomic(self.path, self.data)
+
+
+def launch_failed(run_dir: str, exc: BaseException) -> None:
+    """Record in ``status.json`` that the run failed before any worker started (``crashed``, exit
+    code 1, the reason), so that ``zoo runs`` does not show it as unknown. Not for a refusal
+    (:class:`~zoo.core.launcher.LaunchError`, :class:`~zoo.core.transport.TransportError`,
+    Ctrl-C): nothing ran, so the CLI removes a new run's folder (a refused run leaves nothing)
+    and puts a resumed run's files back as they were (:func:`restore_files`)."""
+    from zoo.core.launcher import LaunchError
+    from zoo.core.transport import TransportError
+
+    if isinstance(exc, (LaunchError, TransportError, KeyboardInterrupt)):
+        return
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    status = RunStatus(run_dir)
+    status.data["started"] = time.time()
+    status.end("crashed", 1, f"the launch failed: {type(exc).__name__}: {first}".rstrip(": "))
 
 
 def append_row(path: str, row: dict[str, Any]) -> None:

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from zoo.core.launcher import Launcher, WorkerHandle
 
@@ -132,7 +133,8 @@ class Supervisor:
 
     def on_message(self, meta: dict[str, Any]) -> None:
         """Take note of one control message of the worker's current attempt."""
-        w = self.workers.get((meta.get("role"), meta.get("index")))
+        # a message without a role or index names no worker ("" and -1 are no worker's)
+        w = self.workers.get((meta.get("role", ""), meta.get("index", -1)))
         if w is None or meta.get("attempt", 0) != w.attempt or w.restart_at is not None:
             return
         w.last_seen = self.clock()
@@ -149,7 +151,9 @@ class Supervisor:
         What the launcher knows of where or why it ended (:meth:`WorkerHandle.end_note`, e.g. its
         Ray node) is added to the reason in parentheses."""
         found = self._failure(w, now)
-        note = getattr(w.handle, "end_note", lambda: "")() if found is not None and w.handle is not None else ""
+        if found is None or w.handle is None:
+            return found
+        note = getattr(w.handle, "end_note", lambda: "")()
         return found if not note else (f"{found[0]} ({note})", found[1])
 
     def _failure(self, w: Worker, now: float) -> tuple[str, str] | None:
@@ -249,36 +253,37 @@ class Supervisor:
             return False
         self.stopped = True
         stop_now = now or (lambda: False)
-        live = [w for w in self.workers.values() if w.handle is not None]
-        for w in live:
-            w.handle.stop()
-        others = [w.handle for w in live if w.role != "trainer"]
-        trainers = [w for w in live if w.role == "trainer"]
+        # (worker, its handle): nothing starts a worker once stopped, so the handles stay these
+        live = [(w, w.handle) for w in self.workers.values() if w.handle is not None]
+        for _, h in live:
+            h.stop()
+        others = [h for w, h in live if w.role != "trainer"]
+        trainers = [(w, h) for w, h in live if w.role == "trainer"]
         start = self.clock()
         _wait_all(others, STOP_GRACE_S, now)
         for h in others:
             h.kill()
         told = False
-        while not stop_now() and any(w.handle.alive() for w in trainers):
+        while not stop_now() and any(h.alive() for _, h in trainers):
             t = self.clock()
-            for w in trainers:
+            for w, h in trainers:
                 silent = t - (w.last_seen if w.last_seen is not None else w.started)
-                if w.handle.alive() and (t - start > self.sv.stop_timeout_s or silent > self.sv.heartbeat_timeout_s):
-                    w.handle.kill()
+                if h.alive() and (t - start > self.sv.stop_timeout_s or silent > self.sv.heartbeat_timeout_s):
+                    h.kill()
             if not told and t - start > STOP_GRACE_S:
                 told = True
                 waiting(self.sv.stop_timeout_s)
             poll(0.2)
-            for w in trainers:
-                w.handle.wait(0.05 / len(trainers))
-        abandoned = stop_now() and any(w.handle.alive() for w in live)
-        for w in live if abandoned else ():
-            if w.handle.alive():
-                w.handle.kill()
-        _wait_all([w.handle for w in live], 2.0)
-        for w in live:  # nothing outlives the run
-            if w.handle.alive():
-                w.handle.kill()
+            for _, h in trainers:
+                h.wait(0.05 / len(trainers))
+        abandoned = stop_now() and any(h.alive() for _, h in live)
+        for _, h in live if abandoned else ():
+            if h.alive():
+                h.kill()
+        _wait_all([h for _, h in live], 2.0)
+        for _, h in live:  # nothing outlives the run
+            if h.alive():
+                h.kill()
         self.launcher.close()
         return abandoned
 

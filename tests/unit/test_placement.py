@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from zoo.core.config import ExperimentConfig, apply_override
-from zoo.core.placement import Place, plan, resolve_streams, stream_hosts, write_placement
+from zoo.core.placement import GraphFile, Place, plan, resolve_streams, stream_hosts, write_placement
 from zoo.core.plugins import get_registry
 from zoo.transports.auto.transport import auto_transport, choose
 
@@ -92,6 +92,53 @@ def test_graph_json_holds_every_worker_with_host_and_pid_and_each_stream_resolve
                     "hosts": ["a", "b"]},
     }
     assert graph["counts"] == {"actor": 3, "policy": 2, "trainer": 1}  # the worker graph is still there
+
+
+class Launcher:
+    def describe(self):
+        return {"strategy": "PACK", "gpu_shares": {"trainer": 0.6, "policy": 0.4}}
+
+
+def _graph_file(tmp_path, pids: list[int | None]) -> GraphFile:
+    """The graph.json of a one-trainer, one-actor run on the ray launcher, with these pids
+    (controller, trainer, policy, actor)."""
+    cfg = _cfg(1)
+    cfg.launcher = "ray"
+    places = [Place(role, index, "h", pid) for (role, index), pid in
+              zip([("controller", 0), ("trainer", 0), ("policy", 0), ("actor", 0)], pids, strict=True)]
+    streams = {s: ("shm", {}) for s in ("inference", "sample", "parameter")} | {"control": ("nng", {})}
+    return GraphFile(str(tmp_path), cfg, places, streams, Launcher(), "77-0123abcd")
+
+
+def test_graph_json_gets_a_pid_the_launcher_did_not_know_and_the_trainers_backend(tmp_path):
+    graph_file = _graph_file(tmp_path, [10, None, 12, 13])
+    graph_file.write()
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    assert graph["workers"][0]["pid"] is None  # Ray's actor had not answered at start
+    for meta in [{"type": "heartbeat", "role": "trainer", "index": 0, "pid": 4242},
+                 {"type": "group", "role": "trainer", "index": 0, "backend": "nccl", "devices": ["cuda:0", "cuda:0"],
+                  "gpus": ["n1/3", "n1/1"]}]:
+        graph_file.on_message(meta)
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    assert (graph["workers"][0]["role"], graph["workers"][0]["pid"]) == ("trainer", 4242)
+    assert graph["launcher"] == {"name": "ray", "strategy": "PACK", "gpu_shares": {"trainer": 0.6, "policy": 0.4},
+                                 "trainers": {"backend": "nccl", "devices": ["cuda:0", "cuda:0"],
+                                              "gpus": ["n1/3", "n1/1"]}}
+    assert graph["run_id"] == "77-0123abcd"  # what the run's leftovers are named by
+
+
+def test_graph_json_takes_the_pids_from_the_handles_at_start_and_later_those_they_learn(tmp_path):
+    graph_file = _graph_file(tmp_path, [None, None, None, None])
+    handles = {("trainer", 0): SimpleNamespace(pid=21), ("policy", 0): SimpleNamespace(pid=None),
+               ("actor", 0): SimpleNamespace()}
+    graph_file.started(handles)
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    assert graph["controller"]["pid"] == os.getpid()
+    assert [(w["role"], w["pid"]) for w in graph["workers"]] == [("trainer", 21), ("policy", None), ("actor", None)]
+    handles[("policy", 0)].pid = 22  # the launcher learnt it (e.g. a Ray actor slow to start)
+    graph_file.complete(handles, every_s=0.0)
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    assert [(w["role"], w["pid"]) for w in graph["workers"]] == [("trainer", 21), ("policy", 22), ("actor", None)]
 
 
 def test_auto_across_hosts_really_carries_messages_over_nng_tcp():

@@ -66,6 +66,7 @@ class WorkerHost:
         child_env = {**os.environ, **env, RUN_ENV: ctx.run_id}
         self.proc = subprocess.Popen([sys.executable, "-m", "zoo.plugins.launchers.ray.child"],
                                      stdin=subprocess.PIPE, env=child_env, close_fds=True)
+        assert self.proc.stdin is not None  # stdin=PIPE
         self.proc.stdin.write(pickle.dumps(ctx))
         self.proc.stdin.close()
 

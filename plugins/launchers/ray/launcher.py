@@ -500,7 +500,9 @@ class RayLauncher(Launcher):
         self.agents: dict[str, Any] = {}
         self.cleaned: dict[str, list[str]] = {}
         self.run: tuple | None = None
-        self.pg = None
+        # the run's PlacementGroup, None before it is made and once removed; Any: start() passes it
+        # to Ray where a worker has a bundle, which only a placed group gives
+        self.pg: Any = None
         self._started_ray = False
         self.temp_dir: str | None = None
         """The per-run folder of a cluster started for this run (``--ray-address local``): Ray's
@@ -570,7 +572,7 @@ class RayLauncher(Launcher):
                 f.write(secrets.token_hex(32))
             self._setenv("RAY_AUTH_MODE", "token")
             self._setenv("RAY_AUTH_TOKEN_PATH", path)
-            from ray._raylet import Config
+            from ray._raylet import Config  # type: ignore[attr-defined]  # ray/_raylet.pyi lists few of its names
 
             Config.initialize("")  # Ray reads the mode once: make this process see it
         return {"include_dashboard": False, "_node_ip_address": "127.0.0.1", "_temp_dir": self.temp_dir}
@@ -782,10 +784,10 @@ class RayLauncher(Launcher):
                 ray.kill(h.actor, no_restart=True)
         if self.run is not None and self.agents:
             run_id, cfg, streams = self.run
-            refs = {node: agent.clean.remote(run_id, cfg, streams) for node, agent in self.agents.items()}
-            ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=CLEAN_TIMEOUT_S)
+            cleans = {node: agent.clean.remote(run_id, cfg, streams) for node, agent in self.agents.items()}
+            ready, _ = ray.wait(list(cleans.values()), num_returns=len(cleans), timeout=CLEAN_TIMEOUT_S)
             ips = {n["id"]: n["ip"] for n in self._nodes()}
-            for node, ref in refs.items():
+            for node, ref in cleans.items():
                 try:
                     label = node_label(node, ips.get(node, "?"))
                     self.cleaned[label] = ray.get(ref) if ref in ready else ["(no answer)"]

@@ -85,7 +85,7 @@ class RayResolver(Resolver):
         its resolver)."""
         with self._lock:
             if self._client is None:
-                from ray._raylet import GcsClient
+                from ray._raylet import GcsClient  # type: ignore[attr-defined]  # ray/_raylet.pyi lists few of its names
 
                 self._client = GcsClient(address=gcs_address(self.address))
             return self._client
