@@ -3,6 +3,11 @@
 :func:`run` imports the CLI inside a ``try``: a Ctrl-C while the (heavy) imports run ends
 the command quietly with status 130 instead of a traceback.
 
+Ctrl-C while typer parses the command line is handled by :class:`zoo.cli.ZooGroup` (typer would
+end with status 130 and print nothing); a Ctrl-C that arrives wrapped (Python 3.11 raises
+``RuntimeError`` from a KeyboardInterrupt in ``__set_name__``) counts as Ctrl-C
+(:func:`zoo.core.stopping.from_ctrl_c`).
+
 A Ctrl-C that lands while Python runs a callback it cannot raise from (a weakref callback of
 the import system, a ``__del__``) would be printed as "Exception ignored in ..." with a
 traceback and lost; :func:`redeliver_stop` delivers it again instead, where it can be raised.
@@ -18,6 +23,8 @@ way. A run that must survive the terminal's Ctrl-C is started in a session of it
 """
 import signal
 import sys
+
+from zoo.core.stopping import from_ctrl_c
 
 
 def redeliver_stop(unraisable) -> None:
@@ -41,10 +48,18 @@ def run() -> None:
         from zoo.cli import main
 
         main()
+    except Exception as exc:
+        if not from_ctrl_c(exc):  # a RuntimeError raised from a Ctrl-C: see zoo.core.stopping.from_ctrl_c
+            raise
+        _interrupted()
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopping already: a second Ctrl-C cannot cut the exit
-        print("error: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
-        sys.exit(130)
+        _interrupted()
+
+
+def _interrupted() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopping already: a second Ctrl-C cannot cut the exit
+    print("error: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+    sys.exit(130)
 
 
 if __name__ == "__main__":
