@@ -24,8 +24,6 @@ way. A run that must survive the terminal's Ctrl-C is started in a session of it
 import signal
 import sys
 
-from zoo.core.stopping import from_ctrl_c
-
 
 def redeliver_stop(unraisable) -> None:
     """``sys.unraisablehook``: a KeyboardInterrupt (Ctrl-C, or the controller's SIGTERM/SIGHUP
@@ -49,6 +47,8 @@ def run() -> None:
 
         main()
     except Exception as exc:
+        from zoo.core.stopping import from_ctrl_c  # here: everything before run() widens the traceback window
+
         if not from_ctrl_c(exc):  # a RuntimeError raised from a Ctrl-C: see zoo.core.stopping.from_ctrl_c
             raise
         _interrupted()

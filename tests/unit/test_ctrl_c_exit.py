@@ -10,6 +10,7 @@ by an import) arrives as ``RuntimeError`` raised from the KeyboardInterrupt: a t
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -95,3 +96,15 @@ def test_other_errors_are_not_taken_for_ctrl_c():
             raise ValueError("clean-up failed") from None
     except ValueError as exc:
         assert from_ctrl_c(exc) is False
+
+
+def test_the_package_imports_nothing_before_the_entry_point_handles_ctrl_c():
+    """``python -m zoo`` imports the package ``zoo`` before :func:`zoo.__main__.run`: a Ctrl-C while
+    it imported pluggy (for ``zoo.hookimpl``) printed a traceback (seen at 0.03 s under load)."""
+    code = ("import sys; before = set(sys.modules); import zoo, zoo.__main__; "
+            "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in ('zoo', 'pluggy', 'typing')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out == "['zoo', 'zoo.__main__']\n"
+    import zoo
+
+    assert zoo.hookimpl.project_name == "zoo"
