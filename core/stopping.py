@@ -39,6 +39,21 @@ class StopRequested(KeyboardInterrupt):
         self.signum = signum
 
 
+def from_ctrl_c(exc: BaseException) -> bool:
+    """Whether ``exc`` is a stop (a KeyboardInterrupt, :class:`StopRequested` included) or was
+    raised from one (its ``__cause__`` chain holds one): Python 3.11 wraps an exception raised by
+    ``__set_name__`` in a RuntimeError, so a Ctrl-C that lands while an imported module creates a
+    class with a ``functools.cached_property`` arrives as ``RuntimeError: Error calling
+    __set_name__ ...`` raised from the KeyboardInterrupt."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__  # type: ignore[assignment]
+    return False
+
+
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from enum import Enum
 from pathlib import Path
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 from zoo.core import config as zconfig
 from zoo.core.plugins import PluginHost, PluginLoadError, get_host
 from zoo.core.registry import DuplicateComponentError, UnknownComponentError
+from zoo.core.stopping import from_ctrl_c
 
 __all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
 
@@ -88,6 +91,15 @@ def _warn(console: Console, message: str) -> None:
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     _error(message)
     return typer.Exit(code)
+
+
+def _interrupted() -> typer.Exit:
+    """``error: interrupted (Ctrl-C)`` on stderr and exit status 130. SIGINT is ignored first (main
+    thread): a second Ctrl-C while the line is written would otherwise reach typer, which ends with
+    status 130 and prints nothing."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopping already
+    return _fail("interrupted (Ctrl-C)", 130)
 
 
 # ----------------------------------------------------------------------------- zoo list / plugins
@@ -262,14 +274,32 @@ class ZooGroup(TyperGroup):
     def get_help_option(self, ctx: click.Context) -> Any:
         return _plain_help(super().get_help_option(ctx))
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """Parse the command line; a Ctrl-C meanwhile (typer imports its parameter modules while it
+        parses, a few hundred ms on a loaded machine) ends it like one in :meth:`invoke`: typer would
+        turn it into exit status 130 with nothing printed."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except Exception as exc:
+            if from_ctrl_c(exc):
+                raise _interrupted() from None
+            raise
+        except KeyboardInterrupt:
+            raise _interrupted() from None
+
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command; a Ctrl-C that it does not handle itself (while the config is built,
         plugins and torch are imported, the probe env runs...) ends it with one line and exit
-        status 130, not click's "Aborted!" with status 1 or a traceback."""
+        status 130, not click's "Aborted!" with status 1, typer's silent 130 or a traceback."""
         try:
             return super().invoke(ctx)
+        except Exception as exc:  # a RuntimeError raised from a Ctrl-C (zoo.core.stopping.from_ctrl_c)
+            if from_ctrl_c(exc):
+                raise _interrupted() from None
+            raise
         except KeyboardInterrupt:
-            raise _fail("interrupted (Ctrl-C)", 130) from None
+            raise _interrupted() from None
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
@@ -475,7 +505,9 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
         if isinstance(exc, LaunchError):  # e.g. Ray cannot place the workers: nothing was started
             raise _fail(f"launcher {cfg.launcher}: {exc}", EXIT_FAILURE) from None
         signum = getattr(exc, "signum", 2)
-        raise _fail(f"interrupted ({'Ctrl-C' if signum == 2 else f'signal {signum}'})", 128 + signum) from None
+        if signum == signal.SIGINT:
+            raise _interrupted() from None
+        raise _fail(f"interrupted (signal {signum})", 128 + signum) from None
     if not code:
         last = final_status(display.last, os.path.join(run_dir, "metrics.jsonl"))
         console.print(format_summary(last, time.monotonic() - started, run_dir, start),
