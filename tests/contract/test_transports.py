@@ -274,3 +274,62 @@ def test_nng_warns_about_a_tokenless_non_loopback_listener_once_and_only_where_i
             "nng transport of run warn-check listens on non-loopback 0.0.0.0"]
     finally:
         transport.cleanup()
+
+
+def _until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s: {what}"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("scheme", ["ipc", "tcp"])
+def test_nng_the_newest_request_client_of_an_id_gets_the_replies_while_the_old_one_lives(scheme: str) -> None:
+    # Before: over ipc the new client could not listen (AddressInUse: the live one held
+    # <stream>-c5.ipc); over tcp the server kept dialling the old client's port, so the new
+    # client's reply went to the old one.
+    with TransportUnderTest.from_registry("nng", scheme=scheme).run() as run:
+        server, old = run.reply_server("q"), run.request_client("q", 5)
+        assert old.send({}, {"seq": 1}, 5.0)
+        assert server.recv(10.0) == (5, {}, {"seq": 1, "client_id": 5})
+        assert server.reply(5, {}, {"seq": 1}, 5.0) and old.recv(10.0) == ({}, {"seq": 1})
+        assert old.send({}, {"seq": 2}, 5.0)
+        assert server.recv(10.0) == (5, {}, {"seq": 2, "client_id": 5})
+        new = run.request_client("q", 5)  # a restarted actor, before the old one is gone
+        assert new.send({}, {"seq": 1, "new": True}, 5.0)
+        # old's request came first: its reply still goes to old
+        assert server.reply(5, {}, {"seq": 2}, 5.0) and old.recv(10.0) == ({}, {"seq": 2})
+        assert server.recv(10.0) == (5, {}, {"seq": 1, "new": True, "client_id": 5})
+        assert server.reply(5, {"x": np.array([7])}, {"seq": 1}, 5.0)
+        got = new.recv(10.0)
+        assert got is not None and got[1] == {"seq": 1} and got[0]["x"].tolist() == [7]
+        assert old.send({}, {"seq": 3}, 5.0)  # the replaced client's requests are dropped
+        dropped = []
+        _until(lambda: dropped.append(server.recv(0.1)) or server.superseded == 1, 30,
+               "the old client's request to be dropped")
+        assert dropped == [None] * len(dropped)  # never returned by recv
+        assert server.recv(0.2) is None and new.recv(0.2) is None and old.recv(0.2) is None
+
+
+def test_nng_a_new_request_client_never_gets_a_reply_queued_for_the_dead_one() -> None:
+    # Before: the server's Push0 socket to <stream>-c5.ipc, once it saw the dead client's pipe
+    # closed, queued the reply to the dead client's request and handed it to the new client at
+    # its address: the new client's first reply was the dead one's (seq 4, not 1), and a
+    # client that pairs each request with the next reply was one behind for good.
+    with TransportUnderTest.from_registry("nng").run() as run:
+        server, dead = run.reply_server("q"), run.request_client("q", 5)
+        assert dead.send({}, {"seq": 3}, 5.0)
+        assert server.recv(10.0) == (5, {}, {"seq": 3, "client_id": 5})
+        assert server.reply(5, {}, {"seq": 3}, 5.0) and dead.recv(10.0) == ({}, {"seq": 3})
+        assert dead.send({}, {"seq": 4}, 5.0)
+        assert server.recv(10.0) == (5, {}, {"seq": 4, "client_id": 5})
+        dead.close()
+        sock = server.replies[5][1].sock
+        _until(lambda: not sock.pipes, 30, "the server to see the dead client's pipe closed")
+        assert server.reply(5, {}, {"seq": 4}, 5.0)  # queued: nng has no pipe for it
+        new = run.request_client("q", 5)
+        assert new.send({}, {"seq": 1}, 5.0)
+        assert server.recv(10.0) == (5, {}, {"seq": 1, "client_id": 5})
+        assert server.reply(5, {}, {"seq": 1}, 5.0)
+        assert new.recv(10.0) == ({}, {"seq": 1})
+        assert new.recv(0.3) is None

@@ -16,8 +16,16 @@ token it travels in clear: it keeps stray peers out, it is not encryption.
 Patterns map onto nng protocols:
 
 - request/reply: clients push requests to the server's Pull0 socket; each client listens on
-  its own Pull0 reply socket (``<stream>-c<client_id>``) and the server pushes the reply
-  there, so replies are routed by client id and may be sent in any order.
+  its own Pull0 reply socket (``<stream>-c<client_id>-<incarnation>``, ``incarnation`` 12
+  random hex digits drawn when the client is made, carried in every request's metadata under
+  ``zoo_reply_to`` and taken out on receipt) and the server pushes the reply there, so replies
+  are routed by client id and may be sent in any order. The newest client of an id wins: the
+  first request of a new incarnation (a restarted actor) makes the server close its socket to
+  the old one — dropping the replies still queued for it, which the new client never asked
+  for — and dial the new one; requests that arrive later from an older incarnation of that id
+  (one that is still alive) are dropped (counted in ``superseded``). A new client with a dead
+  client's id therefore listens at an address of its own, whether the dead one's socket is
+  closed, not yet seen as closed, or (over ``tcp``) at another port.
 - push/pull: Push0 -> Pull0. nng holds a small send buffer; when the consumer stops
   pulling, ``send`` blocks up to its timeout and returns False (back-pressure).
 - publish/latest: Pub0 -> Sub0; ``latest`` drains what has arrived and keeps the newest.
@@ -48,6 +56,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +86,7 @@ from zoo.transports.sockets.spin import DEFAULT_SPIN_US, AdaptiveSpin, spin_budg
 log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 1 << 30
 TOKEN_KEY = "zoo_token"  # meta key of the stream's token (option token); removed on receipt
+REPLY_KEY = "zoo_reply_to"  # meta key of a request client's incarnation (where its replies go); removed on receipt
 DIAL_POLL_S = 0.01  # how often a dial looks up the listener's address
 SEND_BUFFER = 2  # messages queued per pipe before a send blocks
 
@@ -366,51 +376,98 @@ class NngRawPusher(NngPusher):
 
 
 class NngReplyServer(_Endpoint):
+    """Pull0 socket for the requests; one Push0 socket per client id, dialled to the reply socket
+    of the newest incarnation of that id that sent a request (module doc).
+
+    Attributes:
+        superseded: requests dropped because a newer client of their id had sent one (int).
+    """
+
     def __init__(self, transport: NngTransport, stream: str) -> None:
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
                          listen=transport._listen_address(stream), token=transport.token)
         self.transport, self.stream = transport, stream
-        self.replies: dict[int, _Dial] = {}
+        self.replies: dict[int, tuple[str, _Dial]] = {}  # client id -> (incarnation, its reply socket)
+        self._retired: dict[int, set[str]] = {}  # client id -> incarnations replaced by a newer one
+        self.superseded = 0
 
     def recv(self, timeout: float):
-        msg = self._recv(timeout)
-        if msg is None:
-            return None
-        bundle, meta = msg
-        client_id = meta.get("client_id")
-        if not isinstance(client_id, int):
-            self.rejected += 1
-            log.warning("dropped a request without an integer client_id")
-            return None
-        return client_id, bundle, meta
+        """``(client_id, bundle, meta)`` of the next request of a current client, or None after
+        ``timeout`` s. Requests without an integer ``client_id`` or an incarnation are counted in
+        ``rejected``, those of a replaced incarnation in ``superseded``; both are dropped."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            msg = self._recv(max(0.0, deadline - time.monotonic()))
+            if msg is None:
+                return None
+            bundle, meta = msg
+            client_id, incarnation = meta.get("client_id"), meta.pop(REPLY_KEY, None)
+            if not isinstance(client_id, int) or not isinstance(incarnation, str):
+                self.rejected += 1
+                log.warning("dropped a request without an integer client_id and its %s", REPLY_KEY)
+            elif self._route(client_id, incarnation):
+                return client_id, bundle, meta
+            if time.monotonic() >= deadline:
+                return None
+
+    def _route(self, client_id: int, incarnation: str) -> bool:
+        """Make ``incarnation`` the reply route of ``client_id`` if it is new; False if it was replaced."""
+        current = self.replies.get(client_id)
+        if current is not None and current[0] == incarnation:
+            return True
+        retired = self._retired.setdefault(client_id, set())
+        if incarnation in retired:
+            self.superseded += 1
+            if self.superseded <= 10 or self.superseded % 100 == 0:
+                log.warning("dropped a request of a replaced client %d (%d so far)", client_id, self.superseded)
+            return False
+        if current is not None:
+            log.warning("client %d of stream %s started again; its replies now go to the new one",
+                        client_id, self.stream)
+            retired.add(current[0])
+            current[1].close()  # drops the replies still queued for the old one
+        address = self.transport.address(_reply_stream(self.stream, client_id, incarnation))
+        self.replies[client_id] = (incarnation, _Dial(pynng.Push0(send_buffer_size=SEND_BUFFER), address))
+        return True
 
     def reply(self, client_id: int, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
+        """Queue a reply to the newest client of ``client_id``; False if no client of that id has
+        sent a request (to this server) or nng's queue for it stays full for ``timeout`` s."""
         msg = self._message(bundle, meta)
         self._check_open()
-        dial = self.replies.get(client_id)
-        if dial is None:
-            address = self.transport.address(f"{self.stream}-c{client_id}")
-            dial = self.replies[client_id] = _Dial(pynng.Push0(send_buffer_size=SEND_BUFFER), address)
-        return self._send(dial.sock, msg, timeout, dial)
+        route = self.replies.get(client_id)
+        if route is None:
+            return False
+        return self._send(route[1].sock, msg, timeout, route[1])
 
     def close(self) -> None:
         if not self._closed:
-            for dial in self.replies.values():
+            for _, dial in self.replies.values():
                 dial.close()
             super().close()
 
 
+def _reply_stream(stream: str, client_id: int, incarnation: str) -> str:
+    return f"{stream}-c{client_id}-{incarnation}"
+
+
 class NngRequestClient(_Endpoint):
+    """Pushes requests to the server; listens for its replies at an address of its own
+    (``<stream>-c<client_id>-<incarnation>``), so a new client with the id of a dead (or live)
+    one never shares its socket."""
+
     def __init__(self, transport: NngTransport, stream: str, client_id: int) -> None:
+        self.incarnation = secrets.token_hex(6)
         super().__init__(pynng.Pull0(recv_max_size=MAX_FRAME_BYTES), transport.spin_us,
-                         listen=transport._listen_address(f"{stream}-c{client_id}"), token=transport.token)
+                         listen=transport._listen_address(_reply_stream(stream, client_id, self.incarnation)),
+                         token=transport.token)
         self.client_id = client_id
         self.requests = pynng.Push0(send_buffer_size=SEND_BUFFER)
         self._requests = _Dial(self.requests, transport.address(stream))
 
     def send(self, bundle: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
-        return self._send(self.requests, self._message(bundle, {**meta, "client_id": self.client_id}), timeout,
-                          self._requests)
+        meta = {**meta, "client_id": self.client_id, REPLY_KEY: self.incarnation}
+        return self._send(self.requests, self._message(bundle, meta), timeout, self._requests)
 
     def recv(self, timeout: float):
         return self._recv(timeout)
