@@ -387,6 +387,19 @@ def inference_client(ctx: WorkerContext, graph: Graph):
     return ctx.transport("inference").request_client(endpoint("inference", policy), ctx.index)
 
 
+ATTEMPT_REQUEST_IDS = 1 << 32
+"""Request ids per attempt: attempt ``a`` numbers its inference requests from ``a * 2**32``."""
+
+
+def first_request_id(ctx: WorkerContext) -> int:
+    """The id of this actor's first inference request: ``ctx.attempt * 2**32``. A restarted
+    actor keeps its actor index (its client id), so a reply the policy worker sends late to a
+    request of the crashed attempt can reach it; numbered apart, such a reply matches no
+    request it waits for and is skipped, instead of being taken as the answer to its own
+    request with the same number (which would act with another env's actions)."""
+    return int(ctx.attempt) * ATTEMPT_REQUEST_IDS
+
+
 def actor_env_seeds(ctx: WorkerContext) -> list[int]:
     """The first-reset seeds of this actor's ``actors.envs_per_actor`` envs, slot 0 first
     (module docstring, "Env seeds"): :func:`env_seeds` of the run seed, the actor's index,
@@ -413,7 +426,7 @@ def run(ctx: WorkerContext) -> None:
     episodes: list[dict[str, Any]] = []
     env_steps_unsent = 0
     dropped_unsent = 0  # agent-slot samples dropped because the trainer was behind
-    next_request = 0
+    next_request = first_request_id(ctx)  # a crashed attempt's late replies match nothing
     pending: dict[int, int] = {}  # request id -> group index
     if ctx.meter is None:
         ctx.meter = Meter("actor")

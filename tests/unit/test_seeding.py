@@ -144,3 +144,13 @@ def test_a_restarted_actor_resets_its_envs_with_new_seeds():
     assert recorded[0] == [_by_hand(5, 1, 1, s) for s in range(4)]
     assert recorded[1] == [_by_hand_key(5, (1, 1, s, 0, 1)) for s in range(4)]
     assert set(recorded[0]).isdisjoint(recorded[1])
+
+
+def test_a_restarted_actor_numbers_its_inference_requests_apart_from_the_crashed_attempt():
+    # A late reply to the crashed attempt's request 0 must not match the new attempt's request 0.
+    from zoo.core.workers.actor import first_request_id
+    from zoo.core.workers.base import WorkerContext
+
+    firsts = [first_request_id(WorkerContext("actor", 1, None, None, "run-id", "/nonexistent", attempt=a))
+              for a in (0, 1, 2)]
+    assert firsts == [0, 4_294_967_296, 8_589_934_592]
