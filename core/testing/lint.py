@@ -9,7 +9,8 @@ entry of the repository's ``zoo/`` plus ``core``, ``plugins`` and ``transports``
 (:func:`link_farm`). Nothing is copied, so the farm always shows the working tree.
 
 ``python -m zoo.core.testing.lint`` runs both tools over what CI checks (ruff over
-:data:`RUFF_PATHS`, mypy over :data:`MYPY_PACKAGES`) and exits non-zero with their findings;
+:data:`RUFF_PATHS`, its pyflakes rules over :data:`PYFLAKES_PATHS`, mypy over
+:data:`MYPY_PACKAGES`) and exits non-zero with their findings;
 ``tests/unit/test_lint.py`` does the same inside the suite. Both tools read their settings
 from ``pyproject.toml`` (``[tool.ruff]``, ``[tool.mypy]``).
 """
@@ -29,6 +30,11 @@ SUBPACKAGES = {"core": "core", "plugins": "plugins", "transports": "transports"}
 
 #: The folders ruff checks, relative to the repository root.
 RUFF_PATHS = ("core", "transports", "zoo", "plugins")
+
+#: Folders ruff checks for pyflakes' findings only (``--select F``: undefined names, unused
+#: imports, redefinitions): the tests, benchmarks and examples, whose style is not enforced but
+#: whose undefined names would fail only when the code runs (a merge that dropped an import).
+PYFLAKES_PATHS = ("tests", "benchmarks", "examples")
 
 #: The packages mypy checks (``-p``), inside the link farm: ``zoo`` holds them all (one ``-p`` per
 #: package; ``-p zoo -p zoo.core`` would name ``zoo.core`` twice). ``[tool.mypy]``'s overrides
@@ -99,11 +105,17 @@ def _repo_paths(text: str) -> str:
     return "\n".join(lines)
 
 
+def run_pyflakes(repo: Path = REPO, paths: tuple[str, ...] = PYFLAKES_PATHS) -> tuple[int, str]:
+    """``ruff check --select F`` over ``paths``: (exit status, output)."""
+    return _run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "F", *paths], cwd=repo)
+
+
 def main() -> int:
     """Run ruff, then mypy (cache: the repository's ``.mypy_cache/``); print their findings;
     0 when both are clean."""
     status = 0
-    checks = (("ruff", run_ruff), ("mypy", lambda: run_mypy(cache_dir=REPO / ".mypy_cache")))
+    checks = (("ruff", run_ruff), ("ruff --select F (tests, benchmarks, examples)", run_pyflakes),
+              ("mypy", lambda: run_mypy(cache_dir=REPO / ".mypy_cache")))
     for name, run in checks:
         print(f"== {name}", flush=True)
         code, out = run()

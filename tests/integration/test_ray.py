@@ -124,16 +124,15 @@ def test_a_killed_actor_ends_the_run_naming_it_and_its_node(ray_cluster, tmp_pat
     assert eventually_empty(ray_cluster, proc.pid) == []
 
 
-def local_train(tmp_path: Path, *args: str, **popen: object) -> subprocess.Popen:
+def local_train(tmp_path: Path, *args: str, new_session: bool = False) -> CliProcess:
     """``zoo train --ray-address local`` with a home folder of its own (``tmp_path/home``), no
     Ray cluster in its environment: it starts one for itself."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "ZOO_RAY_"))}
     env["HOME"] = str(home)
-    return subprocess.Popen([sys.executable, "-m", "zoo", "train", "ppo", "--env", "CartPole-v1", "--name", "r",
-                             "--ray-address", "local", "--set", f"runs_dir={tmp_path / 'runs'}", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **popen)
+    return start("train", "ppo", "--env", "CartPole-v1", "--name", "r", "--ray-address", "local",
+                 "--set", f"runs_dir={tmp_path / 'runs'}", *args, env=env, new_session=new_session)
 
 
 def ray_temp_dirs(controller_pid: int) -> list[str]:
@@ -158,11 +157,9 @@ def test_ray_address_local_refuses_a_layout_its_node_cannot_hold_without_waiting
 
 
 def test_ctrl_c_while_ray_starts_exits_130_and_leaves_nothing(tmp_path):
-    proc = local_train(tmp_path, "--steps", "512", start_new_session=True)  # a terminal's process group of its own
-    deadline = time.monotonic() + RUN_S
-    while not ray_temp_dirs(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)  # the temporary folder appears just before ray.init
-    assert ray_temp_dirs(proc.pid), "the local cluster never started"
+    proc = local_train(tmp_path, "--steps", "512", new_session=True)  # a terminal's process group of its own
+    # the temporary folder appears just before ray.init
+    wait_for(lambda: ray_temp_dirs(proc.pid), RUN_S, "the local cluster's temporary folder", proc, poll_s=0.05)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
     code, out, err = finish(proc, 180)
     assert code == 130, err[-3000:]  # not 139 (a segmentation fault in Ray's start-up)

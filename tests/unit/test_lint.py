@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zoo.core.testing.lint import REPO, link_farm, run_mypy, run_ruff
+from zoo.core.testing.lint import REPO, link_farm, run_mypy, run_pyflakes, run_ruff
 
 
 def _need(tool: str) -> None:
@@ -35,6 +35,14 @@ def test_ruff_is_clean():
     _need("ruff")
     code, out = run_ruff()
     assert code == 0, f"ruff found problems (fix them, or `python -m ruff check --fix` the safe ones):\n{out}"
+
+
+def test_tests_benchmarks_and_examples_have_no_pyflakes_findings():
+    # An undefined name in a test fails only when that test runs (two merged branches once left
+    # test_ray.py calling subprocess.Popen without importing subprocess).
+    _need("ruff")
+    code, out = run_pyflakes()
+    assert code == 0, f"ruff --select F found problems in tests/, benchmarks/ or examples/:\n{out}"
 
 
 def test_mypy_is_clean():
