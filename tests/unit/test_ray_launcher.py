@@ -45,6 +45,25 @@ def test_the_placement_request_has_one_bundle_per_worker_in_graph_order():
     assert total == {"CPU": 5.5, "GPU": 2.0, "arcade": 3.0}
 
 
+def test_role_resources_come_back_from_config_json_and_from_a_toml_table(tmp_path):
+    # Before: a mapping under a table entry was flattened to launcher_options.actor_resources.CPU, so
+    # `zoo resume` of such a run failed with "the run's config.json: launcher_options is a table of name=value
+    # entries", and a TOML file could not give the resources at all.
+    import json
+
+    from zoo.core.config import config_to_dict
+
+    cfg = ray_config("launcher_options.actor_resources={'CPU': 0.5}", "launcher_options.address=local")
+    saved = json.loads(json.dumps(config_to_dict(cfg)))  # as written to config.json and read back
+    base = {k: v for k, v in saved.items() if k not in ("env_spec", "algo_name", "env_name")}  # as zoo.core.resume
+    resumed = build_config(get_registry(), "ppo", "CartPole-v1", launcher="ray", base=base, steps=8192)
+    assert resumed.launcher_options == {"actor_resources": {"CPU": 0.5}, "address": "local"}
+    conf = tmp_path / "exp.toml"
+    conf.write_text('launcher = "ray"\n[launcher_options]\npolicy_resources = {CPU = 0.25, arcade = 1}\n')
+    from_file = build_config(get_registry(), "ppo", "CartPole-v1", config_file=conf, steps=4096)
+    assert from_file.launcher_options == {"policy_resources": {"CPU": 0.25, "arcade": 1.0}}
+
+
 def test_a_policy_worker_on_cuda_asks_for_a_gpu():
     cfg = ray_config("policy.device=cuda:1")
     assert role_resources(cfg, RayOptions(), "policy") == {"CPU": 1.0, "GPU": 1.0}
