@@ -103,15 +103,22 @@ def second_ctrl_c_stops_now():
             signal.signal(sig, handler)
 
 
+def kept_checkpoint(run_dir: str) -> str:
+    """What a run stopped at once keeps, in words: ``"kept the last checkpoint PATH (policy
+    version V, E env steps)"``, or ``"kept no checkpoint: none written yet"``."""
+    what = checkpoint_on_disk(run_dir)
+    return f"kept {what}" if what.startswith("no checkpoint") else f"kept the last {what}"
+
+
 def checkpoint_on_disk(run_dir: str) -> str:
     """The run's last complete checkpoint, in words: ``"checkpoint PATH (policy version V, E env
-    steps)"``, or ``"no checkpoint (none written yet)"``. Reads ``checkpoints/latest.pt`` with
+    steps)"``, or ``"no checkpoint: none written yet"``. Reads ``checkpoints/latest.pt`` with
     ``torch.load(mmap=True)``: its counters only, the tensors are not read."""
     from zoo.core.checkpoint import latest_path
 
     path = latest_path(run_dir)
     if not os.path.exists(path):
-        return "no checkpoint (none written yet)"
+        return "no checkpoint: none written yet"
     try:
         import torch
 
