@@ -123,6 +123,8 @@ def checkpoint_on_disk(run_dir: str) -> str:
         import torch
 
         ckpt = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
-        return f"checkpoint {path} (policy version {ckpt.get('policy_version')}, {ckpt.get('env_steps')} env steps)"
+        steps = ckpt.get("env_steps")
+        steps = f"{steps:,}" if isinstance(steps, int) else steps
+        return f"checkpoint {path} (policy version {ckpt.get('policy_version')}, {steps} env steps)"
     except Exception as exc:  # noqa: BLE001 - a message only; the file stays as it is
         return f"checkpoint {path} (unreadable: {type(exc).__name__}: {exc})"

@@ -89,6 +89,6 @@ def test_a_run_with_a_checkpoint_keeps_the_last_one(tmp_path):
     import torch
 
     (tmp_path / "checkpoints").mkdir()
-    torch.save({"policy_version": 3, "env_steps": 768}, tmp_path / "checkpoints" / "latest.pt")
+    torch.save({"policy_version": 3, "env_steps": 1280}, tmp_path / "checkpoints" / "latest.pt")
     path = tmp_path / "checkpoints" / "latest.pt"
-    assert kept_checkpoint(str(tmp_path)) == f"kept the last checkpoint {path} (policy version 3, 768 env steps)"
+    assert kept_checkpoint(str(tmp_path)) == f"kept the last checkpoint {path} (policy version 3, 1,280 env steps)"
