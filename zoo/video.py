@@ -21,7 +21,21 @@ import numpy as np
 
 EXTENSIONS = (".mp4", ".gif")
 
-__all__ = ["VideoWriter", "check_video_path", "EXTENSIONS"]
+__all__ = ["VideoWriter", "check_video_path", "headless_gl", "EXTENSIONS"]
+
+
+def headless_gl(environ: dict[str, str] | os._Environ[str] | None = None) -> str | None:
+    """Choose MuJoCo's headless OpenGL backend for rendering without a display: sets
+    ``MUJOCO_GL=egl`` in ``environ`` (default ``os.environ``) when neither ``DISPLAY`` nor
+    ``WAYLAND_DISPLAY`` is set and ``MUJOCO_GL`` is not given, and returns it; else ``None``.
+    Without it, MuJoCo's default GLFW backend fails with no display ("an OpenGL platform
+    library has not been loaded"). Call it before ``mujoco`` is imported: MuJoCo reads the
+    variable once, at import."""
+    env = os.environ if environ is None else environ
+    if env.get("MUJOCO_GL") or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return None
+    env["MUJOCO_GL"] = "egl"
+    return "egl"
 
 
 def check_video_path(path: str | Path) -> Path:

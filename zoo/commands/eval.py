@@ -47,9 +47,10 @@ def eval_command(
     """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
     from zoo.cli import _console, _fail
     from zoo.runinfo import RunError
-    from zoo.video import VideoWriter, check_video_path
+    from zoo.video import VideoWriter, check_video_path, headless_gl
 
     if video is not None:
+        headless_gl()  # MuJoCo envs (Hopper-v5, ...) render without a display
         try:
             check_video_path(video)
         except ValueError as exc:
