@@ -58,7 +58,7 @@ def eval_command(
     try:
         import torch
 
-        from zoo.evaluate import Recorder, load_evaluation, play, summarise
+        from zoo.evaluate import Recorder, RenderError, load_evaluation, play, summarise
 
         torch.set_num_threads(threads)
         ev = load_evaluation(target, run)
@@ -84,6 +84,8 @@ def eval_command(
             writer = VideoWriter(video, fps)
             recorder = Recorder(ev.renderer, writer, len(pool))
         rows = play(ev.policy, pool, episodes, seed, deterministic=deterministic, recorder=recorder)
+    except RenderError as exc:
+        raise _fail(str(exc)) from None
     finally:
         if writer is not None:
             writer.close()
