@@ -35,8 +35,21 @@ from typing import Any
 from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
-from zoo.core.rundir import RunStatus, append_missing_restarts, append_row, claim_run_dir, launch_failed, what_was_saved
-from zoo.core.stopping import STOPS, StopRequested, checkpoint_on_disk, second_ctrl_c_stops_now  # noqa: F401
+from zoo.core.rundir import (
+    RunStatus,
+    append_missing_restarts,
+    append_row,
+    claim_run_dir,
+    launch_failed,
+    what_was_saved,
+)
+from zoo.core.stopping import (  # noqa: F401
+    STOPS,
+    StopRequested,
+    checkpoint_on_disk,
+    kept_checkpoint,
+    second_ctrl_c_stops_now,
+)
 from zoo.core.stopping import ignoring_stop_signals as _ignoring_stop_signals
 from zoo.core.stopping import signals_stop_the_run as _signals_stop_the_run
 from zoo.core.supervision import STOP_GRACE_S, Restart, Supervisor, WorkerCrashed  # noqa: F401 (re-exported)
@@ -301,7 +314,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                       f"Ctrl-C again to stop now (keeps {checkpoint_on_disk(run_dir)})", file=sys.stderr, flush=True)
                 if controller.stop(now.is_set):
                     print(f"zoo: stopped now ({label}, then Ctrl-C again); every worker killed, the update under "
-                          f"way abandoned; kept the last {checkpoint_on_disk(run_dir)}", file=sys.stderr, flush=True)
+                          f"way abandoned; {kept_checkpoint(run_dir)}", file=sys.stderr, flush=True)
                     outcome = ("stopped", 130, f"{label}, then Ctrl-C again: update abandoned", None)
                     return 130
             print(f"zoo: interrupted ({label}); all workers stopped; {what_was_saved(run_dir)}",

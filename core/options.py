@@ -567,22 +567,37 @@ def apply_override(cfg: Any, override: str) -> None:
     set_value(cfg, key, value, source=f"--set {override}")
 
 
-def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def _is_table(cfg: Any, path: str) -> bool:
+    """Whether dotted ``path`` names a table of ``cfg`` (a ``dict`` field such as
+    ``launcher_options`` or ``streams.sample.options``), whose entries are set as a whole."""
+    obj: Any = cfg
+    for part in path.split("."):
+        if not dataclasses.is_dataclass(obj) or part not in {f.name for f in dataclasses.fields(obj)}:
+            return False
+        parent, obj = obj, getattr(obj, part)
+    return isinstance(obj, dict) and typing.get_origin(_hints(parent).get(part)) is dict
+
+
+def _flatten(mapping: dict[str, Any], prefix: str = "", cfg: Any = None) -> list[tuple[str, Any]]:
+    """``[(dotted path, value)]`` of a nested mapping; an entry of a table of ``cfg`` keeps a
+    mapping value whole (``launcher_options.actor_resources = {CPU = 0.5}``)."""
     out: list[tuple[str, Any]] = []
+    in_table = bool(prefix) and cfg is not None and _is_table(cfg, prefix[:-1])
     for key, value in mapping.items():
         path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out += _flatten(value, path + ".")
+        if isinstance(value, dict) and not in_table:
+            out += _flatten(value, path + ".", cfg)
         else:
             out.append((path, value))
     return out
 
 
 def apply_mapping(cfg: Any, mapping: dict[str, Any], *, source: str) -> None:
-    """Apply a nested mapping (TOML tables) or dotted keys with typed values.
+    """Apply a nested mapping (TOML tables) or dotted keys with typed values; an entry of a
+    table (a ``dict`` option such as ``launcher_options``) may itself be a mapping, set whole.
 
     Raises:
         ConfigError: as :func:`set_value`, prefixed with ``source``.
     """
-    for path, value in _flatten(mapping):
+    for path, value in _flatten(mapping, cfg=cfg):
         set_value(cfg, path, value, source=source)

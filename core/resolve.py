@@ -193,7 +193,10 @@ def _probe_spec(component: Component, arg: str | None, env_config: Any, seed: in
     except ConfigError:
         raise
     except Exception as exc:  # noqa: BLE001 - reported as a setup error before any worker starts
-        raise ConfigError(f"--env {env_name}: the env failed to build: {type(exc).__name__}: {exc}",
+        text = str(exc)
+        for named in (f"--env {env_name}: ", f"--env {arg}: "):  # the plugin named the env already
+            text = text.removeprefix(named)
+        raise ConfigError(f"--env {env_name}: the env failed to build: {type(exc).__name__}: {text}",
                           field="env") from exc
     try:
         spec = env.spec

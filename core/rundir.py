@@ -264,6 +264,11 @@ def last_row(path: str) -> dict[str, Any] | None:
     return None
 
 
+def _count(n: Any) -> str:
+    """``1280`` -> ``"1,280"`` as the status lines write counts; anything else as it is."""
+    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else str(n)
+
+
 def what_was_saved(run_dir: str) -> str:
     """One true sentence on what a stopped run left: the final checkpoint and ``end`` row, an
     earlier checkpoint, or none (checked on disk)."""
@@ -271,7 +276,7 @@ def what_was_saved(run_dir: str) -> str:
     end = last_row(os.path.join(run_dir, "metrics.jsonl"))
     if end is not None and end.get("type") == "end" and os.path.exists(ckpt):
         return (f"the trainer wrote its final checkpoint ({ckpt}, policy version {end.get('policy_version')}, "
-                f"{end.get('env_steps')} env steps) and the end row of metrics.jsonl")
+                f"{_count(end.get('env_steps'))} env steps) and the end row of metrics.jsonl")
     if os.path.exists(ckpt):
         return (f"the trainer did not finish (no end row); the last checkpoint is {ckpt}, written "
                 f"{time.strftime('%H:%M:%S', time.localtime(os.path.getmtime(ckpt)))}")

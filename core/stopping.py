@@ -118,19 +118,28 @@ def second_ctrl_c_stops_now():
             signal.signal(sig, handler)
 
 
+def kept_checkpoint(run_dir: str) -> str:
+    """What a run stopped at once keeps, in words: ``"kept the last checkpoint PATH (policy
+    version V, E env steps)"``, or ``"kept no checkpoint: none written yet"``."""
+    what = checkpoint_on_disk(run_dir)
+    return f"kept {what}" if what.startswith("no checkpoint") else f"kept the last {what}"
+
+
 def checkpoint_on_disk(run_dir: str) -> str:
     """The run's last complete checkpoint, in words: ``"checkpoint PATH (policy version V, E env
-    steps)"``, or ``"no checkpoint (none written yet)"``. Reads ``checkpoints/latest.pt`` with
+    steps)"``, or ``"no checkpoint: none written yet"``. Reads ``checkpoints/latest.pt`` with
     ``torch.load(mmap=True)``: its counters only, the tensors are not read."""
     from zoo.core.checkpoint import latest_path
 
     path = latest_path(run_dir)
     if not os.path.exists(path):
-        return "no checkpoint (none written yet)"
+        return "no checkpoint: none written yet"
     try:
         import torch
 
         ckpt = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
-        return f"checkpoint {path} (policy version {ckpt.get('policy_version')}, {ckpt.get('env_steps')} env steps)"
+        steps = ckpt.get("env_steps")
+        steps = f"{steps:,}" if isinstance(steps, int) else steps
+        return f"checkpoint {path} (policy version {ckpt.get('policy_version')}, {steps} env steps)"
     except Exception as exc:  # noqa: BLE001 - a message only; the file stays as it is
         return f"checkpoint {path} (unreadable: {type(exc).__name__}: {exc})"

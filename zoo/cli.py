@@ -410,7 +410,7 @@ def train_command(
     console.print(
         Text.assemble(("zoo train ", "bold"), (cfg.name, "bold cyan"),
                       f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
-                      f"{cfg.actors.count} actors x {cfg.actors.envs_per_actor} envs, "
+                      f"{_plural(cfg.actors.count, 'actor')} x {_plural(cfg.actors.envs_per_actor, 'env')}, "
                       f"{policy_workers}, "
                       f"{_plural(cfg.trainer.count, 'trainer')}, "
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),

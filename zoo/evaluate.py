@@ -53,7 +53,7 @@ import numpy as np
 
 from zoo.runinfo import RunError, read_config, resolve_run, resolve_target
 
-__all__ = ["Evaluation", "load_evaluation", "play", "Recorder", "team_of", "summarise"]
+__all__ = ["Evaluation", "load_evaluation", "play", "Recorder", "RenderError", "team_of", "summarise"]
 
 
 def team_of(agent: str) -> str:
@@ -206,6 +206,10 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
                       env_component.option("renderer"), counters)
 
 
+class RenderError(ValueError):
+    """The env's renderer failed on the first frame of a video (no picture can be made here)."""
+
+
 class Recorder:
     """Collects each env's frames per episode and writes whole episodes to a video.
 
@@ -224,7 +228,17 @@ class Recorder:
         self.first[slot] = self.writer.count
 
     def capture(self, slot: int, env) -> None:
-        frame = np.asarray(self.renderer(env))
+        """Render ``env`` once. Raises :class:`RenderError` when the first frame fails (e.g. MuJoCo
+        without an OpenGL backend); a later failure propagates as it is."""
+        if self.writer.count == 0 and not any(self.pending):
+            try:
+                frame = np.asarray(self.renderer(env))
+            except Exception as exc:  # noqa: BLE001 - one line for the user, before any frame exists
+                raise RenderError(f"--video: the env's renderer failed on the first frame: {type(exc).__name__}: "
+                                  f"{str(exc).strip()}; for a MuJoCo env without a display set MUJOCO_GL=egl (or "
+                                  "osmesa)") from exc
+        else:
+            frame = np.asarray(self.renderer(env))
         if self.stream:
             self.writer.append(frame)
         else:

@@ -280,8 +280,8 @@ def find_runs(folder: str | os.PathLike) -> list[Path]:
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise RunError(f"runs folder {str(folder)!r} does not exist (default: ./runs; "
-                       "give the runs_dir your runs were written to)")
+        raise RunError(f"runs folder {str(folder)!r} does not exist; give the folder your runs were written to: "
+                       "zoo runs PATH (zoo train writes to ./runs unless --set runs_dir=PATH)")
     if (folder / CONFIG).is_file():
         return [folder]
     return sorted((p for p in folder.iterdir() if p.is_dir() and (p / CONFIG).is_file()), key=lambda p: p.name)

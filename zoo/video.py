@@ -21,7 +21,26 @@ import numpy as np
 
 EXTENSIONS = (".mp4", ".gif")
 
-__all__ = ["VideoWriter", "check_video_path", "EXTENSIONS"]
+__all__ = ["VideoWriter", "check_video_path", "headless_gl", "EXTENSIONS"]
+
+
+def headless_gl(environ: dict[str, str] | os._Environ[str] | None = None) -> str | None:
+    """Choose MuJoCo's headless OpenGL backend for rendering without a display: sets
+    ``MUJOCO_GL=egl`` in ``environ`` (default ``os.environ``) when neither ``DISPLAY`` nor
+    ``WAYLAND_DISPLAY`` is set, ``MUJOCO_GL`` is not given and ``libEGL`` is installed, and
+    returns it; else ``None``.
+    Without it, MuJoCo's default GLFW backend fails with no display ("an OpenGL platform
+    library has not been loaded"). Call it before ``mujoco`` is imported: MuJoCo reads the
+    variable once, at import."""
+    import ctypes.util
+
+    env = os.environ if environ is None else environ
+    if env.get("MUJOCO_GL") or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return None
+    if ctypes.util.find_library("EGL") is None:  # MuJoCo would fail at import: leave its default
+        return None
+    env["MUJOCO_GL"] = "egl"
+    return "egl"
 
 
 def check_video_path(path: str | Path) -> Path:

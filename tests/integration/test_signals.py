@@ -83,9 +83,9 @@ def test_a_second_ctrl_c_abandons_the_update_and_keeps_the_last_checkpoint(tmp_p
     assert rows(run, "end") == []  # the trainer was killed in its update: no end row
     flat = " ".join(text.split())
     assert (f"Ctrl-C again to stop now (keeps checkpoint {latest} (policy version 1, "
-            f"{ckpt['env_steps']} env steps))") in flat
+            f"{ckpt['env_steps']:,} env steps))") in flat
     assert (f"every worker killed, the update under way abandoned; kept the last checkpoint {latest} "
-            f"(policy version 1, {ckpt['env_steps']} env steps)") in flat
+            f"(policy version 1, {ckpt['env_steps']:,} env steps)") in flat
     s = status(run)
     assert (s["status"], s["exit_code"], s["reason"]) == ("stopped", 130, "Ctrl-C, then Ctrl-C again: update abandoned")
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest.pt"]  # nothing half-written

@@ -8,25 +8,22 @@ import subprocess
 import sys
 import textwrap
 import types
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import typer
+from gymnasium import spaces
 from rich.console import Console
 from typer.testing import CliRunner
 
 import zoo.cli as cli
 from zoo.core import config as zconfig
-from zoo.core.plugins import PluginInfo, PluginLoadError
-from zoo.display import Display, final_status, format_status_line, format_summary
-
-from dataclasses import dataclass
-
-from gymnasium import spaces
-
 from zoo.core.env import EnvSpec
+from zoo.core.plugins import PluginInfo, PluginLoadError
 from zoo.core.registry import Component, Registry
+from zoo.display import Display, final_status, format_status_line, format_summary
 
 runner = CliRunner()
 
@@ -198,6 +195,14 @@ def test_train_resolves_config_and_calls_controller(host, controller):
     assert "budget 100,000 frames = 25,000 env steps (frame-skip 4)" in result.output
     assert ("env_steps=12,800/200,000 (6.4%) frames=51,200 env_steps/s=2,100 frames/s=8,402 return=23.4 "
             "episodes=12 version=50 lag=0.4/1 dropped=0 updates=50") in result.output
+
+
+def test_the_run_header_counts_one_actor_and_one_env_in_the_singular(host, controller):
+    result = runner.invoke(cli.app, ["train", "fake", "--env", "atari:Pong", "--set", "actors.count=1", "--set",
+                                     "actors.envs_per_actor=1", "--set", "actors.ring_size=1", "--steps", "1024",
+                                     "--name", "t5"])
+    assert result.exit_code == 0, result.output
+    assert "budget 1,024 env steps, 1 actor x 1 env, 1 policy worker, 1 trainer, run dir runs/t5" in result.output
 
 
 def test_a_finished_run_prints_a_summary_line(host, controller):
@@ -626,8 +631,8 @@ def test_a_run_refused_before_it_starts_leaves_no_run_directory(refusal, tmp_pat
     result = runner.invoke(cli.app, ["train", "ppo", "--env", "CartPole-v1", "--steps", "256", "--name", "refused",
                                      "--set", f"runs_dir={tmp_path}"])
     assert result.exit_code == (2 if refusal == "transport" else 1), result.output
-    assert (result.output.strip().splitlines()[-1]
-            == {"transport": "error: transport: refused for the test", "launcher": "error: launcher local: too small"}[refusal])
+    expected = {"transport": "error: transport: refused for the test", "launcher": "error: launcher local: too small"}
+    assert result.output.strip().splitlines()[-1] == expected[refusal]
     assert os.listdir(tmp_path) == []
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -36,7 +36,7 @@ class FakeAlgoConfig:
     epochs: int = 3
     hidden: tuple[int, ...] = (64, 64)
     schedule: Literal["constant", "linear"] = "constant"
-    target_kl: Optional[float] = None
+    target_kl: float | None = None
     use_gae: bool = True
 
     def __post_init__(self) -> None:
@@ -60,7 +60,7 @@ class ToyConfig:
 
 
 class ToyEnv:
-    instances: list["ToyEnv"] = []
+    instances: list[ToyEnv] = []
 
     def __init__(self, arg, config: ToyConfig, seed: int) -> None:
         self.arg, self.seed, self.closed = arg, seed, False
@@ -288,6 +288,18 @@ def test_env_build_failure_is_a_config_error(reg):
         build_config(reg, "fake", "gym:NoSuchEnv-v0")
 
 
+def test_an_env_error_naming_the_env_is_not_prefixed_twice():
+    # Before: "--env CartPole-v1: the env failed to build: ValueError: --env CartPole-v1: gymnasium.make rejected ..."
+    from zoo.core.plugins import get_registry
+
+    with pytest.raises(ConfigError) as info:
+        build_config(get_registry(), "ppo", "CartPole-v1", overrides=["env.kwargs=foo=1"], steps=1000)
+    text = str(info.value)
+    assert text.startswith("--env CartPole-v1: the env failed to build: ValueError: gymnasium.make rejected "
+                           "env.kwargs='foo=1': ")
+    assert text.count("--env") == 1
+
+
 def test_algorithm_post_init_checks_run_on_final_values(reg):
     with pytest.raises(ConfigError) as info:
         build_config(reg, "fake", "atari:Pong", overrides=["algo.lr=-1"])
@@ -337,7 +349,8 @@ def test_validate_reports_every_problem(reg):
         "actors.count must be >= 1, got 0",
         "trainer.max_policy_lag must be >= 0 (0 accepts only the current version), got -1",
         "both env_steps=10 and frames=20 are set; set only one budget (--steps N or --frames N)",
-        "streams.sample.transport='ngn' is not a registered transport; did you mean 'nng'? installed: auto, inline, nng, shm",
+        "streams.sample.transport='ngn' is not a registered transport; did you mean 'nng'? installed: auto, inline, "
+        "nng, shm",
     ]
 
 
@@ -362,7 +375,8 @@ def test_validate_refuses_devices_this_torch_cannot_use_before_any_process_start
     cfg.policy.device, cfg.algo.device = "cuda:1", "cuda:2"
     with pytest.raises(ConfigError) as info:
         validate(cfg, reg)
-    assert info.value.problems == ["algo.device=cuda:2: this machine has 2 CUDA devices (cuda:0..cuda:1); use one of cuda:0..cuda:1"]
+    assert info.value.problems == [
+        "algo.device=cuda:2: this machine has 2 CUDA devices (cuda:0..cuda:1); use one of cuda:0..cuda:1"]
 
 
 def test_validate_accepts_defaults(reg):
@@ -400,7 +414,8 @@ def test_config_to_dict_is_json(reg):
     assert data["streams"]["sample"] == {"transport": "auto", "options": {}}
     assert data["env_spec"]["resolved"] == {"frame_skip": 4, "game": "Pong"}
     assert data["env_spec"]["frame_skip"] == 4 and data["env_spec"]["agents"] == ["agent_0"]
-    assert (data["algo_name"], data["env_name"], data["frames"], data["name"]) == ("fake", "atari:Pong", 10_000_000, "r")
+    assert (data["algo_name"], data["env_name"], data["frames"], data["name"]) == (
+        "fake", "atari:Pong", 10_000_000, "r")
 
 
 def test_save_config(reg, tmp_path):

@@ -55,7 +55,8 @@ def one_line_error(result, *needles):
 
 # ----------------------------------------------------------------------------- zoo plot
 def episodes(steps, returns, **extra):
-    return [{"type": "episode", "env_steps": s, "return": r, "length": 10, **extra} for s, r in zip(steps, returns)]
+    return [{"type": "episode", "env_steps": s, "return": r, "length": 10, **extra}
+            for s, r in zip(steps, returns, strict=True)]
 
 
 def test_plot_draws_each_runs_rows_and_writes_a_png(tmp_path, app):
@@ -196,6 +197,11 @@ def test_runs_shows_the_total_duration_of_a_resumed_run(tmp_path, monkeypatch):
 
 def test_runs_of_a_missing_folder_is_one_line_exit_2(tmp_path, app):
     one_line_error(invoke(app, ["runs", str(tmp_path / "nowhere")]), "does not exist")
+    # The fix names the argument (was "give the runs_dir your runs were written to", and `zoo runs` has no runs_dir).
+    result = invoke(app, ["runs", str(tmp_path / "nowhere")])
+    assert result.output.strip() == (
+        f"error: runs folder {str(tmp_path / 'nowhere')!r} does not exist; give the folder your runs were written to: "
+        "zoo runs PATH (zoo train writes to ./runs unless --set runs_dir=PATH)")
 
 
 def test_an_archived_run_with_gzipped_metrics_plots_the_same(tmp_path):
@@ -217,5 +223,6 @@ def test_the_committed_demo_run_reads_back():
     lines = {line.get_gid(): line for line in fig.axes[0].lines}
     assert set(lines) == {"hide-and-seek-demo|hider_return", "hide-and-seek-demo|seeker_return"}
     # 101,116 env steps of 80-step episodes: 1,260 episodes, zero-sum between the teams
-    hider, seeker = lines["hide-and-seek-demo|hider_return"].get_ydata(), lines["hide-and-seek-demo|seeker_return"].get_ydata()
+    hider = lines["hide-and-seek-demo|hider_return"].get_ydata()
+    seeker = lines["hide-and-seek-demo|seeker_return"].get_ydata()
     assert len(hider) == 1260 and np.array_equal(hider, -seeker)

@@ -45,6 +45,25 @@ def test_the_placement_request_has_one_bundle_per_worker_in_graph_order():
     assert total == {"CPU": 5.5, "GPU": 2.0, "arcade": 3.0}
 
 
+def test_role_resources_come_back_from_config_json_and_from_a_toml_table(tmp_path):
+    # Before: a mapping under a table entry was flattened to launcher_options.actor_resources.CPU, so
+    # `zoo resume` of such a run failed with "the run's config.json: launcher_options is a table of name=value
+    # entries", and a TOML file could not give the resources at all.
+    import json
+
+    from zoo.core.config import config_to_dict
+
+    cfg = ray_config("launcher_options.actor_resources={'CPU': 0.5}", "launcher_options.address=local")
+    saved = json.loads(json.dumps(config_to_dict(cfg)))  # as written to config.json and read back
+    base = {k: v for k, v in saved.items() if k not in ("env_spec", "algo_name", "env_name")}  # as zoo.core.resume
+    resumed = build_config(get_registry(), "ppo", "CartPole-v1", launcher="ray", base=base, steps=8192)
+    assert resumed.launcher_options == {"actor_resources": {"CPU": 0.5}, "address": "local"}
+    conf = tmp_path / "exp.toml"
+    conf.write_text('launcher = "ray"\n[launcher_options]\npolicy_resources = {CPU = 0.25, arcade = 1}\n')
+    from_file = build_config(get_registry(), "ppo", "CartPole-v1", config_file=conf, steps=4096)
+    assert from_file.launcher_options == {"policy_resources": {"CPU": 0.25, "arcade": 1.0}}
+
+
 def test_a_policy_worker_on_cuda_asks_for_a_gpu():
     cfg = ray_config("policy.device=cuda:1")
     assert role_resources(cfg, RayOptions(), "policy") == {"CPU": 1.0, "GPU": 1.0}
@@ -549,9 +568,32 @@ def test_a_too_small_local_cluster_is_explained_with_the_arithmetic():
         "(strategy PACK):",
         "  - the run asks for CPU=4 in all, the cluster has CPU=2",
         "nodes: 127.0.0.1/aaaaaaaaaaaa: CPU=2",
-        "fix: ask for less (e.g. --set \"launcher_options.actor_resources={'CPU': 0.25}\", or "
-        "launcher_options.policy_resources, trainer_resources; actors.count, policy.count, trainer.count), use the "
-        "local launcher, or a larger Ray cluster (--ray-address IP:PORT)"]
+        "fix: ask for less (e.g. 0.5 CPU for each of the 4 workers fits CPU=2: "
+        "--set \"launcher_options.actor_resources={'CPU': 0.5}\" "
+        "--set \"launcher_options.policy_resources={'CPU': 0.5}\" "
+        "--set \"launcher_options.trainer_resources={'CPU': 0.5}\"; or other amounts with "
+        "launcher_options.actor_resources, policy_resources, trainer_resources; actors.count, policy.count, "
+        "trainer.count), use the local launcher, or a larger Ray cluster (--ray-address IP:PORT)"]
+
+
+def test_the_fix_for_a_too_small_local_cluster_fits_it_and_keeps_other_resources():
+    # The old example (actors at CPU=0.25) still asked for CPU=2.5 of 2 with the default layout.
+    # 3 actors, a policy worker with a GPU share, a trainer of 0.25 CPU: 5 workers on CPU=2 -> 0.4 each; the trainer
+    # already asks less and is left alone, the policy worker keeps its GPU share.
+    request = [("trainer", 0, {"CPU": 0.25}), ("policy", 0, {"CPU": 1.0, "GPU": 0.5}), ("actor", 0, {"CPU": 1.0}),
+               ("actor", 1, {"CPU": 1.0}), ("actor", 2, {"CPU": 1.0})]
+    nodes = [{"id": "a" * 56, "ip": "127.0.0.1", "resources": {"CPU": 2.0, "GPU": 1.0}}]
+    fix = explain_unplaced(request, nodes, {"CPU": 2.0, "GPU": 1.0}, "PACK", None).splitlines()[-1]
+    assert fix == (
+        "fix: ask for less (e.g. 0.4 CPU for each of the 5 workers fits CPU=2: "
+        "--set \"launcher_options.actor_resources={'CPU': 0.4}\" "
+        "--set \"launcher_options.policy_resources={'CPU': 0.4, 'GPU': 0.5}\"; or other amounts with "
+        "launcher_options.actor_resources, policy_resources, trainer_resources; actors.count, policy.count, "
+        "trainer.count), use the local launcher, or a larger Ray cluster (--ray-address IP:PORT)")
+    # Short of a GPU, not of CPUs: no CPU shares are suggested.
+    request = [("trainer", 0, {"CPU": 1.0, "GPU": 2.0})]
+    fix = explain_unplaced(request, nodes, {"CPU": 2.0, "GPU": 1.0}, "PACK", None).splitlines()[-1]
+    assert fix.startswith("fix: ask for less (launcher_options.actor_resources, policy_resources, trainer_resources;")
 
 
 def test_two_ray_trainers_each_on_its_own_gpu_resolve_cuda_0_and_choose_nccl(monkeypatch):

@@ -17,7 +17,8 @@ def cfg(tmp_path, name):
 
 
 def test_default_names_are_recognised():
-    assert is_default_name(ExperimentConfig(algo_name="ppo", env_name="atari:Pong", name="ppo-atari-Pong-20261201-210000"))
+    default = "ppo-atari-Pong-20261201-210000"
+    assert is_default_name(ExperimentConfig(algo_name="ppo", env_name="atari:Pong", name=default))
     assert not is_default_name(ExperimentConfig(algo_name="ppo", env_name="atari:Pong", name="mine"))
     assert not is_default_name(ExperimentConfig(algo_name="ppo", env_name="atari:Pong", name="ppo-atari-Pong-2026"))
 
@@ -86,6 +87,11 @@ def test_appended_rows_are_whole_lines_and_the_final_message_says_what_is_on_dis
     assert last_row(str(metrics)) == {"type": "end", "policy_version": 3, "env_steps": 768}
     assert what_was_saved(str(tmp_path)) == (
         f"the trainer wrote its final checkpoint ({tmp_path}/checkpoints/latest.pt, policy version 3, 768 env steps) "
+        "and the end row of metrics.jsonl")
+    # Counts as the status lines write them (was "1280 env steps" under a line showing "1,280").
+    append_row(str(metrics), {"type": "end", "policy_version": 3, "env_steps": 1280})
+    assert what_was_saved(str(tmp_path)) == (
+        f"the trainer wrote its final checkpoint ({tmp_path}/checkpoints/latest.pt, policy version 3, 1,280 env steps) "
         "and the end row of metrics.jsonl")
 
 

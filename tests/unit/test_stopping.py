@@ -4,7 +4,7 @@ import signal
 import subprocess
 import sys
 
-from zoo.core.stopping import StopRequested, signals_stop_the_run
+from zoo.core.stopping import StopRequested, checkpoint_on_disk, kept_checkpoint, signals_stop_the_run
 
 
 def test_sighup_ignored_at_start_stays_ignored_and_sigterm_still_stops():
@@ -75,3 +75,20 @@ def test_stop_all_without_stop_now_reports_no_abandon():
     all_beat(s)
     s.workers[("trainer", 0)].handle.code = 0  # finished by itself
     assert s.stop_all(lambda timeout: None, lambda limit_s: None, now=lambda: False) is False
+
+
+def test_a_run_without_a_checkpoint_is_worded_for_both_ctrl_c_messages(tmp_path):
+    # Before: "Ctrl-C again to stop now (keeps no checkpoint (none written yet))" and, after the second
+    # Ctrl-C, "kept the last no checkpoint (none written yet)".
+    assert f"Ctrl-C again to stop now (keeps {checkpoint_on_disk(str(tmp_path))})" == (
+        "Ctrl-C again to stop now (keeps no checkpoint: none written yet)")
+    assert kept_checkpoint(str(tmp_path)) == "kept no checkpoint: none written yet"
+
+
+def test_a_run_with_a_checkpoint_keeps_the_last_one(tmp_path):
+    import torch
+
+    (tmp_path / "checkpoints").mkdir()
+    torch.save({"policy_version": 3, "env_steps": 1280}, tmp_path / "checkpoints" / "latest.pt")
+    path = tmp_path / "checkpoints" / "latest.pt"
+    assert kept_checkpoint(str(tmp_path)) == f"kept the last checkpoint {path} (policy version 3, 1,280 env steps)"

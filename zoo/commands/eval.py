@@ -47,9 +47,10 @@ def eval_command(
     """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
     from zoo.cli import _console, _fail
     from zoo.runinfo import RunError
-    from zoo.video import VideoWriter, check_video_path
+    from zoo.video import VideoWriter, check_video_path, headless_gl
 
     if video is not None:
+        headless_gl()  # MuJoCo envs (Hopper-v5, ...) render without a display
         try:
             check_video_path(video)
         except ValueError as exc:
@@ -57,7 +58,7 @@ def eval_command(
     try:
         import torch
 
-        from zoo.evaluate import Recorder, load_evaluation, play, summarise
+        from zoo.evaluate import Recorder, RenderError, load_evaluation, play, summarise
 
         torch.set_num_threads(threads)
         ev = load_evaluation(target, run)
@@ -83,6 +84,8 @@ def eval_command(
             writer = VideoWriter(video, fps)
             recorder = Recorder(ev.renderer, writer, len(pool))
         rows = play(ev.policy, pool, episodes, seed, deterministic=deterministic, recorder=recorder)
+    except RenderError as exc:
+        raise _fail(str(exc)) from None
     finally:
         if writer is not None:
             writer.close()

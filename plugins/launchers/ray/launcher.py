@@ -216,6 +216,31 @@ def totals(request: list[tuple[str, int, dict[str, float]]]) -> dict[str, float]
     return need
 
 
+def _fitting_cpu_shares(request: list[tuple[str, int, dict[str, float]]], nodes: list[dict[str, Any]]) -> str:
+    """The ``--set`` options that make ``request`` fit the CPUs of a one-node cluster, as the
+    start of a fix line (``"e.g. --set ... ; or "``), or ``""`` when CPUs are not what is short:
+    every worker gets an equal share of the node's CPUs, rounded down to hundredths (e.g. 4
+    workers on CPU=2: 0.5 each); a role that asks no more than that is left as it is, and a
+    role's other resources (a GPU share) are kept."""
+    total = sum(n["resources"].get("CPU", 0.0) for n in nodes)
+    if totals(request).get("CPU", 0.0) <= total or not request:
+        return ""
+    share = math.floor(total * 100 / len(request)) / 100
+    if share <= 0:
+        return ""
+    sets = []
+    for role in ("actor", "policy", "trainer"):
+        res = next((r for ro, _, r in request if ro == role), None)
+        if res is None or res.get("CPU", 0.0) <= share:
+            continue
+        given = ", ".join(f"'{k}': {share if k == 'CPU' else v:g}" for k, v in res.items())
+        sets.append(f"--set \"launcher_options.{role}_resources={{{given}}}\"")
+    if not sets:
+        return ""
+    return (f"e.g. {share:g} CPU for each of the {len(request)} workers fits CPU={total:g}: " + " ".join(sets)
+            + "; or other amounts with ")
+
+
 def explain_unplaced(request: list[tuple[str, int, dict[str, float]]], nodes: list[dict[str, Any]],
                      available: dict[str, float], strategy: str, timeout_s: float | None) -> str:
     """Why Ray could not place ``request`` (the error message of an unplaced group).
@@ -254,8 +279,8 @@ def explain_unplaced(request: list[tuple[str, int, dict[str, float]]], nodes: li
     if timeout_s is None:
         head = (f"the one-node Ray cluster started for this run (--ray-address local) cannot hold the run's "
                 f"{len(request)} workers (strategy {strategy}):")
-        fix = ("\nfix: ask for less (e.g. --set \"launcher_options.actor_resources={'CPU': 0.25}\", or "
-               "launcher_options.policy_resources, trainer_resources; actors.count, policy.count, trainer.count), "
+        fix = ("\nfix: ask for less (" + _fitting_cpu_shares(request, nodes) + "launcher_options.actor_resources, "
+               "policy_resources, trainer_resources; actors.count, policy.count, trainer.count), "
                "use the local launcher, or a larger Ray cluster (--ray-address IP:PORT)")
     else:
         head = (f"Ray could not place the run's {len(request)} workers within launcher_options.placement_timeout_s="
