@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 
 import pytest
 
@@ -44,14 +45,24 @@ def ray_cluster():
                     os.environ[k] = v
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @pytest.fixture(autouse=True)
-def _restore_environment_and_stop_clis():
-    """After each test: ``os.environ`` as before it; CLIs it started and left running killed."""
+def _restore_environment_signals_and_stop_clis():
+    """After each test: ``os.environ`` and the stop signals' handlers as before it; CLIs it
+    started and left running killed. The CLI run in-process (``typer.testing.CliRunner``) sets
+    SIGINT to ignored once it is interrupted, as the real command does on its way out: left so,
+    every child a later test starts would inherit SIGINT ignored (exec keeps it)."""
     saved = dict(os.environ)
+    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     yield
     from zoo.core.testing.cli import kill_started
 
     kill_started()
+    for s, handler in handlers.items():
+        if signal.getsignal(s) is not handler and handler is not None:
+            signal.signal(s, handler)
     if dict(os.environ) != saved:
         os.environ.clear()
         os.environ.update(saved)

@@ -473,6 +473,14 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
             before=before)
 
 
+def _unchanged(run_dir: str, name: str, before: dict[str, bytes | None]) -> bool:
+    """Whether ``run_dir/name`` holds what the snapshot ``before`` holds (the controller writes
+    ``status.json`` when a segment starts: unchanged, it never started)."""
+    from zoo.core.rundir import snapshot_files
+
+    return snapshot_files(run_dir, (name,))[name] == before.get(name)
+
+
 def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
             start: dict[str, Any] | None = None, before: dict[str, bytes | None] | None = None) -> None:
     """Run the controller for ``cfg`` in ``run_dir`` with the live display; exits with its code.
@@ -498,8 +506,8 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
     except (KeyboardInterrupt, TransportError, LaunchError) as exc:  # refused, or stopped before any worker started
         if fresh and not os.path.exists(os.path.join(run_dir, "status.json")):  # the controller never started
             discard_run_dir(run_dir)
-        elif before is not None:  # a resume refused before its segment started: the run stays as it was
-            restore_files(run_dir, before)
+        elif before is not None and _unchanged(run_dir, "status.json", before):
+            restore_files(run_dir, before)  # a resume refused before its segment started: the run stays as it was
         if isinstance(exc, TransportError):  # e.g. ZOO_SHM_SLOTS=abc: refused while building the streams
             raise _fail(f"transport: {exc}") from None
         if isinstance(exc, LaunchError):  # e.g. Ray cannot place the workers: nothing was started

@@ -678,3 +678,19 @@ def test_a_resume_refused_before_it_starts_leaves_the_run_as_it_was(refusal, hos
     assert result.exit_code == {"transport": 2, "launcher": 1, "ctrl-c": 130}[refusal], result.output
     assert {name: (stopped_run / name).read_bytes() for name in before} == before
     assert sorted(os.listdir(stopped_run)) == ["checkpoints", "config.json", "graph.json", "status.json"]
+
+
+def test_a_resume_interrupted_after_its_segment_started_keeps_what_the_segment_wrote(host, controller, stopped_run):
+    # The controller wrote status.json (the segment started), then Ctrl-C came out of the display:
+    # the files are the new segment's, not put back to the stopped run's.
+    (stopped_run / "status.json").write_text('{"status": "stopped", "exit_code": 130}')
+
+    def started_then_interrupted(cfg, spec, on_status, run_dir=None):
+        (stopped_run / "status.json").write_text('{"status": "running"}')
+        raise KeyboardInterrupt
+
+    controller.run = started_then_interrupted
+    result = runner.invoke(cli.app, ["resume", "old", "--runs-dir", str(stopped_run.parent), "--frames", "20000"])
+    assert result.exit_code == 130, result.output
+    assert (stopped_run / "status.json").read_text() == '{"status": "running"}'
+    assert json.loads((stopped_run / "config.json").read_text())["frames"] == 20_000
