@@ -177,6 +177,7 @@ class GraphFile:
         self.launcher, self.run_id = launcher, run_id
         self.trainer_group: dict[str, Any] | None = None  # the data-parallel trainers' backend, once rank 0 says
         self.checked = float("-inf")  # time.monotonic() of complete()'s last look at the handles
+        self.by_key = {(p.role, p.index): p for p in places}  # a heartbeat's place in one lookup
 
     def write(self) -> None:
         """(Re)write ``graph.json`` from the places as they are now."""
@@ -199,7 +200,7 @@ class GraphFile:
             self.trainer_group = {k: meta.get(k) for k in ("backend", "devices", "gpus")}
             self.write()
         elif meta.get("type") == "heartbeat" and isinstance(meta.get("pid"), int):
-            place = next((p for p in self.places if (p.role, p.index) == (meta.get("role"), meta.get("index"))), None)
+            place = self.by_key.get((meta.get("role"), meta.get("index")))  # type: ignore[arg-type]
             if place is not None and place.pid is None:
                 place.pid = meta["pid"]
                 self.write()
@@ -215,7 +216,17 @@ class GraphFile:
         found = False
         for place in self.places:
             handle = handles.get((place.role, place.index))
-            if place.pid is None and handle is not None and getattr(handle, "pid", None) is not None:
-                place.pid, found = handle.pid, True
+            pid = None if place.pid is not None or handle is None else known_pid(handle)
+            if pid is not None:
+                place.pid, found = pid, True
         if found:
             self.write()
+
+
+def known_pid(handle: Any) -> int | None:
+    """A worker handle's pid if its launcher knows it now, without waiting: the handle's
+    ``known_pid`` where it has one (a Ray actor's ``pid`` may wait for the actor to start),
+    else its ``pid``."""
+    if hasattr(type(handle), "known_pid"):
+        return handle.known_pid
+    return getattr(handle, "pid", None)

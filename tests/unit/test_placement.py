@@ -160,3 +160,27 @@ def test_auto_across_hosts_really_carries_messages_over_nng_tcp():
     finally:
         owner.cleanup()
     assert owner.resources() == []
+
+
+def test_graph_json_completes_pids_without_waiting_on_a_handle_that_could_wait(tmp_path):
+    # A Ray handle's pid may wait up to 30 s for its actor; complete() runs in the controller's
+    # loop and reads known_pid, which never waits, where a handle has one.
+    class SlowHandle:
+        known = None
+
+        @property
+        def pid(self):
+            raise AssertionError("complete() read the waiting pid")
+
+        @property
+        def known_pid(self):
+            return self.known
+
+    graph_file = _graph_file(tmp_path, [10, 11, None, 13])
+    slow = SlowHandle()
+    graph_file.complete({("policy", 0): slow}, every_s=0.0)
+    assert [p.pid for p in graph_file.places] == [10, 11, None, 13]
+    slow.known = 31
+    graph_file.complete({("policy", 0): slow}, every_s=0.0)
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    assert [(w["role"], w["pid"]) for w in graph["workers"]] == [("trainer", 11), ("policy", 31), ("actor", 13)]

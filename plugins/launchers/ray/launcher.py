@@ -349,6 +349,13 @@ class RayHandle(WorkerHandle):
                        0.0 if self.info_waited else PID_WAIT_S)
         return None if self.info is None else self.info.get("pid")
 
+    @property
+    def known_pid(self) -> int | None:
+        """The pid if the actor has answered by now (a zero-timeout look), never waiting."""
+        if self.info is None and self.info_ref is not None:
+            fetch_info([self], 0.0)
+        return None if self.info is None else self.info.get("pid")
+
     def take_info(self, value: Any) -> None:
         """Keep the actor's answer to ``info`` (an int: the pid alone)."""
         self.info = dict(value) if isinstance(value, dict) else {"pid": int(value)}
