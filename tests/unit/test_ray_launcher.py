@@ -616,3 +616,27 @@ def test_two_ray_trainers_each_on_its_own_gpu_resolve_cuda_0_and_choose_nccl(mon
     assert seen == [("cuda:0", "n" * 56 + "/1"), ("cuda:0", "n" * 56 + "/0")]
     # what each rank then chooses from the exchanged devices and GPUs (TrainerGroup.join)
     assert distributed.choose_backend([d for d, _ in seen], [g for _, g in seen]) == "nccl"
+
+
+def test_ray_address_local_on_a_ray_without_the_internals_it_needs_is_one_launch_error(monkeypatch, tmp_path):
+    # --ray-address local sets two of Ray's internals (the version the `ray` extra pins has them);
+    # on another Ray it was an AttributeError/ImportError traceback, and a temporary folder was left.
+    import tempfile
+
+    import ray
+    from ray._private import ray_constants
+
+    from zoo.core.launcher import LaunchError
+    from zoo.plugins.launchers.ray.launcher import RayLauncher
+
+    monkeypatch.delattr(ray_constants, "ENABLE_RAY_CLUSTER")
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was called"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cfg = ray_config("launcher_options.address=local")
+    with pytest.raises(LaunchError) as err:
+        RayLauncher(cfg)
+    assert str(err.value).startswith(
+        f"--ray-address local needs Ray's internals of the version the `ray` extra pins (pip install 'zoo-rl[ray]'); "
+        f"Ray {ray.__version__} lacks them (")
+    assert str(err.value).endswith("use --ray-address auto instead")
+    assert list(tmp_path.iterdir()) == []  # no temporary folder made

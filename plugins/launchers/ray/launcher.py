@@ -594,8 +594,20 @@ class RayLauncher(Launcher):
         import secrets
         import tempfile
 
-        from ray._private import ray_constants
+        import ray
 
+        # Ray's own modules (not its public API: the version pinned in the `ray` extra has them),
+        # looked up before anything is created, so another Ray version is one LaunchError
+        try:
+            from ray._private import ray_constants
+            from ray._raylet import Config  # type: ignore[attr-defined]  # ray/_raylet.pyi lists few of its names
+
+            ray_constants.ENABLE_RAY_CLUSTER  # noqa: B018 - present, or AttributeError
+            initialize = Config.initialize
+        except (ImportError, AttributeError) as exc:
+            raise LaunchError(f"--ray-address local needs Ray's internals of the version the `ray` extra pins "
+                              f"(pip install 'zoo-rl[ray]'); Ray {ray.__version__} lacks them ({exc}): start a "
+                              "cluster with `ray start --head` and use --ray-address auto instead") from None
         self.temp_dir = tempfile.mkdtemp(prefix=f"zoo-ray-{os.getpid()}-")  # this process: the controller
         ray_constants.ENABLE_RAY_CLUSTER = False  # else Ray turns 127.0.0.1 into the machine's outward address
         if not any(os.environ.get(v) for v in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
@@ -604,9 +616,7 @@ class RayLauncher(Launcher):
                 f.write(secrets.token_hex(32))
             self._setenv("RAY_AUTH_MODE", "token")
             self._setenv("RAY_AUTH_TOKEN_PATH", path)
-            from ray._raylet import Config  # type: ignore[attr-defined]  # ray/_raylet.pyi lists few of its names
-
-            Config.initialize("")  # Ray reads the mode once: make this process see it
+            initialize("")  # Ray reads the mode once: make this process see it
         return {"include_dashboard": False, "_node_ip_address": "127.0.0.1", "_temp_dir": self.temp_dir}
 
     def _connect(self, ray: Any) -> None:
@@ -621,6 +631,8 @@ class RayLauncher(Launcher):
                     ray.init(address="local", **self._local_cluster_settings(), **kwargs)
                 else:
                     ray.init(address=address, **kwargs)
+        except LaunchError:  # (a RuntimeError) already says what is wrong
+            raise
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = "on this machine" if address == "auto" else f"at {address}"
             raise LaunchError(f"no Ray cluster answers {where} (--ray-address {address}): {exc}; start one with "
