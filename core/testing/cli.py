@@ -207,8 +207,25 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
         if proc.poll() is None:  # interrupted (KeyboardInterrupt, a failing test): nothing stays behind
             kill_tree(proc)
     if isinstance(proc, CliProcess):
+        if proc.mark is not None:  # what a pipe's end waited for: every process writing to it exits
+            _wait_until_gone(proc.mark, EXIT_GRACE_S)
         return proc.stdout_text(), proc.stderr_text()
     return "", ""
+
+
+EXIT_GRACE_S = 30.0
+"""How long :func:`finish` waits, after the CLI exited, for the rest of its marked processes to
+exit by themselves: multiprocessing's resource tracker, which the spawn start method starts
+beside the workers, ends only once it reads the end of its pipe from the exited CLI (a few ms,
+seconds on a loaded machine). Reading the output from pipes waited for it implicitly (their
+end comes when every process holding them has exited); a test that checks for leftovers right
+after :func:`finish` would otherwise see it. What is still there after this is the test's to report."""
+
+
+def _wait_until_gone(mark: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while marked_processes(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def zoo(*args: str, env: dict[str, str] | None = None, timeout: float = 900,
