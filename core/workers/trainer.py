@@ -88,6 +88,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -119,6 +120,35 @@ from zoo.core.workers.receiver import (  # noqa: F401  (policy_lag, too_stale: r
 from zoo.core.workers.threads import thread_plan
 
 RECV_S = 0.5
+REPUBLISH_S = 1.0
+"""While data-parallel rank 0 waits for its peers, how often it republishes the current weights."""
+
+
+class Republisher:
+    """Rank 0's parameters, published again while it waits for its peers at a sync point.
+
+    A policy worker that subscribes after the last publish gets nothing until the next one
+    (pub/sub keeps no value for late subscribers). With K > 1 trainers, rank 0 may wait at a
+    sync point for a peer whose samples come from actors served by exactly that policy worker:
+    without a publish while waiting, the run deadlocks (seen: rank 1's policy worker
+    ``waiting_for: parameters`` for 15 minutes). :meth:`tick`, the heartbeat of the waits,
+    publishes every ``every_s`` seconds once a first publish was made.
+    """
+
+    def __init__(self, publish: Callable[[], None] | None, every_s: float) -> None:
+        self.publish, self.every_s = publish, every_s
+        self.last: float | None = None  # time.monotonic() of the last publish
+
+    def published(self, now: float) -> None:
+        self.last = now
+
+    def tick(self, heartbeat: Callable[[], None], now: float | None = None) -> None:
+        """``heartbeat()``, then a publish if one is due (rank 0, published before, ``every_s`` passed)."""
+        heartbeat()
+        now = time.monotonic() if now is None else now
+        if self.publish is not None and self.last is not None and now - self.last >= self.every_s:
+            self.publish()
+            self.last = now
 PEER_LOST_GRACE_S = 10.0
 """How long a trainer that lost a peer waits for the controller to stop the run before it
 reports the failure itself (the controller names the worker that failed first)."""
@@ -587,6 +617,9 @@ def _run(ctx: WorkerContext) -> None:
         state = {k: v.detach().cpu().numpy() for k, v in algo.policy.state_dict().items()}
         params.publish(state, {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps,
                                "trainer_attempt": ctx.attempt})
+        republish.published(time.monotonic())
+
+    republish = Republisher(publish if lead else None, REPUBLISH_S)
 
     def counters() -> dict[str, int]:
         return st.counters(spec.frame_skip)
@@ -677,7 +710,7 @@ def _run(ctx: WorkerContext) -> None:
             resolver = ctx.resolver or resolver_from_config(ctx.registry, cfg)  # the one the transports use
             group = zdist.TrainerGroup.join(rank, K, devices[rank] if devices else "cpu", devices or ["cpu"] * K,
                                             ctx.run_id, resolver, cfg.trainer.collective_timeout_s,
-                                            stop=lambda: ctx.stop, heartbeat=ctx.heartbeat)
+                                            stop=lambda: ctx.stop, heartbeat=lambda: republish.tick(ctx.heartbeat))
             if group is None:
                 return  # stopped before every trainer arrived
             group.broadcast_module(algo.policy)  # identical starting weights on every rank

@@ -278,3 +278,25 @@ def test_two_ranks_keep_the_statistics_of_one_trainer_on_the_concatenated_shares
         # the 1e-4 prior; so did the ranks
         assert float(expect["reward_norm/returns.count"]) == pytest.approx(1e-4 + UPDATES * 36, rel=1e-15)
         assert float(ranks[0][f"{name}|reward_norm/returns.count"]) == pytest.approx(1e-4 + UPDATES * 36, rel=1e-15)
+
+
+def test_rank_0_republishes_its_weights_while_it_waits_for_its_peers():
+    # A policy worker that subscribed after rank 0's last publish would wait for parameters
+    # forever while rank 0 waits at a sync point for the peer those actors feed (a deadlock seen
+    # in CI): the waits' heartbeat republishes every REPUBLISH_S once a first publish was made.
+    from zoo.core.workers.trainer import REPUBLISH_S, Republisher
+
+    calls: list[str] = []
+    r = Republisher(lambda: calls.append("publish"), REPUBLISH_S)
+    r.tick(lambda: calls.append("heartbeat"), now=100.0)  # nothing published yet: no republish
+    r.published(100.0)
+    r.tick(lambda: calls.append("heartbeat"), now=100.5)
+    r.tick(lambda: calls.append("heartbeat"), now=101.0)
+    r.tick(lambda: calls.append("heartbeat"), now=101.5)
+    r.tick(lambda: calls.append("heartbeat"), now=102.0)
+    assert REPUBLISH_S == 1.0
+    assert calls == ["heartbeat", "heartbeat", "heartbeat", "publish", "heartbeat", "heartbeat", "publish"]
+    other = Republisher(None, REPUBLISH_S)  # ranks > 0 publish nothing
+    other.published(0.0)
+    other.tick(lambda: calls.append("rank 1 heartbeat"), now=50.0)
+    assert calls[-1] == "rank 1 heartbeat"
