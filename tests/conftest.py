@@ -21,31 +21,38 @@ SKIP_RAY = 'Ray is not installed (pip install "zoo-rl[ray]"): the ray launcher a
 
 
 @pytest.fixture(scope="session")
-def ray_cluster():
-    """The GCS address of a :class:`zoo.core.testing.ray_cluster.LocalRayCluster`; while it runs,
-    ``RAY_ADDRESS``, ``ZOO_RAY_GCS_ADDRESS`` and ``RAY_AUTH_MODE`` point this process (and the
-    processes it spawns) at it."""
+def _ray_cluster_address():
+    """The GCS address of a :class:`zoo.core.testing.ray_cluster.LocalRayCluster` kept for the
+    session (started by the first test that asks for :func:`ray_cluster`)."""
     if RAY_MISSING:
         pytest.skip(SKIP_RAY)
-    from zoo.core.testing.ray_cluster import ENV, LocalRayCluster
+    from zoo.core.testing.ray_cluster import LocalRayCluster
 
-    saved = {k: os.environ.get(k) for k in (*ENV, "RAY_ADDRESS", "ZOO_RAY_GCS_ADDRESS", "ZOO_ADVERTISE_HOST")}
     with LocalRayCluster() as cluster:
-        os.environ.update({**ENV, "RAY_ADDRESS": cluster.address, "ZOO_RAY_GCS_ADDRESS": cluster.address})
         try:
             yield cluster.address
         finally:
             import ray
 
             ray.shutdown()
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+
+
+@pytest.fixture
+def ray_cluster(_ray_cluster_address):
+    """The session's Ray cluster's GCS address; during the test (only: the autouse fixture puts
+    ``os.environ`` back after it) ``RAY_ADDRESS``, ``ZOO_RAY_GCS_ADDRESS`` and ``RAY_AUTH_MODE``
+    point this process and the processes it spawns at it. Set for the whole session they
+    reached every later test's ``zoo train`` (which then ignored a Ctrl-C while its workers
+    started: a CI failure of test_interrupt after the Ray resolver's contract tests)."""
+    from zoo.core.testing.ray_cluster import ENV
+
+    os.environ.update({**ENV, "RAY_ADDRESS": _ray_cluster_address, "ZOO_RAY_GCS_ADDRESS": _ray_cluster_address})
+    return _ray_cluster_address
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+BASELINE_HANDLERS = {s: signal.getsignal(s) for s in STOP_SIGNALS}  # pytest's, before any test ran
+BASELINE_MASK = signal.pthread_sigmask(signal.SIG_BLOCK, set())
 
 
 @pytest.fixture(autouse=True)
@@ -55,14 +62,18 @@ def _restore_environment_signals_and_stop_clis():
     SIGINT to ignored once it is interrupted, as the real command does on its way out: left so,
     every child a later test starts would inherit SIGINT ignored (exec keeps it)."""
     saved = dict(os.environ)
-    handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     yield
     from zoo.core.testing.cli import kill_started
 
     kill_started()
-    for s, handler in handlers.items():
+    # back to pytest's own: a handler or mask left by in-process code (the CLI under CliRunner,
+    # Ray initialised in this process) is inherited by every child a later test starts
+    # (SIG_IGN and a blocked signal survive exec), which then ignores Ctrl-C
+    for s, handler in BASELINE_HANDLERS.items():
         if signal.getsignal(s) is not handler and handler is not None:
             signal.signal(s, handler)
+    if signal.pthread_sigmask(signal.SIG_BLOCK, set()) != BASELINE_MASK:
+        signal.pthread_sigmask(signal.SIG_SETMASK, BASELINE_MASK)
     if dict(os.environ) != saved:
         os.environ.clear()
         os.environ.update(saved)

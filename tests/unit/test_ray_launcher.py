@@ -631,6 +631,7 @@ def test_ray_address_local_on_a_ray_without_the_internals_it_needs_is_one_launch
 
     monkeypatch.delattr(ray_constants, "ENABLE_RAY_CLUSTER")
     monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("ray.init was called"))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # an earlier test may have connected this process
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     cfg = ray_config("launcher_options.address=local")
     with pytest.raises(LaunchError) as err:
