@@ -71,6 +71,7 @@ from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.engine import Published, check_resolvable, is_loopback, publish_port, read_port
 from zoo.transports.sockets.rundir import (
+    check_socket_dir,
     create_run_dir,
     default_resolver,
     hold_lock,
@@ -505,6 +506,8 @@ class NngTransport:
         self.host, self.connect_host = host or "127.0.0.1", connect_host
         self.dir = run_dir(run_id, base_dir)
         if create:
+            if self.scheme == "ipc":
+                check_socket_dir(run_id, base_dir)  # before any worker starts: one line, not AddressInvalid
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)
         if self.scheme == "tcp":

@@ -117,6 +117,7 @@ from zoo.transports.sockets.framing import (
     record_header,
 )
 from zoo.transports.sockets.rundir import (
+    check_socket_dir,
     create_run_dir,
     default_resolver,
     hold_lock,
@@ -737,6 +738,7 @@ class ShmTransport:
             default_slots(self.producers, self.max_lent)
         self.max_frame_bytes = int(max_frame_bytes or MAX_FRAME_BYTES)
         if create:
+            check_socket_dir(run_id, base_dir)  # its notification sockets live there
             reclaim_stale_segments()
             reclaim_stale_run_dirs(base_dir)
             create_run_dir(run_id, base_dir)

@@ -49,6 +49,37 @@ def run_dir(run_id: str, base_dir: str | None = None) -> str:
     return os.path.join(base_dir or tempfile.gettempdir(), f"zoo-{run_id}")
 
 
+UNIX_PATH_LIMIT = 107
+"""The longest Unix socket path in bytes (``sun_path`` holds 108, with its terminating NUL)."""
+SOCKET_NAME_RESERVE = 40
+"""Bytes a run's socket folder leaves for ``/<endpoint>.<suffix>``: endpoint names such as
+``inference-12`` or ``sample-hiders-3`` plus ``.ipc``/``.shm`` fit in it."""
+
+
+def check_socket_dir(run_id: str, base_dir: str | None = None) -> str:
+    """The run's socket folder (:func:`run_dir`), checked before any worker starts: every
+    ``<folder>/<endpoint>.ipc`` path must fit the kernel's 107-byte Unix socket limit, with
+    :data:`SOCKET_NAME_RESERVE` bytes kept for the endpoint's file name.
+
+    Raises:
+        zoo.core.transport.TransportError: the folder is too long, naming it, its length
+            and the fix (a shorter ``TMPDIR``); a long ``TMPDIR`` otherwise surfaced as
+            nng's bare ``AddressInvalid`` in the controller.
+    """
+    from zoo.core.transport import TransportError
+
+    path = run_dir(run_id, base_dir)
+    size = len(path.encode())
+    if size + SOCKET_NAME_RESERVE > UNIX_PATH_LIMIT:
+        where = "base_dir" if base_dir else "TMPDIR (the temporary folder)"
+        room = UNIX_PATH_LIMIT - SOCKET_NAME_RESERVE - len(os.path.basename(path)) - 1
+        raise TransportError(
+            f"the run's socket folder {path!r} is {size} bytes long: with its endpoint names (up to "
+            f"{SOCKET_NAME_RESERVE} bytes) it passes the {UNIX_PATH_LIMIT}-byte limit of a Unix socket path; "
+            f"set {where} to a folder of at most {room} bytes, e.g. TMPDIR=/tmp")
+    return path
+
+
 def _same_file(fd: int, path: str) -> bool:
     try:
         st = os.stat(path)
