@@ -39,8 +39,9 @@ one named policy and no ``[[agents]]``, every agent maps to it. A named policy's
 ALGO's presets and the user's top-level settings); its ``algo.*`` start from its
 algorithm's defaults, then that algorithm's presets for the spec of its own agents
 (``algo.*`` keys only: the presets' other keys are the run's, from the run's ALGO), then
-the run's top-level ``algo.*`` settings when its algorithm is the run's ALGO, then its
-own table, then its ``--set`` overrides.
+the run's top-level ``algo.*`` settings when its algorithm is the run's ALGO, then (a
+frozen policy) the options its weights were trained with, then its own table, then its
+``--set`` overrides.
 
 **Frozen weights** (``trainable = false``; ``weights`` is required then, and refused on a
 trainable policy). ``weights`` is one of:
@@ -55,9 +56,12 @@ trainable policy). ``weights`` is one of:
   ``trainer.keep_checkpoints = true``): self-play against an earlier self, on resume.
 
 The source is resolved to one absolute file when the config is built
-(:func:`resolve_weights`) and checked against a freshly built network of the policy's
-algorithm for its agents' spaces (:func:`weights_problems`): every key and every shape.
-``config.json`` records the resolved file.
+(:func:`resolve_weights`). A frozen policy's ``algo.*`` options are those its weights were
+trained with (the checkpoint's ``["algorithm"]["config"]``, ``device`` excepted), over the
+layers above and under its own table; weights another algorithm wrote are refused. The
+file is checked against a freshly built network of the policy's algorithm for its agents'
+spaces (:func:`weights_problems`): every key and every shape. ``config.json`` records the
+resolved file.
 
 **Refused** before any worker starts, each in one line naming the key and the fix
 (:func:`build_policies`): a name that is not a policy name; two names that differ only in
@@ -547,7 +551,8 @@ def build_policies(registry: Registry, cfg: ExperimentConfig, layers: PolicyLaye
     top_entries, top_overrides = _top_level_algo(file_data, list(overrides))
     built: dict[str, NamedPolicy] = {}
     for name in names:
-        pol, more = _build_one(registry, cfg, name, layers.tables[name], mapping, top_entries, top_overrides)
+        pol, more = _build_one(registry, cfg, name, layers.tables[name], mapping, top_entries, top_overrides,
+                               run_dir)
         problems += more
         if pol is not None:
             built[name] = pol
@@ -574,8 +579,8 @@ def _raise(problems: list[tuple[str, str]]) -> None:
 
 
 def _build_one(registry: Registry, cfg: ExperimentConfig, name: str, entries: list[tuple[str, Any, str]],
-               mapping: dict[str, str], top_entries: list[tuple[str, Any]],
-               top_overrides: list[str]) -> tuple[NamedPolicy | None, list[tuple[str, str]]]:
+               mapping: dict[str, str], top_entries: list[tuple[str, Any]], top_overrides: list[str],
+               run_dir: str | os.PathLike | None) -> tuple[NamedPolicy | None, list[tuple[str, str]]]:
     """One policy from its entries; ``(None, problems)`` when it cannot be built."""
     prefix = f"policies.{name}."
     algo_name = cfg.algo_name
@@ -611,6 +616,14 @@ def _build_one(registry: Registry, cfg: ExperimentConfig, name: str, entries: li
             for text in top_overrides:
                 key, _, value = text.partition("=")
                 set_value(pol, key.strip(), value, source=f"--set {text}")
+        frozen = NamedPolicy(name)  # trainable and weights first: a frozen policy's network is its checkpoint's
+        for key, value, source in entries:
+            if key in ("trainable", "weights"):
+                set_value(frozen, key, value, source=source)
+        if not frozen.trainable and frozen.weights:
+            bad = _checkpoint_options(pol, algo_cls, frozen.weights, run_dir, cfg.runs_dir)
+            if bad:
+                return None, [(prefix + "weights", bad)]
         for key, value, source in entries:
             if key == "algo":
                 key = "algo_name"
@@ -619,6 +632,40 @@ def _build_one(registry: Registry, cfg: ExperimentConfig, name: str, entries: li
     except ConfigError as exc:
         return None, [(prefix + exc.field, m) for m in exc.problems]
     return pol, []
+
+
+def _checkpoint_options(pol: NamedPolicy, algo_cls: type | None, source: str, run_dir: str | os.PathLike | None,
+                        runs_dir: str) -> str | None:
+    """Set a frozen policy's ``algo.*`` options to those its weights were trained with (the
+    checkpoint's ``["algorithm"]["config"]``, which Zoo's algorithms store), except
+    ``device`` (a frozen policy has no trainer); its own table still overrides them. A
+    source that cannot be found or read changes nothing (:func:`weights_problems` says why
+    later). Returns a message when the checkpoint holds options its algorithm does not have
+    (another algorithm's weights), else None.
+    """
+    from zoo.core.checkpoint import CheckpointError, load_checkpoint
+
+    if algo_cls is None:
+        return None
+    try:
+        file = resolve_weights(source, pol.name, run_dir=run_dir, runs_dir=runs_dir)
+        ckpt = load_checkpoint(str(file))
+    except (ConfigError, CheckpointError):
+        return None
+    state = ckpt.get("algorithm") if isinstance(ckpt, dict) else None
+    saved = state.get("config") if isinstance(state, dict) else None
+    if not isinstance(saved, dict):
+        return None
+    fields = {f.name for f in dataclasses.fields(algo_cls)}
+    foreign = sorted(set(saved) - fields)
+    if foreign:
+        return (f"policies.{pol.name}.weights: {file} was written by another algorithm than "
+                f"policies.{pol.name}.algo = {pol.algo_name!r} (its options {', '.join(foreign[:3])} are not "
+                f"{pol.algo_name}'s); set policies.{pol.name}.algo to the algorithm that trained it")
+    for key, value in saved.items():
+        if key != "device":
+            set_value(pol, f"algo.{key}", value, source=f"{file} (the options its weights were trained with)")
+    return None
 
 
 def _policy_problems(registry: Registry, cfg: ExperimentConfig, pol: NamedPolicy,

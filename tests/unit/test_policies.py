@@ -3,6 +3,7 @@ mapping, per-agent spaces in the env layer, and config.json round trips (core/po
 core/env.py). Routing is not wired yet: `zoo train` still refuses [policies.*] as unknown."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -339,12 +340,15 @@ def test_a_policys_options_are_checked_by_the_runs_own_rules(registry, adv_spec)
 
 
 # ----------------------------------------------------------------------------- frozen policies
-def _save_policy(registry, spec, agents, path, algo_cfg=None) -> str:
-    algo_cls = registry.get("algorithm", "mappo").load()
-    cfg = algo_cfg or algorithm_config_class(registry.get("algorithm", "mappo"))()
+def _save_policy(registry, spec, agents, path, algo_cfg=None, with_config=False, algo="mappo") -> str:
+    """A checkpoint of a fresh ``algo`` network for ``agents``; ``with_config``: with the algorithm's
+    options in it, as the trainer writes them (``["algorithm"]["config"]``)."""
+    algo_cls = registry.get("algorithm", algo).load()
+    cfg = algo_cfg or algorithm_config_class(registry.get("algorithm", algo))()
     net = algo_cls.build_policy(cfg, spec.subset(agents))
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_checkpoint(str(path), {"format": FORMAT, "algorithm": {"policy": net.state_dict()}, "policy_version": 7,
+    state = {"policy": net.state_dict(), **({"config": dataclasses.asdict(cfg)} if with_config else {})}
+    write_checkpoint(str(path), {"format": FORMAT, "algorithm": state, "policy_version": 7,
                                  "updates": 7, "env_steps": 700, "frames": 700, "episodes": 3, "resumes": 0})
     return str(path)
 
@@ -400,6 +404,23 @@ def test_weights_whose_shapes_do_not_fit_the_agents_spaces_are_refused(registry,
     pols = _build(registry, adv_spec, _with(adversary={"trainable": False, "weights": small, "algo": {"hidden": 32},
                                                        "algo_name": "mappo"}))  # the options it was saved with
     assert pols["adversary"].weights == str(Path(small).resolve()) and pols["adversary"].algo.hidden == 32
+
+
+def test_a_frozen_policy_is_built_with_the_options_its_checkpoint_was_trained_with(registry, adv_spec, tmp_path):
+    trained = algorithm_config_class(registry.get("algorithm", "mappo"))(hidden=32, layers=3, device="cuda:3")
+    ckpt = _save_policy(registry, adv_spec, ["adversary_0"], tmp_path / "adv.pt", trained, with_config=True)
+    pols = _build(registry, adv_spec, _with(adversary={"trainable": False, "weights": ckpt}), ["algo.hidden=128"])
+    adv, good = pols["adversary"], pols["good"]
+    assert (adv.algo.hidden, adv.algo.layers, adv.algo.device, good.algo.hidden) == (32, 3, "cpu", 128)
+    exc = _refused(registry, adv_spec, _with(adversary={"trainable": False, "weights": ckpt, "algo_name": "mappo",
+                                                        "algo": {"hidden": 64}}))  # its own table still wins
+    assert exc.field == "policies.adversary.weights" and "does not fit policy adversary" in str(exc)
+    ppo = _save_policy(registry, adv_spec, ["adversary_0"], tmp_path / "ppo.pt", with_config=True, algo="ppo")
+    exc = _refused(registry, adv_spec, _with(adversary={"trainable": False, "weights": ppo}))
+    assert exc.field == "policies.adversary.weights"
+    assert str(exc) == (f"policies.adversary.weights: {Path(ppo).resolve()} was written by another algorithm than "
+                        "policies.adversary.algo = 'mappo' (its options anneal_lr, anneal_lr_steps, norm_clip are not "
+                        "mappo's); set policies.adversary.algo to the algorithm that trained it")
 
 
 def test_fitting_weights_resolve_from_a_file_a_run_folder_or_a_kept_version(registry, adv_spec, tmp_path):
