@@ -278,6 +278,16 @@ def test_two_policies_of_one_name_in_a_toml_file_are_refused(tmp_path):
         load_config_file(toml)
     assert str(info.value) == (f"--config {toml}: [policies.hiders] is declared twice (again at line 5): two policies "
                                "cannot share a name; rename one, or merge the two tables into one")
+    toml.write_text("[actors]\ncount = 2\n[actors]\nring_size = 1\n")  # any other table: the same fix, said plainly
+    with pytest.raises(ConfigError) as info:
+        load_config_file(toml)
+    assert str(info.value) == (f"--config {toml}: [actors] is declared twice (again at line 3); merge the two tables "
+                               "into one")
+    toml.write_text("[actors]\ncount = 2\ncount = 3\n")  # other TOML errors keep tomllib's words
+    with pytest.raises(ConfigError) as info:
+        load_config_file(toml)
+    assert str(info.value).startswith(f"--config {toml}: not valid TOML: Cannot overwrite a value")  # tomllib's (or
+    # tomli's, on Python 3.10) own words follow
 
 
 def test_names_that_differ_only_in_case_and_bad_names_are_refused(registry, adv_spec):
