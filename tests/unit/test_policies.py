@@ -526,3 +526,17 @@ def test_build_policies_leaves_the_global_torch_rng_alone(registry, adv_spec, tm
     torch.manual_seed(5)
     _build(registry, adv_spec, _with(adversary={"trainable": False, "weights": adv}))
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_the_issues_hide_and_seek_example_maps_hiders_and_seekers_of_the_real_env(registry, tmp_path):
+    toml = tmp_path / "hs.toml"
+    toml.write_text('[policies.hiders]\nalgo = "mappo"\n[policies.seekers]\nalgo = "mappo"\npolicy.count = 1\n'
+                    '[[agents]]\nmatch = "hider_*"\npolicy = "hiders"\n[[agents]]\nmatch = "seeker_*"\n'
+                    'policy = "seekers"\n')
+    rest, overrides, layers = split_policy_layers(load_config_file(toml), ["policies.hiders.algo.lr=1e-4"],
+                                                  source=f"--config {toml}")
+    cfg = build_config(registry, "mappo", "hide-and-seek", steps=1_000_000, name="hs", overrides=overrides)
+    pols = build_policies(registry, cfg, layers, file_data=rest, overrides=overrides)
+    assert pols.agents == {"hider_0": "hiders", "hider_1": "hiders", "seeker_0": "seekers", "seeker_1": "seekers"}
+    assert (pols["hiders"].algo.lr, pols["seekers"].algo.lr) == (1e-4, cfg.algo.lr)
+    assert pols["seekers"].explicit == {"algo_name", "policy.count"}
