@@ -540,3 +540,20 @@ def test_the_issues_hide_and_seek_example_maps_hiders_and_seekers_of_the_real_en
     assert pols.agents == {"hider_0": "hiders", "hider_1": "hiders", "seeker_0": "seekers", "seeker_1": "seekers"}
     assert (pols["hiders"].algo.lr, pols["seekers"].algo.lr) == (1e-4, cfg.algo.lr)
     assert pols["seekers"].explicit == {"algo_name", "policy.count"}
+
+
+def test_agents_whose_action_spaces_differ_cannot_share_a_policy():
+    from gymnasium import spaces
+
+    from zoo.core.env import EnvSpec
+
+    obs = {"obs": spaces.Box(0, 1, (4,), np.float32)}
+    spec = EnvSpec("two-heads", ("a", "b", "c"), obs, spaces.Discrete(3),
+                   agent_spaces={"a": (obs, spaces.Discrete(3)), "b": (obs, spaces.Discrete(5)),
+                                 "c": (obs, spaces.Discrete(3))})
+    assert spec.mixed and spec.space_groups() == [("a", "c"), ("b",)]
+    assert spec.subset(["c", "a"]).action_space == spaces.Discrete(3)
+    with pytest.raises(ValueError) as info:
+        spec.subset(["a", "b"])
+    assert str(info.value) == ("agents 'a' and 'b' of env 'two-heads' have different spaces: action space Discrete(3) "
+                               "(a) vs Discrete(5) (b)")
