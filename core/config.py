@@ -344,7 +344,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"--config {path}: cannot read it: {exc}", field="config") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {path}: not valid TOML: {exc}", field="config") from None
+        from zoo.core.policies import duplicate_table_message
+
+        twice = duplicate_table_message(str(exc), f"--config {path}")  # e.g. two [policies.NAME] of one name
+        raise ConfigError(twice or f"--config {path}: not valid TOML: {exc}", field="config") from None
 
 
 # ----------------------------------------------------------------------------- build
@@ -826,9 +829,10 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
 
     Every field except ``spec`` and ``resume``, with ``algo``/``env`` as dicts of their fields, plus
     ``env_spec``: ``{env_id, agents, frame_skip, observation_space, action_space,
-    resolved}`` (spaces as their ``str``; ``resolved`` holds what the env plugin resolved,
-    e.g. Atari's frame-skip and sticky-action probability). Tuples become lists; values
-    JSON cannot hold become strings.
+    resolved}`` (plus ``agent_spaces``, ``{agent: {observation_space, action_space}}``, for
+    agents with different spaces: :attr:`EnvSpec.mixed`; spaces as their ``str``; ``resolved``
+    holds what the env plugin resolved, e.g. Atari's frame-skip and sticky-action
+    probability). Tuples become lists; values JSON cannot hold become strings.
     """
     out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("spec", "resume")}
     spec = cfg.spec
@@ -841,6 +845,10 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
             "action_space": str(spec.action_space),
             "resolved": _jsonable(spec.resolved),
         }
+        if spec.agent_spaces is not None:  # agents with different spaces (EnvSpec.mixed): each one's
+            out["env_spec"]["agent_spaces"] = {a: {"observation_space": {k: str(v) for k, v in obs.items()},
+                                                   "action_space": str(act)}
+                                               for a, (obs, act) in spec.agent_spaces.items()}
     return out
 
 

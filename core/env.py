@@ -31,6 +31,7 @@ ring group with one call instead of one call per env.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -51,7 +52,7 @@ from zoo.core.spaces import (
 )
 
 __all__ = ["OBS_KEY", "ACTION_MASK_KEY", "GLOBAL_STATE_KEY", "EnvSpec", "Env", "VectorEnv", "GymnasiumEnv",
-           "PettingZooEnv", "close_envs", "CLOSE_BUDGET_S", "SLOW_CLOSE_S"]
+           "PettingZooEnv", "close_envs", "CLOSE_BUDGET_S", "SLOW_CLOSE_S", "same_spaces", "describe_difference"]
 
 
 @dataclass
@@ -62,6 +63,15 @@ class EnvSpec:
     (the leaves of :mod:`zoo.core.spaces`); ``action_space`` is the per-agent action space
     (Discrete, MultiDiscrete, MultiBinary or Box).
     ``frame_skip`` converts env steps to frames (frames = env steps x frame_skip).
+
+    **Agents with different spaces.** ``agent_spaces`` is None when every agent has
+    ``observation_space`` and ``action_space`` (every env Zoo's actor drives today). An env
+    whose agents differ (``mpe2``'s ``simple_adversary_v3``: the adversary sees 8 numbers,
+    the good agents 10) gives ``agent_spaces = {agent: (observation_space, action_space)}``
+    for every agent; ``observation_space``/``action_space`` are then ``agents[0]``'s, and
+    :attr:`mixed` is True. Such a spec is only trained through named policies, one per
+    set of agents with one space (:meth:`subset` gives the spec a policy's algorithm is
+    built from; docs/policies.md). :meth:`space_groups` orders the distinct spaces.
     """
 
     env_id: str
@@ -71,10 +81,113 @@ class EnvSpec:
     frame_skip: int = 1
     reports_episodes: bool = False  # True: info["episode"] marks the only episode ends to log
     resolved: dict[str, Any] = field(default_factory=dict)  # written to the run's config
+    agent_spaces: dict[str, tuple[dict[str, Any], Any]] | None = None  # per agent, when they differ
 
     @property
     def num_agents(self) -> int:
         return len(self.agents)
+
+    @property
+    def mixed(self) -> bool:
+        """True when some agents' observation or action spaces differ (see the class docstring)."""
+        return len(self.space_groups()) > 1
+
+    def observation_space_of(self, agent: str) -> dict[str, Any]:
+        """Agent ``agent``'s observation leaves ``{key: Box}``.
+
+        Raises:
+            KeyError: ``agent`` is not one of :attr:`agents`.
+        """
+        self._check_agent(agent)
+        return self.agent_spaces[agent][0] if self.agent_spaces is not None else self.observation_space
+
+    def action_space_of(self, agent: str) -> Any:
+        """Agent ``agent``'s action space.
+
+        Raises:
+            KeyError: ``agent`` is not one of :attr:`agents`.
+        """
+        self._check_agent(agent)
+        return self.agent_spaces[agent][1] if self.agent_spaces is not None else self.action_space
+
+    def _check_agent(self, agent: str) -> None:
+        if agent not in self.agents:
+            raise KeyError(f"env {self.env_id!r} has no agent {agent!r} (agents: {', '.join(self.agents)})")
+
+    def space_groups(self) -> list[tuple[str, ...]]:
+        """The agents grouped by equal observation and action spaces, each group in
+        :attr:`agents` order, groups in the order of their first agent. One group (every
+        agent) unless :attr:`mixed`: ``simple_adversary_v3`` gives
+        ``[("adversary_0",), ("agent_0", "agent_1")]``."""
+        if self.agent_spaces is None:
+            return [tuple(self.agents)]
+        groups: list[list[str]] = []
+        for agent in self.agents:
+            for group in groups:
+                if same_spaces(self.agent_spaces[group[0]], self.agent_spaces[agent]):
+                    group.append(agent)
+                    break
+            else:
+                groups.append([agent])
+        return [tuple(g) for g in groups]
+
+    def subset(self, agents: Any) -> EnvSpec:
+        """The spec of some of the agents, as one policy sees them: ``agents`` in this spec's
+        order, their one shared observation and action space, ``agent_spaces`` None; the
+        other fields as here. It is what the algorithm of a policy whose agents these are
+        is built from (``build_policy(config, spec.subset(agents))``).
+
+        Raises:
+            ValueError: no agent given, an agent this env does not have, or two of them with
+                different spaces (naming both and what differs).
+        """
+        wanted = set(agents)
+        unknown = sorted(wanted - set(self.agents))
+        if unknown:
+            raise ValueError(f"env {self.env_id!r} has no agent(s) {', '.join(map(repr, unknown))} "
+                             f"(agents: {', '.join(self.agents)})")
+        chosen = tuple(a for a in self.agents if a in wanted)
+        if not chosen:
+            raise ValueError(f"a subset of env {self.env_id!r}'s agents needs at least one agent")
+        first = chosen[0]
+        spaces0 = (self.observation_space_of(first), self.action_space_of(first))
+        for a in chosen[1:]:
+            other = (self.observation_space_of(a), self.action_space_of(a))
+            if not same_spaces(spaces0, other):
+                raise ValueError(f"agents {first!r} and {a!r} of env {self.env_id!r} have different spaces: "
+                                 + describe_difference(first, spaces0, a, other))
+        return dataclasses.replace(self, agents=chosen, observation_space=dict(spaces0[0]), action_space=spaces0[1],
+                                   agent_spaces=None)
+
+
+def same_spaces(a: tuple[dict[str, Any], Any], b: tuple[dict[str, Any], Any]) -> bool:
+    """Whether two ``(observation leaves, action space)`` pairs are equal (keys, shapes,
+    dtypes, bounds; gymnasium's space equality)."""
+    return a[0].keys() == b[0].keys() and all(a[0][k] == b[0][k] for k in a[0]) and a[1] == b[1]
+
+
+def describe_difference(name_a: str, a: tuple[dict[str, Any], Any], name_b: str, b: tuple[dict[str, Any], Any]) -> str:
+    """What differs between two agents' ``(observation leaves, action space)`` in words:
+    ``"observation 'obs' Box(8,) vs Box(10,)"`` (first difference of each kind)."""
+    parts = []
+    keys_a, keys_b = list(a[0]), list(b[0])
+    if keys_a != keys_b:
+        parts.append(f"observation keys {keys_a} ({name_a}) vs {keys_b} ({name_b})")
+    else:
+        for k in keys_a:
+            if a[0][k] != b[0][k]:
+                parts.append(f"observation {k!r} {_space_str(a[0][k])} ({name_a}) vs {_space_str(b[0][k])} ({name_b})")
+                break
+    if a[1] != b[1]:
+        parts.append(f"action space {a[1]} ({name_a}) vs {b[1]} ({name_b})")
+    return "; ".join(parts) or "their spaces differ"
+
+
+def _space_str(space: Any) -> str:
+    shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(space).__name__}{tuple(shape)} {np.dtype(dtype).name}"
+    return str(space)
 
 
 class Env(Protocol):
@@ -227,6 +340,45 @@ class GymnasiumEnv:
         self.env.close()
 
 
+class _AgentLayout:
+    """How one space group's agents' observations are flattened (a :class:`PettingZooEnv` part)."""
+
+    def __init__(self, env: Any, agents: tuple[str, ...], reset_infos: Callable[[], dict[str, Any]]) -> None:
+        from gymnasium import spaces
+
+        first = agents[0]
+        self.agents = agents
+        self.action_space = env.action_space(first)
+        check_action_space(self.action_space, f"action space of agent {first!r}")
+        self.flat = ObsFlattener(env.observation_space(first), root=f"observation space of agent {first!r}")
+        self.obs_space = dict(self.flat.spaces)
+        self.mask_n = mask_size(self.action_space)
+        self.info_mask = False
+        if self.mask_n and ACTION_MASK_KEY not in self.obs_space:
+            infos = reset_infos()
+            self.info_mask = any(isinstance(infos.get(a), dict) and ENV_MASK_KEY in infos[a] for a in agents)
+            if self.info_mask:
+                self.obs_space[ACTION_MASK_KEY] = spaces.Box(0, 1, (self.mask_n,), np.bool_)
+        self.zero = self.flat.zeros()
+        if self.info_mask:
+            self.zero[ACTION_MASK_KEY] = np.ones(self.mask_n, bool)
+
+    def rows(self, per_agent: dict[str, Any], infos: dict[str, Any]) -> list[dict[str, np.ndarray]]:
+        rows = []
+        for a in self.agents:
+            o = per_agent.get(a)
+            if o is None:
+                rows.append(self.zero)
+                continue
+            row = self.flat(o)
+            if self.info_mask:
+                m = (infos.get(a) or {}).get(ENV_MASK_KEY)
+                row[ACTION_MASK_KEY] = (np.ones(self.mask_n, bool) if m is None
+                                        else as_mask(m, self.mask_n, f"infos[{a!r}]['action_mask']"))
+            rows.append(row)
+        return rows
+
+
 class PettingZooEnv:
     """Adapts a PettingZoo ``ParallelEnv`` to Zoo's interface (``A = len(possible_agents)``).
 
@@ -243,67 +395,84 @@ class PettingZooEnv:
     observation also holds it, flattened, under ``"zoo:global_state"`` (never ``"state"``:
     that name belongs to the env's own observation entries).
 
+    **Agents with different spaces** (``mixed_spaces=True``; ``mpe2``'s
+    ``simple_adversary_v3``): the spec lists every agent's spaces (``spec.agent_spaces``,
+    ``spec.mixed``) and the agents fall into ``G = len(spec.space_groups())`` groups of
+    equal spaces. Rewards, flags and ``info["active"]`` keep their ``[A]`` layout; the
+    observations become a list of ``G`` dicts, group ``g``'s arrays ``[A_g, ...]`` (its
+    agents in ``spec.agents`` order), and ``step`` takes a list of ``G`` action arrays
+    ``[A_g, ...]``. With one group (every env whose agents share their spaces) the layout
+    is exactly the ``mixed_spaces=False`` one: a dict of ``[A, ...]`` arrays and one action
+    array. Zoo's actor drives ``mixed_spaces=False`` envs only; the mixed layout is what
+    named policies route by (docs/policies.md).
+
     Raises:
-        TypeError: agents have observation or action spaces of different structure (one
-            shared policy needs one layout; pad them in the env).
+        TypeError: agents have observation or action spaces of different structure and
+            ``mixed_spaces`` is False (one shared policy needs one layout; pad them in the
+            env, or give them policies of their own: docs/policies.md).
         zoo.core.spaces.UnsupportedSpaceError: a space Zoo cannot train on, naming its path.
     """
 
-    def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None) -> None:
-        from gymnasium import spaces
-
+    def __init__(self, env: Any, env_id: str, frame_skip: int = 1, resolved: dict | None = None,
+                 mixed_spaces: bool = False) -> None:
         self.env = env
         self.agents = tuple(env.possible_agents)
         first = self.agents[0]
-        space = env.observation_space(first)
-        for a in self.agents[1:]:
-            if env.observation_space(a) != space or env.action_space(a) != env.action_space(first):
-                raise TypeError(f"env {env_id!r}: agents {first!r} and {a!r} have different spaces; "
-                                "Zoo's shared-policy layout needs one per-agent observation and action space")
-        action_space = env.action_space(first)
-        check_action_space(action_space, f"action space of agent {first!r}")
-        self.flat = ObsFlattener(space, root=f"observation space of agent {first!r}")
-        obs_space = dict(self.flat.spaces)
-        self.mask_n = mask_size(action_space)
-        self.info_mask = False
-        if self.mask_n and ACTION_MASK_KEY not in obs_space:
-            _, infos = env.reset()
-            self.info_mask = any(isinstance(i, dict) and ENV_MASK_KEY in i for i in (infos or {}).values())
-            if self.info_mask:
-                obs_space[ACTION_MASK_KEY] = spaces.Box(0, 1, (self.mask_n,), np.bool_)
+        groups: list[list[str]] = []
+        for a in self.agents:
+            for g in groups:
+                if env.observation_space(a) == env.observation_space(g[0]) and env.action_space(a) == env.action_space(
+                        g[0]):
+                    g.append(a)
+                    break
+            else:
+                if groups and not mixed_spaces:
+                    raise TypeError(f"env {env_id!r}: agents {first!r} and {a!r} have different spaces; "
+                                    "Zoo's shared-policy layout needs one per-agent observation and action space")
+                groups.append([a])
+        reset: list[dict[str, Any]] = []
+
+        def reset_infos() -> dict[str, Any]:  # one reset() at most, only when a layout looks for a mask in infos
+            if not reset:
+                reset.append(env.reset()[1] or {})
+            return reset[0]
+
+        self.layouts = [_AgentLayout(env, tuple(g), reset_infos) for g in groups]
         self.state_flat = None
         try:
             state_space = getattr(env, "state_space", None)
         except Exception:  # noqa: BLE001 - an env without a global state
             state_space = None
+        state_spaces: dict[str, Any] = {}
         if state_space is not None and callable(getattr(env, "state", None)):
             self.state_flat = ObsFlattener(state_space, root="state space", name_prefix=GLOBAL_STATE_KEY,
                                            extract_mask=False)
-            obs_space.update(self.state_flat.spaces)
-        self.spec = EnvSpec(env_id, self.agents, obs_space, action_space, frame_skip, False, resolved or {})
-        self._zero = self.flat.zeros()
-        if self.info_mask:
-            self._zero[ACTION_MASK_KEY] = np.ones(self.mask_n, bool)
+            state_spaces = dict(self.state_flat.spaces)
+        for layout in self.layouts:
+            layout.obs_space.update(state_spaces)
+        lead = self.layouts[0]
+        # kept for code that reads them (one layout: the only one)
+        self.flat, self.mask_n, self.info_mask, self._zero = lead.flat, lead.mask_n, lead.info_mask, lead.zero
+        agent_spaces = None
+        if len(self.layouts) > 1:
+            agent_spaces = {a: (layout.obs_space, layout.action_space) for layout in self.layouts
+                            for a in layout.agents}
+        self.spec = EnvSpec(env_id, self.agents, lead.obs_space, lead.action_space, frame_skip, False,
+                            resolved or {}, agent_spaces)
+        # the group of each agent and its row in it (the order of spec.space_groups())
+        self._where = {a: (g, i) for g, layout in enumerate(self.layouts) for i, a in enumerate(layout.agents)}
 
-    def _stack(self, per_agent: dict[str, Any], infos: dict[str, Any]) -> dict[str, np.ndarray]:
-        rows = []
-        for a in self.agents:
-            o = per_agent.get(a)
-            if o is None:
-                rows.append(self._zero)
-                continue
-            row = self.flat(o)
-            if self.info_mask:
-                m = (infos.get(a) or {}).get(ENV_MASK_KEY)
-                row[ACTION_MASK_KEY] = (np.ones(self.mask_n, bool) if m is None
-                                        else as_mask(m, self.mask_n, f"infos[{a!r}]['action_mask']"))
-            rows.append(row)
-        out = _stack_rows(rows)
-        if self.state_flat is not None:
-            A = len(self.agents)
-            for k, v in self.state_flat(self.env.state()).items():
-                out[k] = np.broadcast_to(v, (A, *v.shape)).copy()
-        return out
+    def _stack(self, per_agent: dict[str, Any], infos: dict[str, Any]) -> Any:
+        state = None if self.state_flat is None else self.state_flat(self.env.state())
+        out = []
+        for layout in self.layouts:
+            stacked = _stack_rows(layout.rows(per_agent, infos))
+            if state is not None:
+                n = len(layout.agents)
+                for k, v in state.items():
+                    stacked[k] = np.broadcast_to(v, (n, *v.shape)).copy()
+            out.append(stacked)
+        return out[0] if len(out) == 1 else out
 
     def _info(self, infos: dict[str, Any]) -> dict[str, Any]:
         live = set(self.env.agents)
@@ -318,12 +487,23 @@ class PettingZooEnv:
         infos = infos or {}
         return self._stack(obs, infos), self._info(infos)
 
-    def step(self, action: np.ndarray):
+    def step(self, action: Any):
+        """Step with ``action``: ``[A, ...]``, or with mixed spaces a list of one ``[A_g, ...]``
+        array per space group (class docstring).
+
+        Raises:
+            ValueError: with mixed spaces, not one action array per space group.
+        """
+        per_group = [action] if len(self.layouts) == 1 else list(action)
+        if len(per_group) != len(self.layouts):
+            raise ValueError(f"env {self.spec.env_id!r}: actions for {len(per_group)} space group(s); its agents "
+                             f"fall into {len(self.layouts)} (spec.space_groups())")
         live = list(self.env.agents)
         acts = {}
-        for i, a in enumerate(self.agents):
+        for a in self.agents:
             if a in live:
-                act = action[i]
+                g, i = self._where[a]
+                act = np.asarray(per_group[g])[i]
                 acts[a] = act.item() if act.ndim == 0 else act
         obs, rew, term, trunc, infos = self.env.step(acts)
         infos = infos or {}
