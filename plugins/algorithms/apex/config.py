@@ -1,0 +1,73 @@
+"""Ape-X DQN's hyperparameters, in a module without torch (``zoo train`` checks ``--set algo.*``
+keys against :class:`ApeXConfig` before torch is imported). :mod:`zoo.plugins.algorithms.apex.apex`
+re-exports it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zoo.core.options import bounded, check_bounds
+
+
+@dataclass
+class ApeXConfig:
+    """Ape-X DQN hyperparameters (every field settable with ``--set algo.FIELD=VALUE``).
+
+    Defaults are the Atari settings of Horgan et al., "Distributed Prioritized Experience
+    Replay" (ICLR 2018, arXiv 1803.00933), scaled to one machine; :meth:`ApeX.presets` tunes
+    them per environment. Units: ``capacity``, ``learning_starts`` are transitions (agent
+    steps); ``target_period`` is gradient steps.
+    """
+
+    lr: float = field(default=6.25e-5, metadata=bounded(gt=0))
+    """Adam learning rate (Ape-X: 0.00025 / 4)."""
+    adam_eps: float = field(default=1.5e-4, metadata=bounded(gt=0))
+    """Adam epsilon (Ape-X / Rainbow: 1.5e-4)."""
+    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
+    """Discount factor."""
+    n_step: int = field(default=3, metadata=bounded(ge=1))
+    """Steps of the n-step return (cut at episode ends and at the end of a sample, docs/replay.md)."""
+    batch_size: int = field(default=512, metadata=bounded(ge=1))
+    """Transitions per gradient step (Ape-X: 512)."""
+    samples_per_insert: float = field(default=8.0, metadata=bounded(gt=0))
+    """Rate limiter: replayed transitions per inserted transition; each update takes
+    ``floor(credit / batch_size)`` gradient steps, the remainder carried to the next update."""
+    capacity: int = field(default=100_000, metadata=bounded(ge=1))
+    """Replay capacity in transitions (observation rows: ``capacity x (T+1)/T`` + the final
+    observations of truncated steps; docs/replay.md states the bytes)."""
+    learning_starts: int = field(default=20_000, metadata=bounded(ge=0))
+    """Transitions in the replay before the first gradient step (also the rate limiter's start)."""
+    target_period: int = field(default=2_500, metadata=bounded(ge=1))
+    """Gradient steps between copies of the online network into the target network."""
+    priority_alpha: float = field(default=0.6, metadata=bounded(ge=0, hint="0 = uniform sampling"))
+    """Priority exponent alpha (P(i) ~ p_i^alpha; arXiv 1511.05952); 0 samples uniformly."""
+    priority_beta: float = field(default=0.4, metadata=bounded(ge=0, le=1))
+    """Importance-sampling exponent beta at the start of the run, annealed linearly to 1 over the run."""
+    priority_eps: float = field(default=1e-6, metadata=bounded(gt=0))
+    """Added to |TD| before the exponent, so no stored transition has priority 0."""
+    initial_priority: str = "td"
+    """Priority of new transitions: ``td`` (|TD| under the current networks at insertion, Ape-X's
+    choice computed in the trainer) or ``max`` (the largest priority so far, Schaul et al.)."""
+    max_grad_norm: float = field(default=40.0, metadata=bounded(ge=0, hint="0 = no clipping"))
+    """Global L2 gradient-norm clipping threshold (Ape-X: 40)."""
+    huber_delta: float = field(default=1.0, metadata=bounded(gt=0))
+    """Huber loss threshold on the TD error."""
+    double_q: bool = True
+    """Double Q-learning: the online network picks the bootstrap action, the target network values it."""
+    dueling: bool = True
+    """Dueling head: Q = V + A - mean(A) (Wang et al. 2016)."""
+    hidden: int = field(default=128, metadata=bounded(ge=1))
+    """Hidden units per layer of the MLP torso (vector observations; two ReLU layers)."""
+    epsilon_base: float = field(default=0.4, metadata=bounded(ge=0, le=1))
+    """Ape-X per-env exploration: eps_i = epsilon_base ** (1 + epsilon_alpha * i / (N - 1)), i the global env index."""
+    epsilon_alpha: float = field(default=7.0, metadata=bounded(ge=0))
+    """Exponent spread of the per-env epsilons (Ape-X: 7)."""
+    eval_epsilon: float = field(default=0.0, metadata=bounded(ge=0, le=1))
+    """Epsilon when act() gets no env index (zoo eval, watch) and ``deterministic`` is false."""
+    device: str = "cpu"
+    """Torch device the trainer's copy of the network lives on."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, "algo.")
+        if self.initial_priority not in ("td", "max"):
+            raise ValueError(f"algo.initial_priority={self.initial_priority!r} is not one of 'td', 'max'; "
+                             "set --set algo.initial_priority=td or max")
