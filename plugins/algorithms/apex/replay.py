@@ -273,4 +273,4 @@ class Replay:
         self.n_valid = int(state["n_valid"])
         self.obs_written, self.trans_written = int(state["obs_written"]), int(state["trans_written"])
         self.max_priority = float(state["max_priority"])
-        self.blocks = deque(tuple(int(x) for x in b) for b in state["blocks"])
+        self.blocks = deque((int(a), int(b), int(c), int(d)) for a, b, c, d in state["blocks"])
