@@ -138,7 +138,7 @@ def test_insert_stores_rows_once_and_bootstraps_like_gae():
     truncated = np.array([[0, 0, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0]], bool)
     terminated = np.array([[0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 0]], bool)
     final = np.array([[101, 2, 0, 0]], np.float32)
-    algo = ApeX(ApeXConfig(n_step=3, gamma=0.5, learning_starts=10**6, capacity=100), spec(), seed=0)
+    algo = ApeX(ApeXConfig(n_step=3, gamma=0.5, learning_starts=100, capacity=100), spec(), seed=0)
     algo.update(batch(T, B, 0, reward=np.ones((T, B)), terminated=terminated, truncated=truncated, obs=obs,
                       final=final))
     r = algo.replay
@@ -316,3 +316,36 @@ def test_obs_capacity_and_bytes_per_transition():
              np.zeros(10, np.float32), np.zeros(10, np.float32), np.ones(10))
     # 28,224 B per row; T = 32: 33/32 rows per transition; 8+8+8+4+4+1 B of fields + 2 tree nodes (16 x 16/10)
     assert r.nbytes_per_transition(33 / 32) == pytest.approx(28_224 * 33 / 32 + 33 + 2 * 8 * 16 / 10)
+
+
+def test_presets_refuse_the_env_before_anything_starts():
+    from zoo.core.options import ConfigError
+
+    with pytest.raises(ConfigError, match=r"env 'Toy-v0' has Box") as info:
+        ApeX.presets(spec(spaces.Box(-1, 1, (2,), np.float32)))
+    assert info.value.field == "env"
+    assert ApeX.presets(spec())["trainer.max_policy_lag"] == 1 << 30
+
+
+def test_config_refuses_learning_starts_above_capacity():
+    with pytest.raises(ValueError, match=r"algo.learning_starts=2,000 is more than algo.capacity=1,000"):
+        ApeXConfig(capacity=1000, learning_starts=2000)
+    with pytest.raises(ValueError, match="algo.initial_priority='mean'"):
+        ApeXConfig(initial_priority="mean")
+
+
+def test_replay_that_cannot_fit_in_memory_is_refused_with_the_arithmetic(monkeypatch):
+    from zoo.plugins.algorithms.apex import apex as apex_module
+
+    monkeypatch.setattr(apex_module, "available_memory", lambda: 2**30)
+    image = EnvSpec("ToyAtari-v0", ("agent_0",), {"obs": spaces.Box(0, 255, (4, 84, 84), np.uint8)},
+                    spaces.Discrete(6))
+    algo = ApeX(ApeXConfig(capacity=1_000_000, learning_starts=0), image, seed=0)
+    b = batch(2, 1, 0)
+    b["obs"] = {"obs": np.zeros((3, 1, 4, 84, 84), np.uint8)}
+    b["final_obs"] = {"obs": np.zeros((0, 4, 84, 84), np.uint8)}
+    # T = 2: 1,000,000 + 500,000 + 10,000 rows of 28,224 B, + 1,000,000 x 49 B
+    with pytest.raises(MemoryError, match=r"algo.capacity=1,000,000 transitions need 1,510,000 observation rows "
+                                          r"x 28,224 B \+ 1,000,000 x 49 B of fields = 39.74 GiB, more than the "
+                                          r"1.00 GiB available; lower --set algo.capacity"):
+        algo.update(b)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from dataclasses import asdict
 from typing import Any
 
@@ -210,7 +209,7 @@ class ApeX:
         per_tr = 8 + 8 + 8 + 4 + 4 + 1 + 16
         need = rows * row_bytes + c.capacity * per_tr
         avail = available_memory()
-        if avail is not None and need > avail and os.environ.get("ZOO_REPLAY_NO_MEMORY_CHECK") != "1":
+        if avail is not None and need > avail:
             raise MemoryError(
                 f"algo.capacity={c.capacity:,} transitions need {rows:,} observation rows x {row_bytes:,} B + "
                 f"{c.capacity:,} x {per_tr} B of fields = {need / 2**30:.2f} GiB, more than the "

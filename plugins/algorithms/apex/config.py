@@ -68,6 +68,10 @@ class ApeXConfig:
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")
+        if self.learning_starts > self.capacity:
+            raise ValueError(f"algo.learning_starts={self.learning_starts:,} is more than algo.capacity="
+                             f"{self.capacity:,}: the replay could never hold enough to start learning; "
+                             f"set --set algo.learning_starts={self.capacity} or less")
         if self.initial_priority not in ("td", "max"):
             raise ValueError(f"algo.initial_priority={self.initial_priority!r} is not one of 'td', 'max'; "
                              "set --set algo.initial_priority=td or max")

@@ -232,16 +232,18 @@ class Replay:
 
     # -- checkpoints -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Every array (the written part of each ring) and counter: an exact copy on load."""
+        """Every array (the written part of each ring) and counter: an exact copy on load. The
+        arrays are views of the replay's storage, as a torch ``state_dict`` holds the live
+        tensors: serialise it (a checkpoint does at once) before the replay changes again."""
         n_obs = min(self.obs_written, self.obs_capacity)
         n_tr = min(self.trans_written, self.capacity)
         return {
             "capacity": self.capacity, "obs_capacity": self.obs_capacity,
-            "obs": {k: v[:n_obs].copy() for k, v in self.obs.items()},
-            "s_ref": self.s_ref[:n_tr].copy(), "boot_ref": self.boot_ref[:n_tr].copy(),
-            "action": None if self.action is None else self.action[:n_tr].copy(),
-            "ret": self.ret[:n_tr].copy(), "disc": self.disc[:n_tr].copy(),
-            "valid": self.valid[:n_tr].copy(), "priority": self.tree.leaves(np.arange(n_tr)).copy(),
+            "obs": {k: v[:n_obs] for k, v in self.obs.items()},
+            "s_ref": self.s_ref[:n_tr], "boot_ref": self.boot_ref[:n_tr],
+            "action": None if self.action is None else self.action[:n_tr],
+            "ret": self.ret[:n_tr], "disc": self.disc[:n_tr],
+            "valid": self.valid[:n_tr], "priority": self.tree.leaves(np.arange(n_tr)),
             "n_valid": self.n_valid, "obs_written": self.obs_written, "trans_written": self.trans_written,
             "max_priority": self.max_priority, "blocks": list(self.blocks),
         }
