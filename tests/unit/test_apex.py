@@ -349,3 +349,19 @@ def test_replay_that_cannot_fit_in_memory_is_refused_with_the_arithmetic(monkeyp
                                           r"x 28,224 B \+ 1,000,000 x 49 B of fields = 39.74 GiB, more than the "
                                           r"1.00 GiB available; lower --set algo.capacity"):
         algo.update(b)
+
+
+def test_observation_ring_evicts_only_the_transitions_whose_rows_are_overwritten():
+    def block(first):  # 4 rows, 3 transitions: row i -> bootstrap row i + 1
+        return ({"obs": np.arange(first, first + 4, dtype=np.float32).reshape(4, 1)}, np.arange(3), np.arange(1, 4),
+                np.zeros(3, np.int64), np.zeros(3, np.float32), np.ones(3, np.float32), np.ones(3))
+
+    r = Replay(capacity=10, obs_capacity=7)
+    r.insert(*block(0))
+    r.insert(*block(10))  # rows 4..7: row 0 is overwritten (position 0), rows 1..3 stay
+    assert r.valid[:6].tolist() == [False, True, True, True, True, True] and len(r) == 5
+    assert sorted(r.sample(5, 0.0, np.random.default_rng(0))["obs"]["obs"][:, 0].tolist()) == [1, 2, 10, 11, 12]
+    assert len(r.blocks) == 2  # the first block still holds live transitions
+    r.insert(*block(20))  # rows 8..11 -> rows 1..4 overwritten: the first block is gone, the second loses row 4 (10)
+    assert r.valid[:9].tolist() == [False, False, False, False, True, True, True, True, True] and len(r) == 5
+    assert [b[0] for b in r.blocks] == [4, 8]

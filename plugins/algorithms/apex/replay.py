@@ -103,8 +103,8 @@ class Replay:
       priorities; ``valid`` marks live entries.
 
     A transition is evicted when the transition ring wraps onto it, or when the observation
-    ring overwrites a row of the insert (block) it came from: then its priority becomes 0 and
-    it is never sampled again. Row and transition counts are absolute (``obs_written``,
+    ring overwrites its observation or bootstrap row: then its priority becomes 0 and it is
+    never sampled again. Row and transition counts are absolute (``obs_written``,
     ``trans_written``), positions are those modulo the capacities.
     """
 
@@ -158,14 +158,19 @@ class Replay:
             self._allocate(obs, action)
         elif set(obs) != set(self.obs):
             raise ValueError(f"replay: observation keys {sorted(obs)} differ from the stored {sorted(self.obs)}")
-        # evict blocks a row of which the new rows overwrite
+        # evict the transitions one of whose rows the new rows overwrite (oldest blocks first)
         lost_below = self.obs_written + rows - self.obs_capacity
         oldest_live = self.trans_written + m - self.capacity  # transitions below this are overwritten now
         while self.blocks and (self.blocks[0][0] < lost_below or self.blocks[0][3] <= oldest_live):
-            _, _, ts, te = self.blocks.popleft()
+            _, obs_end, ts, te = self.blocks[0]
             lo = max(ts, self.trans_written - self.capacity)
             if te > lo:
-                self._invalidate(np.arange(lo, te, dtype=np.int64) % self.capacity)
+                pos = np.arange(lo, te, dtype=np.int64) % self.capacity
+                lost = np.minimum(self.s_ref[pos], self.boot_ref[pos]) < lost_below
+                self._invalidate(pos[lost])
+            if obs_end > lost_below and te > oldest_live:
+                break  # part of this block stays; later blocks start after it
+            self.blocks.popleft()
         pos = (self.trans_written + np.arange(m, dtype=np.int64)) % self.capacity
         self._invalidate(pos)  # the ring wraps onto these
         rpos = (self.obs_written + np.arange(rows, dtype=np.int64)) % self.obs_capacity
