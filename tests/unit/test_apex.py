@@ -365,3 +365,17 @@ def test_observation_ring_evicts_only_the_transitions_whose_rows_are_overwritten
     r.insert(*block(20))  # rows 8..11 -> rows 1..4 overwritten: the first block is gone, the second loses row 4 (10)
     assert r.valid[:9].tolist() == [False, False, False, False, True, True, True, True, True] and len(r) == 5
     assert [b[0] for b in r.blocks] == [4, 8]
+
+
+def test_config_refuses_a_batch_larger_than_the_replay():
+    ApeXConfig(capacity=128, learning_starts=0).check_batch(128, "text")
+    with pytest.raises(ValueError, match=r"algo.capacity=100 is smaller than one trainer's batch of 128 transitions "
+                                         r"\(text\): one insert would not fit; set --set algo.capacity=128 or more"):
+        ApeXConfig(capacity=100, learning_starts=0).check_batch(128, "text")
+    # rows: at least two batches whose every step is truncated
+    assert obs_capacity_for(128, 16, columns=8) == 2 * 33 * 8
+    algo = ApeX(ApeXConfig(capacity=128, learning_starts=0), spec(), 0)
+    b = batch(16, 8, 0, truncated=np.ones((16, 8), bool), terminated=np.zeros((16, 8), bool))
+    algo.update(b)
+    algo.update(b)
+    assert len(algo.replay) == 128 and algo.replay.obs_capacity == 528

@@ -52,10 +52,13 @@ REPLAY_MAX_POLICY_LAG = 1 << 30
 """``trainer.max_policy_lag`` of the replay presets: no sample is ever too old for Q-learning."""
 
 
-def obs_capacity_for(capacity: int, sample_length: int) -> int:
+def obs_capacity_for(capacity: int, sample_length: int, columns: int = 0) -> int:
     """Observation rows for ``capacity`` transitions from samples of ``sample_length`` steps:
-    ``T + 1`` rows per ``T`` transitions, plus 1% for the final observations of truncated steps."""
-    return capacity + math.ceil(capacity / sample_length) + math.ceil(capacity / 100)
+    ``T + 1`` rows per ``T`` transitions, plus 1% for the final observations of truncated steps;
+    at least two batches of ``columns`` columns whose every step is truncated (``2 x (2T + 1) x
+    columns``), so any batch fits."""
+    rows = capacity + math.ceil(capacity / sample_length) + math.ceil(capacity / 100)
+    return max(rows, 2 * (2 * sample_length + 1) * columns)
 
 
 def available_memory() -> int | None:
@@ -202,9 +205,10 @@ class ApeX:
         return (np.abs(td).astype(np.float64) + c.priority_eps) ** c.priority_alpha
 
     def _make_replay(self, sample_length: int, obs: dict[str, np.ndarray]) -> Replay:
-        """The replay, sized for ``sample_length``; refused when it cannot fit in memory."""
+        """The replay, sized for ``sample_length`` and the batch's columns; refused when it cannot
+        fit in memory."""
         c = self.config
-        rows = obs_capacity_for(c.capacity, sample_length)
+        rows = obs_capacity_for(c.capacity, sample_length, next(iter(obs.values())).shape[1])
         row_bytes = sum(int(np.prod(v.shape[2:], dtype=np.int64)) * v.dtype.itemsize for v in obs.values())
         per_tr = 8 + 8 + 8 + 4 + 4 + 1 + 16
         need = rows * row_bytes + c.capacity * per_tr

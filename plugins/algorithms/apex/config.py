@@ -75,3 +75,15 @@ class ApeXConfig:
         if self.initial_priority not in ("td", "max"):
             raise ValueError(f"algo.initial_priority={self.initial_priority!r} is not one of 'td', 'max'; "
                              "set --set algo.initial_priority=td or max")
+
+    def check_batch(self, agent_steps: int, text: str) -> None:
+        """Called by config validation with one trainer's batch: one batch must fit in the replay.
+
+        Raises:
+            ValueError: ``capacity`` is smaller than the batch's ``agent_steps`` (an insert would
+                not fit).
+        """
+        if agent_steps > self.capacity:
+            raise ValueError(f"algo.capacity={self.capacity:,} is smaller than one trainer's batch of "
+                             f"{agent_steps:,} transitions ({text}): one insert would not fit; set --set "
+                             f"algo.capacity={agent_steps} or more, or lower trainer.batch_samples or sample_length")
