@@ -379,3 +379,33 @@ def test_config_refuses_a_batch_larger_than_the_replay():
     algo.update(b)
     algo.update(b)
     assert len(algo.replay) == 128 and algo.replay.obs_capacity == 528
+
+
+@pytest.mark.parametrize("algo,wants", [("dqn", True), ("ppo", False)])
+def test_the_policy_worker_passes_env_indices_to_policies_that_want_them(tmp_path, algo, wants):
+    from zoo.core.config import build_config
+    from zoo.core.plugins import PluginHost
+    from zoo.core.workers.base import WorkerContext
+    from zoo.core.workers.policy import Inference
+
+    host = PluginHost()
+    cfg = build_config(host.registry, algo, "CartPole-v1", seed=3, name="run", steps=10_000,
+                       overrides=[f"runs_dir={tmp_path}", "actors.count=3", "actors.envs_per_actor=4",
+                                  "actors.ring_size=2"])
+    ctx = WorkerContext("policy", 0, cfg, cfg.spec, "run-id", "unused")
+    ctx.registry = host.registry
+    net = Inference(ctx, 0)
+    seen = []
+    act = net.policy.act
+
+    def spy(obs, **kwargs):
+        seen.append({k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+        return act(obs, **kwargs)
+
+    net.policy.act = spy
+    obs = {"obs": np.zeros((2, 4), np.float32)}
+    out = net.act([(2, {"obs": obs, "slot": np.array([0, 1]), "on_reset": np.zeros(2, bool)},
+                    {"rows": 2, "group": 1, "request_id": 0})])
+    assert out[0]["action"].shape == (2,)
+    # actor 2 of 3 x 4 envs, ring group 1 of 2: envs 10, 11 of 12
+    assert seen == ([{"env_index": [10, 11], "num_envs": 12}] if wants else [{}])
