@@ -110,9 +110,10 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
         state = ckpt["algorithm"]
         # steps of 8: none at update 1 (empty replay; its credit carries), 48 at update 2, then 24 each
         assert state["replay"]["trans_written"] == 384 and state["gradient_steps"] == 48 + 4 * 24
-        # live: the last 64 + 35 of the block before (28 overwritten in the 100-transition ring, and the one
-        # at t=7, env 0, whose observation row the 108-row observation ring overwrote)
-        assert state["credit"] == 0.0 and state["replay"]["n_valid"] == 99
+        # full: the observation ring holds 264 rows (two batches of 4 columns x 33), so only the transition
+        # ring evicts
+        assert state["credit"] == 0.0 and state["replay"]["n_valid"] == 100
+        assert state["replay"]["obs_capacity"] == 264
 
 
 def test_a_crashed_run_resumes_from_its_last_checkpoint_without_duplicated_rows(tmp_path):
