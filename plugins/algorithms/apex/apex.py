@@ -121,7 +121,8 @@ class ApeX:
         update (256 transitions); replay of 100,000 transitions (2.9 GB of 4x84x84 uint8
         rows, docs/replay.md), learning after 20,000; batch 64, 8 replayed per inserted
         transition (DQN's 32 every 4 steps), lr 1e-4, Adam eps 1.5e-4, 3-step, target every
-        1,000 gradient steps, gradient norm 10.
+        1,000 gradient steps, gradient norm 10; a checkpoint every 1,000 updates (and every
+        ``trainer.checkpoint_interval_s``), as each one holds the replay (up to 2.9 GB).
         Vector observations (CartPole): 2 actors x 4 envs, T = 16, 8 columns per update (128
         transitions); replay of 50,000, learning after 1,000; batch 64, 16 replayed per
         inserted transition (32 gradient steps per update), lr 1e-3, 3-step, target every 500
@@ -140,7 +141,7 @@ class ApeX:
                 "lr": 1e-4, "adam_eps": 1.5e-4, "gamma": 0.99, "n_step": 3, "batch_size": 64,
                 "samples_per_insert": 8.0, "capacity": 100_000, "learning_starts": 20_000, "target_period": 1_000,
                 "max_grad_norm": 10.0}
-            return {"sample_length": 32, "actors.envs_per_actor": 8, **layout,
+            return {"sample_length": 32, "actors.envs_per_actor": 8, "trainer.checkpoint_interval": 1_000, **layout,
                     **{f"algo.{k}": v for k, v in algo.items()}}
         algo = {"lr": 1e-3, "adam_eps": 1e-8, "gamma": 0.99, "n_step": 3, "batch_size": 64,
                 "samples_per_insert": 16.0, "capacity": 50_000, "learning_starts": 1_000, "target_period": 500,
