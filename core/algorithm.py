@@ -23,6 +23,10 @@ An algorithm is a class registered through ``register_algorithms`` with:
   (:func:`zoo.core.config.batch_agent_steps`); raises ``ValueError`` with a one-line message
   naming the option and the fix when the algorithm cannot train on such a batch (PPO:
   ``algo.minibatches`` larger than the batch would leave minibatches empty);
+- optionally ``Config.check_experiment(cfg)``: called by config validation, before anything
+  starts, with the resolved experiment config (``cfg.spec`` set); raises ``ValueError`` with a
+  one-line message starting with the option (``algo.capacity=...``) when the experiment
+  cannot run (apex-dqn: a replay larger than the memory available, ``trainer.count`` > 1);
 - ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
 - ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch` (any number of
   gradient steps: a replay algorithm keeps the batches in its state and takes as many steps

@@ -409,3 +409,26 @@ def test_the_policy_worker_passes_env_indices_to_policies_that_want_them(tmp_pat
     assert out[0]["action"].shape == (2,)
     # actor 2 of 3 x 4 envs, ring group 1 of 2: envs 10, 11 of 12
     assert seen == ([{"env_index": [10, 11], "num_envs": 12}] if wants else [{}])
+
+
+def test_experiments_apex_cannot_run_are_refused_before_anything_starts(tmp_path, monkeypatch):
+    from zoo.core.config import ConfigError, build_config
+    from zoo.core.plugins import PluginHost
+    from zoo.plugins.algorithms.apex import config as apex_config
+
+    host = PluginHost()
+
+    def build(*overrides):
+        return build_config(host.registry, "dqn", "CartPole-v1", seed=3, name="run", steps=10_000,
+                            overrides=[f"runs_dir={tmp_path}", *overrides])
+
+    build()  # the presets pass
+    with pytest.raises(ConfigError, match=r"trainer.count=2: apex-dqn keeps its replay in one trainer") as info:
+        build("trainer.count=2")
+    assert info.value.field == "trainer.count"
+    monkeypatch.setattr(apex_config, "available_memory", lambda: 2**20)
+    # CartPole rows: 4 float32 = 16 B; 50,000 + 3,125 + 500 rows (T = 16)
+    with pytest.raises(ConfigError, match=r"algo.capacity=50,000 transitions need 53,625 observation rows x 16 B "
+                                          r"\+ 50,000 x 49 B of fields = 3.2 MiB, more than the 1.0 MiB available") as info:
+        build()
+    assert info.value.field == "algo.capacity"

@@ -40,7 +40,12 @@ from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.options import ConfigError
-from zoo.plugins.algorithms.apex.config import ApeXConfig  # torch-free, loaded first by zoo train
+from zoo.plugins.algorithms.apex import config as apex_config
+from zoo.plugins.algorithms.apex.config import (  # noqa: F401 (re-exported) torch-free, loaded first by zoo train
+    ApeXConfig,
+    available_memory,
+    obs_capacity_for,
+)
 from zoo.plugins.algorithms.apex.networks import QNetwork
 from zoo.plugins.algorithms.apex.nstep import nstep_targets
 from zoo.plugins.algorithms.apex.replay import Replay
@@ -50,27 +55,6 @@ from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated")
 REPLAY_MAX_POLICY_LAG = 1 << 30
 """``trainer.max_policy_lag`` of the replay presets: no sample is ever too old for Q-learning."""
-
-
-def obs_capacity_for(capacity: int, sample_length: int, columns: int = 0) -> int:
-    """Observation rows for ``capacity`` transitions from samples of ``sample_length`` steps:
-    ``T + 1`` rows per ``T`` transitions, plus 1% for the final observations of truncated steps;
-    at least two batches of ``columns`` columns whose every step is truncated (``2 x (2T + 1) x
-    columns``), so any batch fits."""
-    rows = capacity + math.ceil(capacity / sample_length) + math.ceil(capacity / 100)
-    return max(rows, 2 * (2 * sample_length + 1) * columns)
-
-
-def available_memory() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes, None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def _flat(x: np.ndarray) -> np.ndarray:
@@ -211,14 +195,9 @@ class ApeX:
         c = self.config
         rows = obs_capacity_for(c.capacity, sample_length, next(iter(obs.values())).shape[1])
         row_bytes = sum(int(np.prod(v.shape[2:], dtype=np.int64)) * v.dtype.itemsize for v in obs.values())
-        per_tr = 8 + 8 + 8 + 4 + 4 + 1 + 16
-        need = rows * row_bytes + c.capacity * per_tr
-        avail = available_memory()
-        if avail is not None and need > avail:
-            raise MemoryError(
-                f"algo.capacity={c.capacity:,} transitions need {rows:,} observation rows x {row_bytes:,} B + "
-                f"{c.capacity:,} x {per_tr} B of fields = {need / 2**30:.2f} GiB, more than the "
-                f"{avail / 2**30:.2f} GiB available; lower --set algo.capacity")
+        problem = apex_config.replay_memory_problem(c.capacity, rows, row_bytes, available_memory())
+        if problem:
+            raise MemoryError(problem)
         return Replay(c.capacity, rows)
 
     # -- the update ------------------------------------------------------------------
