@@ -136,8 +136,9 @@ class ApeXConfig:
 
         Raises:
             ValueError: ``trainer.count`` > 1 (each data-parallel rank would take a different
-                number of gradient steps), or the replay cannot fit in the memory available
-                here (:func:`replay_memory_problem`; the trainer checks again where it runs).
+                number of gradient steps), or, with the ``local`` launcher (the trainer runs on
+                this machine), the replay cannot fit in the memory available here
+                (:func:`replay_memory_problem`; the trainer checks again where it runs).
         """
         import numpy as np
 
@@ -146,6 +147,8 @@ class ApeXConfig:
         if cfg.trainer.count > 1:
             raise ValueError(f"trainer.count={cfg.trainer.count}: apex-dqn keeps its replay in one trainer and "
                              "does not support data-parallel trainers yet; set --set trainer.count=1")
+        if getattr(cfg, "launcher", "local") != "local":
+            return  # the trainer may run on another machine: it checks there
         steps, _ = batch_agent_steps(cfg, cfg.spec)
         rows = obs_capacity_for(self.capacity, cfg.sample_length, steps // cfg.sample_length)
         row_bytes = sum(int(np.prod(space.shape, dtype=np.int64)) * np.dtype(space.dtype).itemsize
