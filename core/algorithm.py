@@ -8,7 +8,12 @@ An algorithm is a class registered through ``register_algorithms`` with:
   and returns ``dict[str, Tensor]`` with ``"action"`` ``[N, *action_shape]`` and any
   extras the algorithm needs back in its samples (for PPO ``"logp"``, float32 ``[N]``; its
   ``"value"`` extra travels too but the update recomputes every value with its current
-  network, see :meth:`zoo.plugins.algorithms.ppo.ppo.PPO.update`);
+  network, see :meth:`zoo.plugins.algorithms.ppo.ppo.PPO.update`).
+  A policy class may set ``wants_env_index = True``: the policy worker (and inline inference)
+  then calls ``act(obs, env_index=..., num_envs=...)`` with each row's global env index, int64
+  ``[N]`` in ``[0, num_envs)``, ``num_envs = actors.count x actors.envs_per_actor``
+  (:class:`zoo.core.workers.policy.EnvIndex`; Ape-X's per-env epsilon). Callers outside the
+  run (``zoo eval``, ``zoo watch``) do not pass them, so ``act`` must work without;
 - ``presets(spec) -> dict[str, Any]`` (classmethod): dotted experiment-config overrides
   suited to the environment (applied before the user's ``--set``); optionally
   ``explain_presets(spec) -> str`` (classmethod): what the presets chose and why, plain
@@ -18,8 +23,15 @@ An algorithm is a class registered through ``register_algorithms`` with:
   (:func:`zoo.core.config.batch_agent_steps`); raises ``ValueError`` with a one-line message
   naming the option and the fix when the algorithm cannot train on such a batch (PPO:
   ``algo.minibatches`` larger than the batch would leave minibatches empty);
+- optionally ``Config.check_experiment(cfg)``: called by config validation, before anything
+  starts, with the resolved experiment config (``cfg.spec`` set); raises ``ValueError`` with a
+  one-line message starting with the option (``algo.capacity=...``) when the experiment
+  cannot run (apex-dqn: a replay larger than the memory available, ``trainer.count`` > 1);
 - ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
-- ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch`. It is
+- ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch` (any number of
+  gradient steps: a replay algorithm keeps the batches in its state and takes as many steps
+  as its rate limiter grants, e.g. :mod:`zoo.plugins.algorithms.apex.apex`; its presets set
+  ``trainer.max_policy_lag`` high, as off-policy data is never too old). It is
   all-or-nothing: when a loss, a gradient or the resulting weights are not finite it takes
   no (further) optimiser step, puts back every piece of state it changed (weights,
   optimiser state, statistics, RNG, buffers) and raises :class:`NonFiniteUpdate`; the

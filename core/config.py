@@ -639,7 +639,9 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     non-zero; with ``check_budget`` and ``cfg.spec`` set, a budget of at least one update
     (:func:`steps_per_update`: a smaller one would end the run with 0 updates); with ``cfg.spec``
     set, an algorithm ``Config`` with ``check_batch`` accepts one trainer's batch
-    (:func:`batch_agent_steps`; PPO: ``algo.minibatches`` at most its agent steps); devices
+    (:func:`batch_agent_steps`; PPO: ``algo.minibatches`` at most its agent steps), and one
+    with ``check_experiment(cfg)`` accepts the whole experiment (apex-dqn: a replay that fits
+    in memory, one trainer); devices
     are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` and
     ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor);
     no option contradicting ``policy.inline`` (:func:`inline_problems`); with a launcher that
@@ -785,6 +787,14 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
         except ValueError as exc:
             text = str(exc)
             problems.append((text.split("=")[0] if re.match(r"algo\.\w+=", text) else "algo", text))
+    check_experiment = getattr(cfg.algo, "check_experiment", None)
+    if cfg.spec is not None and callable(check_experiment) and not any(
+            f.startswith(("algo.", "actors.", "trainer.", "sample_length")) for f, _ in problems):
+        try:
+            check_experiment(cfg)
+        except ValueError as exc:
+            text = str(exc)
+            problems.append((m.group(1) if (m := re.match(r"([\w.]+)=", text)) else "algo", text))
     for part in ("algo", "env"):
         sub = getattr(cfg, part)
         if not dataclasses.is_dataclass(sub) or isinstance(sub, type):

@@ -160,6 +160,8 @@ class Inference:
         self.states = RecurrentStates(state_shape) if state_shape else None
         self.autocast = inference_autocast(self.precision, self.device)
         self.version, self.attempt = -1, 0
+        # policies that act per env (Ape-X's per-env epsilon) get each row's global env index
+        self.env_index = EnvIndex.from_config(cfg, ctx.spec) if getattr(self.policy, "wants_env_index", False) else None
 
     def refresh(self, params, timeout: float) -> bool:
         """Load the newest value of the parameter subscriber ``params`` (waiting up to
@@ -179,7 +181,7 @@ class Inference:
         """One forward pass over every request of ``batch`` (:func:`infer`) under
         ``policy.precision``'s autocast; the outputs of each request, in order."""
         with self.autocast:
-            return infer(self.policy, batch, self.device, self.states)
+            return infer(self.policy, batch, self.device, self.states, self.env_index)
 
 
 def run(ctx: WorkerContext) -> None:
@@ -237,6 +239,30 @@ def run(ctx: WorkerContext) -> None:
         params.close()
 
 
+class EnvIndex:
+    """Each request row's global env index, for policies with ``wants_env_index = True``.
+
+    A row is agent-slot ``slot`` of ring group ``group`` of actor ``client_id`` (the inference
+    client id is the actor's index, policy worker and inline alike). Env ``e`` of actor ``i``
+    is global env ``i x actors.envs_per_actor + e``; the group's first env is ``group x
+    (envs_per_actor / ring_size)`` and slot ``s`` is its env ``s // agents``. Global indices
+    run over ``num_envs = actors.count x actors.envs_per_actor``.
+    """
+
+    def __init__(self, envs_per_actor: int, ring_size: int, agents: int, num_envs: int) -> None:
+        self.envs_per_actor, self.per_group = int(envs_per_actor), int(envs_per_actor) // int(ring_size)
+        self.agents, self.num_envs = int(agents), int(num_envs)
+
+    @classmethod
+    def from_config(cls, cfg, spec) -> EnvIndex:
+        a = cfg.actors
+        return cls(a.envs_per_actor, a.ring_size, spec.num_agents, a.count * a.envs_per_actor)
+
+    def of(self, client_id: int, group: int, slot: np.ndarray) -> np.ndarray:
+        """Global env indices of ``slot`` (int ``[rows]``), int64 ``[rows]``."""
+        return int(client_id) * self.envs_per_actor + int(group) * self.per_group + np.asarray(slot) // self.agents
+
+
 class RecurrentStates:
     """Each agent-slot's recurrent state, kept per (actor, ring group).
 
@@ -270,7 +296,8 @@ class RecurrentStates:
         self._rows(key, slots)[slots] = new_state
 
 
-def infer(policy, batch: list, device: str, states: RecurrentStates | None = None) -> list[dict[str, np.ndarray]]:
+def infer(policy, batch: list, device: str, states: RecurrentStates | None = None,
+          env_index: EnvIndex | None = None) -> list[dict[str, np.ndarray]]:
     """Run ``policy`` once on every request of ``batch``; the outputs of each request, in order.
 
     This is the one place where actions are sampled, for a policy worker and for an actor
@@ -284,6 +311,9 @@ def infer(policy, batch: list, device: str, states: RecurrentStates | None = Non
             and ``group`` (the ring group; 0 when absent).
         device: the torch device the observations go to (the network's).
         states: the recurrent states (for a policy with ``state_shape``), or None.
+        env_index: for a policy with ``wants_env_index``: ``act`` then also gets
+            ``env_index=`` int64 ``[rows]`` (each row's global env index, :class:`EnvIndex`)
+            and ``num_envs=`` (the run's env count). None: neither is passed.
 
     Returns:
         per request, ``{"action": [rows, ...], <extras>: [rows, ...]}`` as numpy arrays
@@ -300,11 +330,15 @@ def infer(policy, batch: list, device: str, states: RecurrentStates | None = Non
     if states is not None:
         state_in = np.concatenate([states.gather((c, m.get("group", 0)), b["slot"], b["on_reset"])
                                    for c, b, m in batch])
+    kwargs = {}
+    if env_index is not None:
+        rows = np.concatenate([env_index.of(c, m.get("group", 0), b["slot"]) for c, b, m in batch]).astype(np.int64)
+        kwargs = {"env_index": torch.as_tensor(rows, device=device), "num_envs": env_index.num_envs}
     with torch.no_grad():
         if state_in is None:
-            out = policy.act(tensors)
+            out = policy.act(tensors, **kwargs)
         else:
-            out = policy.act(tensors, state=torch.as_tensor(state_in, device=device))
+            out = policy.act(tensors, state=torch.as_tensor(state_in, device=device), **kwargs)
     # reduced-precision outputs (policy.precision) travel as float32: numpy has no bfloat16
     out = {k: (v.float() if v.dtype in (torch.bfloat16, torch.float16) else v).cpu().numpy() for k, v in out.items()}
     if state_in is not None:

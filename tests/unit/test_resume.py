@@ -18,6 +18,9 @@ CASES = {
     "impala": (1, ("sample_length=16", "trainer.batch_samples=4")),
     "mappo": (2, ("sample_length=16", "trainer.batch_samples=8", "algo.epochs=2", "algo.minibatches=2",
                   "algo.max_reuse=2")),
+    # the replay (40 transitions: it wraps), its priorities and the rate limiter's credit are in the checkpoint
+    "apex-dqn": (1, ("sample_length=16", "trainer.batch_samples=4", "algo.batch_size=8", "algo.samples_per_insert=3",
+                     "algo.capacity=100", "algo.learning_starts=40", "algo.target_period=5")),
 }
 T = 16
 ENVS = 2  # envs per sample: a sample has ENVS x agents columns; 2 samples make a batch
@@ -57,7 +60,7 @@ def compare_final(straight_dir, resumed_dir) -> None:
     assert rows(straight_dir) == rows(resumed_dir)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "impala", "mappo"])
+@pytest.mark.parametrize("algo", ["ppo", "impala", "mappo", "apex-dqn"])
 def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(tmp_path, algo):
     agents, overrides = CASES[algo]
     host = fake_host()
@@ -102,6 +105,15 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
     if algo == "mappo":  # max_reuse=2: the last batch is kept for one more update, in the checkpoint
         ckpt = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))
         assert [e["uses"] for e in ckpt["algorithm"]["buffer"]] == [1]
+    if algo == "apex-dqn":  # 6 updates of 64 transitions into a 100-transition replay, credit 3 x 64 each
+        ckpt = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))
+        state = ckpt["algorithm"]
+        # steps of 8: none at update 1 (empty replay; its credit carries), 48 at update 2, then 24 each
+        assert state["replay"]["trans_written"] == 384 and state["gradient_steps"] == 48 + 4 * 24
+        # full: the observation ring holds 264 rows (two batches of 4 columns x 33), so only the transition
+        # ring evicts
+        assert state["credit"] == 0.0 and state["replay"]["n_valid"] == 100
+        assert state["replay"]["obs_capacity"] == 264
 
 
 def test_a_crashed_run_resumes_from_its_last_checkpoint_without_duplicated_rows(tmp_path):

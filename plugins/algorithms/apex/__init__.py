@@ -1,0 +1,1 @@
+"""Ape-X DQN: prioritised replay inside the trainer (docs/replay.md)."""

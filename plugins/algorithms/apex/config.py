@@ -1,0 +1,158 @@
+"""Ape-X DQN's hyperparameters, in a module without torch (``zoo train`` checks ``--set algo.*``
+keys against :class:`ApeXConfig` before torch is imported). :mod:`zoo.plugins.algorithms.apex.apex`
+re-exports it."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from zoo.core.options import bounded, check_bounds
+
+FIELD_BYTES = 8 + 8 + 8 + 4 + 4 + 1 + 16
+"""Bytes per transition besides its observation rows: two int64 row numbers, an int64 action,
+float32 return and discount, a validity byte, two float64 sum-tree nodes."""
+
+
+def obs_capacity_for(capacity: int, sample_length: int, columns: int = 0) -> int:
+    """Observation rows for ``capacity`` transitions from samples of ``sample_length`` steps:
+    ``T + 1`` rows per ``T`` transitions, plus 1% for the final observations of truncated steps;
+    at least two batches of ``columns`` columns whose every step is truncated (``2 x (2T + 1) x
+    columns``), so any batch fits."""
+    rows = capacity + math.ceil(capacity / sample_length) + math.ceil(capacity / 100)
+    return max(rows, 2 * (2 * sample_length + 1) * columns)
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes, None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def replay_memory_problem(capacity: int, rows: int, row_bytes: int, avail: int | None) -> str | None:
+    """The refusal (with the arithmetic) when ``capacity`` transitions and ``rows`` observation
+    rows of ``row_bytes`` bytes need more than ``avail`` bytes; None when they fit or ``avail``
+    is unknown."""
+    need = rows * row_bytes + capacity * FIELD_BYTES
+    if avail is None or need <= avail:
+        return None
+    return (f"algo.capacity={capacity:,} transitions need {rows:,} observation rows x {row_bytes:,} B + "
+            f"{capacity:,} x {FIELD_BYTES} B of fields = {_size(need)}, more than the {_size(avail)} available; "
+            "lower --set algo.capacity")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+@dataclass
+class ApeXConfig:
+    """Ape-X DQN hyperparameters (every field settable with ``--set algo.FIELD=VALUE``).
+
+    Defaults are the Atari settings of Horgan et al., "Distributed Prioritized Experience
+    Replay" (ICLR 2018, arXiv 1803.00933), scaled to one machine; :meth:`ApeX.presets` tunes
+    them per environment. Units: ``capacity``, ``learning_starts`` are transitions (agent
+    steps); ``target_period`` is gradient steps.
+    """
+
+    lr: float = field(default=6.25e-5, metadata=bounded(gt=0))
+    """Adam learning rate (Ape-X: 0.00025 / 4)."""
+    adam_eps: float = field(default=1.5e-4, metadata=bounded(gt=0))
+    """Adam epsilon (Ape-X / Rainbow: 1.5e-4)."""
+    gamma: float = field(default=0.99, metadata=bounded(ge=0, le=1))
+    """Discount factor."""
+    n_step: int = field(default=3, metadata=bounded(ge=1))
+    """Steps of the n-step return (cut at episode ends and at the end of a sample, docs/replay.md)."""
+    batch_size: int = field(default=512, metadata=bounded(ge=1))
+    """Transitions per gradient step (Ape-X: 512)."""
+    samples_per_insert: float = field(default=8.0, metadata=bounded(gt=0))
+    """Rate limiter: replayed transitions per inserted transition; each update takes
+    ``floor(credit / batch_size)`` gradient steps, the remainder carried to the next update."""
+    capacity: int = field(default=100_000, metadata=bounded(ge=1))
+    """Replay capacity in transitions (observation rows: ``capacity x (T+1)/T`` + the final
+    observations of truncated steps; docs/replay.md states the bytes)."""
+    learning_starts: int = field(default=20_000, metadata=bounded(ge=0))
+    """Transitions in the replay before the first gradient step (also the rate limiter's start)."""
+    target_period: int = field(default=2_500, metadata=bounded(ge=1))
+    """Gradient steps between copies of the online network into the target network."""
+    priority_alpha: float = field(default=0.6, metadata=bounded(ge=0, hint="0 = uniform sampling"))
+    """Priority exponent alpha (P(i) ~ p_i^alpha; arXiv 1511.05952); 0 samples uniformly."""
+    priority_beta: float = field(default=0.4, metadata=bounded(ge=0, le=1))
+    """Importance-sampling exponent beta at the start of the run, annealed linearly to 1 over the run."""
+    priority_eps: float = field(default=1e-6, metadata=bounded(gt=0))
+    """Added to |TD| before the exponent, so no stored transition has priority 0."""
+    initial_priority: str = "td"
+    """Priority of new transitions: ``td`` (|TD| under the current networks at insertion, Ape-X's
+    choice computed in the trainer) or ``max`` (the largest priority so far, Schaul et al.)."""
+    max_grad_norm: float = field(default=40.0, metadata=bounded(ge=0, hint="0 = no clipping"))
+    """Global L2 gradient-norm clipping threshold (Ape-X: 40)."""
+    huber_delta: float = field(default=1.0, metadata=bounded(gt=0))
+    """Huber loss threshold on the TD error."""
+    double_q: bool = True
+    """Double Q-learning: the online network picks the bootstrap action, the target network values it."""
+    dueling: bool = True
+    """Dueling head: Q = V + A - mean(A) (Wang et al. 2016)."""
+    hidden: int = field(default=128, metadata=bounded(ge=1))
+    """Hidden units per layer of the MLP torso (vector observations; two ReLU layers)."""
+    epsilon_base: float = field(default=0.4, metadata=bounded(ge=0, le=1))
+    """Ape-X per-env exploration: eps_i = epsilon_base ** (1 + epsilon_alpha * i / (N - 1)), i the global env index."""
+    epsilon_alpha: float = field(default=7.0, metadata=bounded(ge=0))
+    """Exponent spread of the per-env epsilons (Ape-X: 7)."""
+    eval_epsilon: float = field(default=0.0, metadata=bounded(ge=0, le=1))
+    """Epsilon when act() gets no env index (zoo eval, watch) and ``deterministic`` is false."""
+    device: str = "cpu"
+    """Torch device the trainer's copy of the network lives on."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, "algo.")
+        if self.learning_starts > self.capacity:
+            raise ValueError(f"algo.learning_starts={self.learning_starts:,} is more than algo.capacity="
+                             f"{self.capacity:,}: the replay could never hold enough to start learning; "
+                             f"set --set algo.learning_starts={self.capacity} or less")
+        if self.initial_priority not in ("td", "max"):
+            raise ValueError(f"algo.initial_priority={self.initial_priority!r} is not one of 'td', 'max'; "
+                             "set --set algo.initial_priority=td or max")
+
+    def check_batch(self, agent_steps: int, text: str) -> None:
+        """Called by config validation with one trainer's batch: one batch must fit in the replay.
+
+        Raises:
+            ValueError: ``capacity`` is smaller than the batch's ``agent_steps`` (an insert would
+                not fit).
+        """
+        if agent_steps > self.capacity:
+            raise ValueError(f"algo.capacity={self.capacity:,} is smaller than one trainer's batch of "
+                             f"{agent_steps:,} transitions ({text}): one insert would not fit; set --set "
+                             f"algo.capacity={agent_steps} or more, or lower trainer.batch_samples or sample_length")
+
+    def check_experiment(self, cfg: Any) -> None:
+        """Called by config validation before anything starts (:mod:`zoo.core.algorithm`).
+
+        Raises:
+            ValueError: ``trainer.count`` > 1 (each data-parallel rank would take a different
+                number of gradient steps), or, with the ``local`` launcher (the trainer runs on
+                this machine), the replay cannot fit in the memory available here
+                (:func:`replay_memory_problem`; the trainer checks again where it runs).
+        """
+        import numpy as np
+
+        from zoo.core.config import batch_agent_steps
+
+        if cfg.trainer.count > 1:
+            raise ValueError(f"trainer.count={cfg.trainer.count}: apex-dqn keeps its replay in one trainer and "
+                             "does not support data-parallel trainers yet; set --set trainer.count=1")
+        if getattr(cfg, "launcher", "local") != "local":
+            return  # the trainer may run on another machine: it checks there
+        steps, _ = batch_agent_steps(cfg, cfg.spec)
+        rows = obs_capacity_for(self.capacity, cfg.sample_length, steps // cfg.sample_length)
+        row_bytes = sum(int(np.prod(space.shape, dtype=np.int64)) * np.dtype(space.dtype).itemsize
+                        for space in cfg.spec.observation_space.values())
+        problem = replay_memory_problem(self.capacity, rows, row_bytes, available_memory())
+        if problem:
+            raise ValueError(problem)
