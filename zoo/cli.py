@@ -54,7 +54,7 @@ __all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 _KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport", "launchers": "launcher",
-            "resolvers": "resolver"}
+            "resolvers": "resolver", "workers": "worker"}
 
 
 class ComponentKind(str, Enum):
@@ -63,6 +63,7 @@ class ComponentKind(str, Enum):
     transports = "transports"
     launchers = "launchers"
     resolvers = "resolvers"
+    workers = "workers"
 
 
 # ----------------------------------------------------------------------------- output helpers
@@ -112,7 +113,7 @@ def list_command(
     kind: ComponentKind | None = typer.Argument(None, metavar="KIND",
                                                 help="Show only this kind of component."),
 ) -> None:
-    """List registered algorithms, environments, transports, launchers and resolvers."""
+    """List registered algorithms, environments, transports, launchers, resolvers and worker kinds."""
     host = get_host()
     components = host.registry.all(_KIND_OF[kind.value] if kind else None)
     console = _console()
