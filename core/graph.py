@@ -196,12 +196,13 @@ class Graph:
         return {"counts": dict(self.counts), "assignment": assignment, "workers": workers, "kinds": kinds}
 
 
-def write_graph(cfg: Any, run_dir: str) -> str:
-    """Write :meth:`Graph.to_dict` of ``cfg`` to ``<run_dir>/graph.json`` atomically; returns the path."""
+def write_graph(cfg: Any, run_dir: str, kinds: Iterable[Any] | None = None) -> str:
+    """Write :meth:`Graph.to_dict` of ``cfg`` (``kinds``: default every registered kind) to
+    ``<run_dir>/graph.json`` atomically; returns the path."""
     path = os.path.join(run_dir, GRAPH_FILE)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(Graph.from_config(cfg).to_dict(), f, indent=2)
+        json.dump(Graph.from_config(cfg, kinds).to_dict(), f, indent=2)
         f.write("\n")
     os.replace(tmp, path)
     return path

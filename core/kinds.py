@@ -104,9 +104,13 @@ class WorkerKind:
         return self.options_class()(**given)
 
     def workers(self, cfg: Any) -> int:
-        """How many workers of this kind ``cfg`` asks for."""
+        """How many workers of this kind ``cfg`` asks for (0 while its ``workers.<name>`` options
+        are bad: :func:`worker_options` reports them, before anything starts)."""
         if self.count is None:
-            return int(self.option_values(cfg).count)
+            try:
+                return max(0, int(self.option_values(cfg).count))
+            except (TypeError, ValueError):
+                return 0
         return int(load_object(self.count)(cfg))
 
     def streams(self, graph: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
