@@ -169,8 +169,7 @@ class Graph:
         inference or sample count as senders to every listener (an upper bound). Transports size
         their rings by it (:func:`zoo.core.streams.transport_for`)."""
         actor = _builtin_names()[0]
-        others = sum(self.counts[k.name] for k in self.kinds if k.name != actor and k.plugin != "zoo.workers"
-                     and stream in k.streams(self)[1])
+        others = sum(self.counts[k.name] for k in self.kinds if k.name != actor and stream in k.streams(self)[1])
         if stream == "inference":
             return max((len(self.actors_of_policy(m)) for m in range(self.policies)), default=0) + others
         if stream == "sample":

@@ -62,9 +62,9 @@ def describe_actor(graph: Any, index: int) -> dict[str, Any]:
 
 _HERE = __name__
 BUILTIN: dict[str, dict[str, Any]] = {
-    TRAINER: dict(entry="zoo.core.workers.trainer:run", count=f"{_HERE}:trainer_count", listens=("sample",),
-                  connects=("parameter",), device="algo.device", restart="from-checkpoint", lead=True, order=0,
-                  describe=f"{_HERE}:describe_trainer",
+    TRAINER: dict(entry="zoo.core.workers.trainer:run", count=f"{_HERE}:trainer_count",
+                  listens=("sample", "parameter"), device="algo.device", restart="from-checkpoint", lead=True,
+                  order=0, describe=f"{_HERE}:describe_trainer",
                   summary="trainer: pulls samples, updates the policy, publishes parameters (trainer.count, one "
                           "torch.distributed group; rank 0 writes metrics and checkpoints)"),
     POLICY: dict(entry="zoo.core.workers.policy:run", count=f"{_HERE}:policy_count", listens=("inference",),

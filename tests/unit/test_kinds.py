@@ -195,3 +195,18 @@ def test_the_controller_starts_each_worker_with_its_kinds_entry():
     assert c.context("recorder", 0, 3).entry == "pkg.mod:run" and c.context("recorder", 0, 3).cfg is c.cfg
     assert c.context("actor", 1, 0).entry == "zoo.core.workers.actor:run"
     assert c.context("trainer", 0, 2).cfg.resume == 2  # from-checkpoint: continues from the last checkpoint
+
+
+def test_zoo_list_workers_shows_every_kind_with_its_plugin():
+    import subprocess
+
+    from zoo.core.testing import subprocess_env
+
+    proc = subprocess.run([sys.executable, "-m", "zoo", "list", "workers"], capture_output=True, text=True,
+                          timeout=300, env=subprocess_env(PARAM_STATS, COLUMNS="250", ZOO_STRICT_PLUGINS="1"))
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:5]]
+            for line in proc.stdout.splitlines() if line.startswith("│")}
+    assert rows == {"actor": ["worker", "zoo.workers", rows["actor"][2]], "policy": ["worker", "zoo.workers",
+                    rows["actor"][2]], "trainer": ["worker", "zoo.workers", rows["actor"][2]],
+                    "param-stats": ["worker", "param-stats", "0.1.0"]}
