@@ -257,6 +257,8 @@ def worker_options(kinds: Iterable[WorkerKind], cfg: Any) -> dict[str, dict[str,
             problems.append((path, f"{path} is a table of the kind's options: set {path}.<option>=value "
                              f"(e.g. {path}.count=1), got {given!r}"))
             continue
+        if not given:
+            continue  # an empty table (TOML [workers.x] without keys): nothing set
         if kind.count is not None and kind.options is None:
             first = next(iter(given), "count")
             doc = (getattr(load_object(kind.count), "__doc__", None) or "").strip().splitlines()

@@ -133,6 +133,16 @@ def list_command(
         _warn(console, f"plugin {p.name} ({p.distribution} {p.version}) failed to load: {p.error}")
 
 
+def _plugin_workers(cfg: Any, registry: Any) -> str:
+    """``"1 param-stats worker, "``: the workers of plugins' kinds the run asks for (``workers.<kind>``), or ``""``."""
+    from zoo.core.kinds import worker_kinds
+    from zoo.core.workers.kinds import PLUGIN
+
+    counts = [(k.name, k.workers(cfg)) for k in worker_kinds(registry) if k.plugin != PLUGIN] \
+        if registry.names("worker") else []
+    return "".join(f"{_plural(n, name + ' worker')}, " for name, n in counts if n)
+
+
 def _budget_text(component: Any) -> str:
     """An env's default budget for ``zoo list``: ``"10,000,000 frames"``; ``""`` for other kinds.
 
@@ -413,7 +423,7 @@ def train_command(
                       f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
                       f"{_plural(cfg.actors.count, 'actor')} x {_plural(cfg.actors.envs_per_actor, 'env')}, "
                       f"{policy_workers}, "
-                      f"{_plural(cfg.trainer.count, 'trainer')}, "
+                      f"{_plural(cfg.trainer.count, 'trainer')}, {_plugin_workers(cfg, host.registry)}"
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),
         soft_wrap=True, highlight=False)
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)

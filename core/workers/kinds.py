@@ -13,6 +13,8 @@ from typing import Any
 from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
 
 ACTOR, POLICY, TRAINER = "actor", "policy", "trainer"
+PLUGIN = "zoo.workers"
+"""The built-in plugin that registers them (:mod:`zoo.core.workers.plugin`)."""
 
 
 def _inline(cfg: Any) -> bool:
@@ -82,4 +84,4 @@ def builtin_kinds() -> list[Any]:
     building the plugin registry (tests, and a :class:`~zoo.core.graph.Graph` given counts)."""
     from zoo.core.kinds import WorkerKind, in_order
 
-    return in_order(WorkerKind(name=name, plugin="zoo.workers", **decl) for name, decl in BUILTIN.items())
+    return in_order(WorkerKind(name=name, plugin=PLUGIN, **decl) for name, decl in BUILTIN.items())

@@ -27,6 +27,7 @@ def test_a_plugins_worker_kind_records_every_policy_version_it_sees(tmp_path):
                  "--set", f"runs_dir={tmp_path}", "--set", "workers.param-stats.count=1",
                  env=mark_env(mark, PARAM_STATS, ZOO_STRICT_PLUGINS="1"), timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "1 policy worker, 1 trainer, 1 param-stats worker, run dir" in result.stdout
     run = tmp_path / "kinds"
     graph = json.loads((run / "graph.json").read_text())
     assert graph["counts"] == {"trainer": 1, "policy": 1, "actor": 2, "param-stats": 1}
