@@ -210,3 +210,35 @@ def test_zoo_list_workers_shows_every_kind_with_its_plugin():
     assert rows == {"actor": ["worker", "zoo.workers", rows["actor"][2]], "policy": ["worker", "zoo.workers",
                     rows["actor"][2]], "trainer": ["worker", "zoo.workers", rows["actor"][2]],
                     "param-stats": ["worker", "param-stats", "0.1.0"]}
+
+
+def _saved_run(registry, tmp_path, overrides):
+    import os
+
+    from zoo.core.checkpoint import FORMAT, latest_path, write_checkpoint
+    from zoo.core.config import build_config, save_config
+
+    cfg = build_config(registry, "ppo", "CartPole-v1", name="r", steps=1000, overrides=[f"runs_dir={tmp_path}",
+                                                                                        *overrides])
+    path = tmp_path / "r"
+    save_config(cfg, path)
+    os.makedirs(path / "checkpoints")
+    write_checkpoint(latest_path(str(path)), {"format": FORMAT, "algorithm": {}, "policy_version": 4, "updates": 4,
+                                              "env_steps": 1024, "frames": 1024, "episodes": 140, "resumes": 0})
+    return path
+
+
+def test_a_run_resumes_with_its_kinds_options_and_one_made_before_kinds_resumes_too(param_stats, tmp_path):
+    from zoo.core.resume import resume_config
+
+    path = _saved_run(param_stats, tmp_path, ["workers.param-stats.count=1", "workers.param-stats.file=norms"])
+    assert json.loads((path / "config.json").read_text())["workers"] == {"param-stats": {"count": 1, "file": "norms"}}
+    cfg, _ = resume_config(param_stats, str(path), steps=3000)
+    assert cfg.workers == {"param-stats": {"count": 1, "file": "norms"}}
+    assert Graph.from_config(cfg, worker_kinds(param_stats)).counts["param-stats"] == 1
+    # a config.json written before worker kinds existed has no "workers": the run resumes without any
+    saved = json.loads((path / "config.json").read_text())
+    del saved["workers"]
+    (path / "config.json").write_text(json.dumps(saved))
+    cfg, _ = resume_config(param_stats, str(path), steps=3000)
+    assert cfg.workers == {} and Graph.from_config(cfg, worker_kinds(param_stats)).counts["param-stats"] == 0
