@@ -42,6 +42,7 @@ else:  # Python 3.10: the same parser, published as tomli before it joined the s
     import tomli as tomllib
 
 from zoo.core.env import EnvSpec
+from zoo.core.kinds import worker_kinds, worker_options
 from zoo.core.options import (  # noqa: F401  (re-exported)
     NOT_OPTION,
     ConfigError,
@@ -288,6 +289,11 @@ class ExperimentConfig:
     resolver: ResolverConfig = field(default_factory=ResolverConfig)
     log: LogConfig = field(default_factory=LogConfig)
     supervision: SupervisionConfig = field(default_factory=SupervisionConfig)
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Options of plugins' worker kinds by kind and name, e.g. ``--set workers.param-stats.count=1``
+    or a TOML table ``[workers.param-stats]`` (``zoo list workers`` lists the kinds; docs/graph.md);
+    checked against each kind's options when the config is built. Actors, policy workers and
+    trainers keep their own sections (``actors``, ``policy``, ``trainer``)."""
     launcher: str = "local"
     """Registered launcher that starts the worker processes (``zoo train --launcher NAME``,
     see `zoo list launchers`); ``local``: spawned processes on this host."""
@@ -550,6 +556,8 @@ def build_config(
         getattr(cfg.streams, stream).options = transport_options(registry, cfg, stream)
     cfg.resolver.options = resolver_options(registry, cfg)
     cfg.launcher_options = launcher_options(registry, cfg)
+    if registry.names("worker") or cfg.workers:
+        cfg.workers = worker_options(worker_kinds(registry), cfg)
     return cfg
 
 
@@ -653,7 +661,9 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     (:func:`zoo.core.streams.check_options`), and the transport can be built with them as a
     worker builds it (a bad ``ZOO_*`` environment variable is reported here);
     ``resolver.name`` is a registered resolver and ``resolver.options`` are its options;
-    ``launcher_options`` are options of the launcher (its ``Options``); a launcher or
+    ``launcher_options`` are options of the launcher (its ``Options``); ``workers.<kind>`` names
+    a registered worker kind and holds options of that kind, within their ranges
+    (:func:`zoo.core.kinds.worker_options`); a launcher or
     resolver registered with ``requires=PACKAGE`` needs that package installed (the message
     gives its ``install`` hint, e.g. ``pip install "zoo-rl[ray]"``); with a launcher
     registered ``remote=True`` the devices are not checked on this machine (the workers' are);
@@ -779,6 +789,11 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             resolver_options(reg, cfg)
         except ConfigError as exc:
             problems += [(exc.field, m) for m in exc.problems]
+    try:  # plugins' worker kinds: workers.<kind>.<option> (and one kind leading the run)
+        if reg.names("worker") or cfg.workers:
+            worker_options(worker_kinds(reg), cfg)
+    except ConfigError as exc:
+        problems += [(exc.field, m) for m in exc.problems]
     check_batch = getattr(cfg.algo, "check_batch", None)
     if cfg.spec is not None and callable(check_batch) and not any(f.startswith(("algo.", "actors.", "trainer.",
                                                                                 "sample_length")) for f, _ in problems):

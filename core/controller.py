@@ -2,13 +2,14 @@
 through the run's launcher (``cfg.launcher``, a plugin: :mod:`zoo.core.launcher`; ``local``
 spawns processes), watches them (:mod:`zoo.core.supervision`) and stops them.
 
-Graph: ``actors.count`` actor workers, ``policy.count`` policy workers and
-``trainer.count`` trainers (:mod:`zoo.core.graph`), joined by the inference, sample and
-parameter streams (:mod:`zoo.core.streams`); every worker
+Graph: the workers of every registered worker kind (:mod:`zoo.core.kinds`; built in:
+``actors.count`` actor workers, ``policy.count`` policy workers and ``trainer.count``
+trainers, :mod:`zoo.core.graph`), joined by the inference, sample and parameter streams
+(:mod:`zoo.core.streams`); every worker
 reports to the controller over the control stream (heartbeats, status, errors,
 warnings: printed to stderr, rate-limited by :func:`show_warning`).
 
-Failed actor and policy workers are restarted (``supervision.*``, :mod:`zoo.core.supervision`);
+Failed workers are restarted as their kind allows (``supervision.*``, :mod:`zoo.core.supervision`);
 each restart is printed, written to ``metrics.jsonl`` as a ``restart`` row and handed to the
 display's ``record_restart(role, index, reason)`` when it has one.
 
@@ -22,6 +23,7 @@ and writes its checkpoint and ``end`` row), the run's transport files and resolv
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import signal
@@ -76,13 +78,6 @@ def show_warning(meta: dict[str, Any], shown: dict[tuple, float], now: float) ->
     return True
 
 
-def _graph(cfg) -> list[tuple[str, int]]:
-    """Every worker's ``(role, index)`` (:class:`zoo.core.graph.Graph`)."""
-    from zoo.core.graph import Graph
-
-    return Graph.from_config(cfg).workers()
-
-
 def prepare_run_dir(cfg) -> str:
     """Claim ``<runs_dir>/<name>/`` atomically (:func:`~zoo.core.rundir.claim_run_dir`: a taken
     default name gets a suffix, ``cfg.name`` is updated; a taken explicit name raises
@@ -102,6 +97,8 @@ class Controller:
     :class:`~zoo.core.supervision.Supervisor`, its worker processes."""
 
     def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
+        from zoo.core.graph import Graph
+        from zoo.core.kinds import worker_kinds
         from zoo.core.launcher import launcher_for
         from zoo.core.placement import GraphFile, plan, resolve_streams
         from zoo.core.plugins import get_registry
@@ -112,8 +109,9 @@ class Controller:
         self.run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         registry = get_registry()
         self.resolver = resolver_from_config(registry, cfg)  # every listener publishes its address here
+        self.graph = Graph.from_config(cfg, worker_kinds(registry))
         launcher = launcher_for(registry, cfg)
-        self.places = plan(launcher, _graph(cfg))  # where each worker will run
+        self.places = plan(launcher, self.graph.workers())  # where each worker will run
         self.streams = resolve_streams(registry, cfg, self.places)  # e.g. auto -> shm on one host
         self.transports = []
         try:  # a transport refusing its settings (e.g. a bad ZOO_* variable) leaves nothing behind
@@ -121,7 +119,7 @@ class Controller:
                 self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True,
                                                      choice=self.streams[stream], resolver=self.resolver))
             self.control = self.transports[-1].puller("control")
-            self.supervisor = Supervisor(launcher, self.context, cfg.supervision)
+            self.supervisor = Supervisor(launcher, self.context, cfg.supervision, kinds=self.graph.kinds)
         except BaseException:
             self._clean_up()
             raise
@@ -131,19 +129,28 @@ class Controller:
         self.restart_rows: list[dict[str, Any]] = []  # every restart row written, for restore_restart_rows
         self.rows_checked = 0  # the trainer attempt whose cut rows were restored
 
+    @functools.cached_property
+    def graph(self) -> Any:
+        """The run's :class:`~zoo.core.graph.Graph` (every registered worker kind; set at construction)."""
+        from zoo.core.graph import Graph
+
+        return Graph.from_config(self.cfg)
+
     def context(self, role: str, index: int, attempt: int) -> WorkerContext:
-        """What worker ``(role, index)`` is started from (its ``attempt``-th process; a restarted
-        trainer continues from the run's last checkpoint: ``cfg.resume``, as ``zoo resume``)."""
+        """What worker ``(role, index)`` is started from: its kind's entry, its ``attempt``-th
+        process (a restarted worker of a ``from-checkpoint`` kind, the trainer, continues from
+        the run's last checkpoint: ``cfg.resume``, as ``zoo resume``)."""
+        kind = self.graph.kind(role)
         cfg = self.cfg
-        if role == "trainer" and attempt > 0:
+        if kind.restart == "from-checkpoint" and attempt > 0:
             cfg = copy.copy(cfg)
             cfg.resume = (self.cfg.resume or 0) + attempt
-        return WorkerContext(role, index, cfg, self.spec, self.run_id, self.run_dir, attempt=attempt,
+        return WorkerContext(role, index, cfg, self.spec, self.run_id, self.run_dir, attempt=attempt, entry=kind.entry,
                              controller_pid=os.getpid(), controller_host=socket.gethostname(),
                              streams=self.streams)
 
     def start(self) -> None:
-        self.supervisor.start_all(_graph(self.cfg))
+        self.supervisor.start_all(self.graph.workers())
         self.graph_file.started(self.supervisor.handles)
 
     def poll(self, timeout: float) -> list[dict[str, Any]]:
@@ -180,9 +187,10 @@ class Controller:
             record(r.role, r.index, r.reason)
 
     def restore_restart_rows(self) -> None:
-        """A restarted trainer cuts ``metrics.jsonl`` back to its checkpoint's length (no duplicated
-        update row); once it has started, the ``restart`` rows it cut are appended again."""
-        w = self.supervisor.workers.get(("trainer", 0))
+        """A restarted trainer (the leading worker) cuts ``metrics.jsonl`` back to its checkpoint's
+        length (no duplicated update row); once it has started, the ``restart`` rows it cut are
+        appended again."""
+        w = self.supervisor.workers.get(self.supervisor.lead)
         if w is None or w.attempt == self.rows_checked or w.last_seen is None or w.busy == "start-up":
             return
         self.rows_checked = w.attempt
@@ -274,7 +282,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     status.start()
     pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
     # live.json, the workers table and the bottleneck; supervision reports restarts to it
-    health = Health(_graph(cfg), run_dir, cfg.log.interval_s, on_status)
+    health = Health(controller.graph.workers(), run_dir, cfg.log.interval_s, on_status)
     warnings_shown: dict[tuple, float] = {}
     outcome: tuple = ("crashed", 1, "the controller failed", None)
     with _signals_stop_the_run():

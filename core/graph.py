@@ -1,7 +1,10 @@
-"""The worker graph of one run: how many workers of each role, and who talks to whom.
+"""The worker graph of one run: how many workers of each kind, and who talks to whom.
 
 One experiment config gives the whole graph (SRL's worker graph, Mei et al., "SRL: Scaling
-Distributed Reinforcement Learning to Over Ten Thousand Cores", arXiv 2306.16688, section 3):
+Distributed Reinforcement Learning to Over Ten Thousand Cores", arXiv 2306.16688, section 3).
+The graph is made of the registered worker kinds (:mod:`zoo.core.kinds`), each with the
+number of workers the config asks for, started in the kinds' order. The built-in kinds
+(:mod:`zoo.core.workers.kinds`):
 
 - ``actors.count`` = N actor workers, ``policy.count`` = M policy workers,
   ``trainer.count`` = K trainer workers (one ``torch.distributed`` group, see
@@ -17,18 +20,18 @@ Distributed Reinforcement Learning to Over Ten Thousand Cores", arXiv 2306.16688
   itself (:mod:`zoo.core.workers.inline`) and subscribes to ``parameter``; the inference
   stream has no endpoint.
 
-:func:`write_graph` records every worker's role and index and these assignments in
-``<run_dir>/graph.json``.
+A plugin's kind adds its workers after those (by its ``order``), on the streams it declares.
+:func:`write_graph` records every worker's role (its kind's name) and index, the kinds and
+these assignments in ``<run_dir>/graph.json``.
 """
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 GRAPH_FILE = "graph.json"
-ROLES = ("trainer", "policy", "actor")
 
 
 def endpoint(stream: str, index: int) -> str:
@@ -44,39 +47,106 @@ PARAMETER_ENDPOINT = "parameter"
 """The one parameter endpoint: trainer 0 publishes, every policy worker (inline: every actor) subscribes."""
 
 
-@dataclass(frozen=True)
-class Graph:
-    """Worker counts and the actor -> policy worker / trainer assignment (module docstring).
+def _builtin_names() -> tuple[str, str, str]:
+    from zoo.core.workers.kinds import ACTOR, POLICY, TRAINER
 
-    ``policies == 0``: inline inference (``policy.inline``), no policy worker.
+    return ACTOR, POLICY, TRAINER
+
+
+class Graph:
+    """The run's workers by kind, and the actor -> policy worker / trainer assignment (module docstring).
+
+    ``Graph(actors, policies, trainers)``: the built-in kinds alone with those counts
+    (``policies == 0``: inline inference, no policy worker); :meth:`from_config`: every
+    registered kind with the counts ``cfg`` asks for.
+
+    Attributes:
+        kinds: the worker kinds (:class:`~zoo.core.kinds.WorkerKind`), in start order.
+        counts: ``{kind name: workers}`` (0: the kind runs no worker).
+        cfg: the experiment config (None for a graph given counts).
     """
 
-    actors: int
-    policies: int
-    trainers: int
+    def __init__(self, actors: int = 0, policies: int = 0, trainers: int = 0, *, kinds: Iterable[Any] | None = None,
+                 counts: Mapping[str, int] | None = None, cfg: Any = None) -> None:
+        if kinds is None:
+            from zoo.core.workers.kinds import builtin_kinds
+
+            kinds = builtin_kinds()
+        self.kinds = list(kinds)
+        if counts is None:
+            actor, policy, trainer = _builtin_names()
+            counts = {actor: actors, policy: policies, trainer: trainers}
+        self.counts = {k.name: int(counts.get(k.name, 0)) for k in self.kinds}
+        self.cfg = cfg
 
     @classmethod
-    def from_config(cls, cfg: Any) -> Graph:
-        return cls(cfg.actors.count, 0 if getattr(cfg.policy, "inline", False) else cfg.policy.count,
-                   cfg.trainer.count)
+    def from_config(cls, cfg: Any, kinds: Iterable[Any] | None = None) -> Graph:
+        """The graph ``cfg`` asks for, of ``kinds`` (default: every registered kind,
+        :func:`zoo.core.kinds.worker_kinds`)."""
+        if kinds is None:
+            from zoo.core.kinds import worker_kinds
+
+            kinds = worker_kinds()
+        kinds = list(kinds)
+        return cls(kinds=kinds, counts={k.name: k.workers(cfg) for k in kinds}, cfg=cfg)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Graph) and self.counts == other.counts and self.kinds == other.kinds
+
+    def __repr__(self) -> str:
+        return f"Graph({', '.join(f'{k}={n}' for k, n in self.counts.items())})"
+
+    @property
+    def actors(self) -> int:
+        return self.counts.get(_builtin_names()[0], 0)
+
+    @property
+    def policies(self) -> int:
+        return self.counts.get(_builtin_names()[1], 0)
+
+    @property
+    def trainers(self) -> int:
+        return self.counts.get(_builtin_names()[2], 0)
 
     @property
     def inline(self) -> bool:
         """True when the actors run the policy themselves (no policy worker)."""
         return self.policies == 0
 
+    def kind(self, name: str) -> Any:
+        """The kind named ``name``.
+
+        Raises:
+            KeyError: the graph has no such kind.
+        """
+        for k in self.kinds:
+            if k.name == name:
+                return k
+        raise KeyError(f"no worker kind {name!r} in the graph")
+
+    def lead(self) -> tuple[str, int]:
+        """``(kind, 0)``: the worker that leads the run (trainer 0; :mod:`zoo.core.kinds`)."""
+        from zoo.core.kinds import lead_kind
+
+        return lead_kind(self.kinds).name, 0
+
     def stream_roles(self) -> dict[str, tuple[str, ...]]:
-        """The roles at the ends of each stream (what :mod:`zoo.core.placement` resolves
-        transports from): inference: actor and policy (inline: none); sample: actor and
-        trainer; parameter: trainer and policy (inline: trainer and actor)."""
-        if self.inline:
-            return {"inference": (), "sample": ("actor", "trainer"), "parameter": ("trainer", "actor")}
-        return {"inference": ("actor", "policy"), "sample": ("actor", "trainer"), "parameter": ("trainer", "policy")}
+        """The kinds at the ends of each stream, in start order (what :mod:`zoo.core.placement`
+        resolves transports from): every kind with workers that listens on it or connects to it.
+        Built-ins: inference: policy and actor (inline: none); sample: trainer and actor;
+        parameter: trainer and policy (inline: trainer and actor)."""
+        from zoo.core.kinds import STREAM_NAMES
+
+        ends: dict[str, tuple[str, ...]] = {}
+        for stream in STREAM_NAMES:
+            ends[stream] = tuple(k.name for k in self.kinds if self.counts[k.name] > 0
+                                 and any(stream in side for side in k.streams(self)))
+        return ends
 
     def workers(self) -> list[tuple[str, int]]:
-        """Every ``(role, index)``: trainers first, then policy workers, then actors."""
-        return ([("trainer", k) for k in range(self.trainers)] + [("policy", m) for m in range(self.policies)]
-                + [("actor", i) for i in range(self.actors)])
+        """Every ``(role, index)`` in start order: trainers first, then policy workers, then actors,
+        then plugins' kinds (by their ``order``)."""
+        return [(k.name, i) for k in self.kinds for i in range(self.counts[k.name])]
 
     def policy_of(self, actor: int) -> int | None:
         """The policy worker that answers actor ``actor``: ``actor mod M`` (None: inline)."""
@@ -95,58 +165,54 @@ class Graph:
     def producers(self, stream: str) -> int:
         """The most workers sending to one listener of ``stream``: inference, the actors of one
         policy worker; sample, the actors of one trainer; parameter, the one publishing trainer;
-        control, every worker (to the controller). Transports size their rings by it
-        (:func:`zoo.core.streams.transport_for`)."""
+        control, every worker (to the controller). Workers of a plugin's kind that connect to
+        inference or sample count as senders to every listener (an upper bound). Transports size
+        their rings by it (:func:`zoo.core.streams.transport_for`)."""
+        actor = _builtin_names()[0]
+        others = sum(self.counts[k.name] for k in self.kinds if k.name != actor and stream in k.streams(self)[1])
         if stream == "inference":
-            return max((len(self.actors_of_policy(m)) for m in range(self.policies)), default=0)
+            return max((len(self.actors_of_policy(m)) for m in range(self.policies)), default=0) + others
         if stream == "sample":
-            return max((len(self.actors_of_trainer(k)) for k in range(self.trainers)), default=0)
+            return max((len(self.actors_of_trainer(k)) for k in range(self.trainers)), default=0) + others
         if stream == "parameter":
             return 1
         return len(self.workers())
 
     def to_dict(self) -> dict[str, Any]:
-        """What ``graph.json`` holds: counts, every worker with its endpoints and assignments."""
-        workers: list[dict[str, Any]] = []
-        for k in range(self.trainers):
-            workers.append({"role": "trainer", "index": k, "rank": k, "pulls": endpoint("sample", k),
-                            "publishes": PARAMETER_ENDPOINT if k == 0 else None,
-                            "actors": self.actors_of_trainer(k)})
-        for m in range(self.policies):
-            workers.append({"role": "policy", "index": m, "serves": endpoint("inference", m),
-                            "subscribes": PARAMETER_ENDPOINT, "actors": self.actors_of_policy(m)})
-        for i in range(self.actors):
-            policy = self.policy_of(i)
-            inference: dict[str, Any]
-            if policy is None:  # inline: the policy runs in the actor, which pulls the parameters itself
-                inference = {"policy": None, "inference": "inline", "subscribes": PARAMETER_ENDPOINT}
-            else:
-                inference = {"policy": policy, "requests": endpoint("inference", policy)}
-            workers.append({"role": "actor", "index": i, **inference, "trainer": self.trainer_of(i),
-                            "pushes": endpoint("sample", self.trainer_of(i))})
+        """What ``graph.json`` holds: ``counts`` (every kind's number of workers, 0 included), the
+        assignment, every worker with its endpoints and assignments (its kind's
+        :meth:`~zoo.core.kinds.WorkerKind.graph_entry`), and ``kinds``: each kind with workers in
+        this run, its plugin, streams, restart policy and start order."""
+        workers = [k.graph_entry(self, i) for k in self.kinds for i in range(self.counts[k.name])]
         assignment = ("actor i runs the policy inline, trainer i mod trainer.count" if self.inline else
                       "actor i -> policy worker i mod policy.count, trainer i mod trainer.count")
-        return {"counts": {"actor": self.actors, "policy": self.policies, "trainer": self.trainers},
-                "assignment": assignment, "workers": workers}
+        kinds = {}
+        for k in self.kinds:
+            if self.counts[k.name]:
+                listens, connects = k.streams(self)
+                kinds[k.name] = {"plugin": k.plugin, "entry": k.entry, "listens": list(listens),
+                                 "connects": list(connects), "restart": k.restart, "lead": k.lead, "order": k.order}
+        return {"counts": dict(self.counts), "assignment": assignment, "workers": workers, "kinds": kinds}
 
 
-def write_graph(cfg: Any, run_dir: str) -> str:
-    """Write :meth:`Graph.to_dict` of ``cfg`` to ``<run_dir>/graph.json`` atomically; returns the path."""
+def write_graph(cfg: Any, run_dir: str, kinds: Iterable[Any] | None = None) -> str:
+    """Write :meth:`Graph.to_dict` of ``cfg`` (``kinds``: default every registered kind) to
+    ``<run_dir>/graph.json`` atomically; returns the path."""
     path = os.path.join(run_dir, GRAPH_FILE)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(Graph.from_config(cfg).to_dict(), f, indent=2)
+        json.dump(Graph.from_config(cfg, kinds).to_dict(), f, indent=2)
         f.write("\n")
     os.replace(tmp, path)
     return path
 
 
 def worker_device(device: str, index: int) -> str:
-    """The torch device of worker ``index`` of a role configured with ``device``.
+    """The torch device of worker ``index`` of a kind configured with ``device``.
 
-    ``"cuda"`` (no index) spreads the workers of a role over the visible GPUs: worker ``i``
+    ``"cuda"`` (no index) spreads the workers of a kind over the visible GPUs: worker ``i``
     gets ``cuda:<i mod GPUs>``; any other value (``cpu``, ``cuda:N``, ``mps``) is used as is
-    by every worker of the role. Imports torch only for ``"cuda"``.
+    by every worker of the kind. Imports torch only for ``"cuda"``.
     """
     if device != "cuda":
         return device

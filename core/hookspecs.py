@@ -87,6 +87,23 @@ def register_resolvers(register: Callable[..., None]) -> None:
 
 
 @hookspec
+def register_worker_kinds(register: Callable[..., None]) -> None:
+    """Register worker kinds: kinds of worker process a run is made of (:mod:`zoo.core.kinds`).
+
+    Called once per process when the registry is first built.
+    ``register(name, entry, *, summary, count=None, options=None, listens=(), connects=(),
+    cpus=1.0, device=None, restart="restartable", lead=False, order=100, describe=None)``:
+    ``entry`` is ``"module:function"``, ``function(ctx: WorkerContext)``, what each worker
+    process runs; ``count`` (``"module:function"`` of the experiment config) how many workers
+    the config asks for, by default the kind's option ``workers.<name>.count``; ``options``
+    (``"module:Class"``) the dataclass of its ``workers.<name>.*`` options; ``listens`` and
+    ``connects`` the streams its workers bind and connect to. :mod:`zoo.core.kinds` says what
+    every keyword means. The built-in actor, policy worker and trainer register here too
+    (plugin ``zoo.workers``).
+    """
+
+
+@hookspec
 def register_commands(app) -> None:
     """Add sub-commands to the ``zoo`` CLI.
 

@@ -10,7 +10,8 @@ the bad value and what is allowed.
 
 A ``dict[str, ...]`` field is a *table*: ``table.name=value`` stores the value as given
 under ``name``, and whoever owns the table checks names and types later (a stream's
-transport options: :func:`zoo.core.streams.check_options`).
+transport options: :func:`zoo.core.streams.check_options`). A ``dict[str, dict[...]]``
+field is a table of tables: ``table.name.option=value`` (``workers.param-stats.count=1``).
 
 A field that is not an option carries ``metadata={NOT_OPTION: "why"}`` (``why`` completes
 "it ..."): it is skipped by :func:`list_options` and refused by :func:`set_value`.
@@ -517,9 +518,16 @@ def set_value(cfg: Any, path: str, value: Any, *, source: str = "") -> None:
         child = getattr(obj, part)
         if isinstance(child, dict) and typing.get_origin(_hints(obj).get(part)) is dict:
             table = ".".join(parts[:i + 1])
+            if _table_of_tables(_hints(obj).get(part)) and i + 3 == len(parts):
+                entry = child.setdefault(parts[-2], {})  # workers.<kind>.<option>
+                if not isinstance(entry, dict):
+                    entry = child[parts[-2]] = {}
+                entry[parts[-1]] = value
+                return
             if i + 2 != len(parts):
+                shape = "<name>.<option>" if _table_of_tables(_hints(obj).get(part)) else "<name>"
                 raise ConfigError(f"{prefix}{table} is a table of name=value entries: set "
-                                  f"{table}.<name>=value", field=path)
+                                  f"{table}.{shape}=value", field=path)
             # Stored as given; the table's owner checks names and types (see its docs).
             child[parts[-1]] = value
             return
@@ -537,6 +545,13 @@ def set_value(cfg: Any, path: str, value: Any, *, source: str = "") -> None:
     except _Bad as exc:
         raise ConfigError(f"{prefix}{path} expects {exc}, got {value!r}", field=path) from None
     setattr(obj, leaf, new)
+
+
+def _table_of_tables(tp: Any) -> bool:
+    """Whether ``tp`` is ``dict[str, dict[...]]``: a table whose entries are tables
+    (``workers.<kind>.<option>=value``)."""
+    args = typing.get_args(tp)
+    return typing.get_origin(tp) is dict and len(args) == 2 and typing.get_origin(args[1]) is dict
 
 
 def convert_value(value: Any, tp: Any, path: str) -> Any:

@@ -8,10 +8,12 @@ configured with a *choosing* transport — one whose factory has a
 transport that fits the hosts of its ends; any other keeps its configured one. The workers
 receive the resolved choice in their :class:`~zoo.core.workers.base.WorkerContext`.
 
-The ends of each stream (:data:`STREAM_ROLES`):
+The ends of each stream are the worker kinds that listen on it or connect to it
+(:meth:`zoo.core.graph.Graph.stream_roles`, from each kind's declaration, :mod:`zoo.core.kinds`);
+with the built-in kinds:
 
 =============  ================================  ===============================================
-stream         roles at its ends                 e.g. auto resolves to
+stream         kinds at its ends                 e.g. auto resolves to
 =============  ================================  ===============================================
 inference      actor, policy                     shm when every actor and policy worker share a host
 sample         actor, trainer                    nng over tcp when one actor runs elsewhere
@@ -20,7 +22,8 @@ control        the controller and every worker   nng (ipc on one host, tcp acros
 =============  ================================  ===============================================
 
 With ``policy.inline`` (no policy worker) the parameter stream joins the trainer and the
-actors, and the inference stream has no ends (:meth:`zoo.core.graph.Graph.stream_roles`).
+actors, and the inference stream has no ends; a plugin's kind that subscribes to the
+parameter stream joins its ends.
 
 :func:`write_placement` records the placement of every worker (role, index, host, pid) and
 each stream's resolved transport in ``<run_dir>/graph.json`` next to the worker graph
@@ -39,12 +42,6 @@ from typing import Any
 
 from zoo.core.streams import CONTROL, CONTROL_OPTIONS, CONTROL_TRANSPORT, STREAMS, transport_options
 
-STREAM_ROLES: dict[str, tuple[str, ...]] = {
-    "inference": ("actor", "policy"),
-    "sample": ("actor", "trainer"),
-    "parameter": ("trainer", "policy"),
-    CONTROL: ("controller", "actor", "policy", "trainer"),
-}
 CONTROLLER = ("controller", 0)
 """The controller's entry in a placement (it holds the control stream's listener)."""
 
@@ -67,9 +64,18 @@ def plan(launcher: Any, workers: Iterable[tuple[str, int]], controller_host: str
 
 
 def stream_hosts(places: Iterable[Place], stream: str, ends: dict[str, tuple[str, ...]] | None = None) -> list[str]:
-    """The distinct hosts of the workers at the ends of ``stream``, sorted (``ends``: the roles
-    at each stream's ends, default :data:`STREAM_ROLES`; the control stream's are always those)."""
-    roles = {**STREAM_ROLES, **(ends or {})}[stream]
+    """The distinct hosts of the workers at the ends of ``stream``, sorted. ``ends``: the kinds
+    at each stream's ends (:meth:`~zoo.core.graph.Graph.stream_roles`), default those of the
+    built-in kinds with a policy worker; the control stream's ends are every place (the
+    controller and every worker)."""
+    places = list(places)
+    if stream == CONTROL:
+        return sorted({p.host for p in places})
+    if ends is None:
+        from zoo.core.graph import Graph
+
+        ends = Graph(1, 1, 1).stream_roles()
+    roles = ends[stream]
     return sorted({p.host for p in places if p.role in roles})
 
 
@@ -86,8 +92,9 @@ def resolve_streams(registry: Any, cfg: Any, places: list[Place]) -> dict[str, t
             :func:`zoo.core.config.build_config`).
     """
     from zoo.core.graph import Graph
+    from zoo.core.kinds import worker_kinds
 
-    ends = Graph.from_config(cfg).stream_roles()
+    ends = Graph.from_config(cfg, worker_kinds(registry)).stream_roles()
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for stream in STREAMS:
         name = getattr(cfg.streams, stream).transport

@@ -49,10 +49,12 @@ BUILTIN_PLUGINS = (
     "zoo.commands.plugin",
     "zoo.plugins.resolvers.files.plugin",
     "zoo.plugins.launchers.ray.plugin",
+    "zoo.core.workers.plugin",
 )
-HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers", "register_resolvers")
+HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers", "register_resolvers",
+         "register_worker_kinds")
 KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport",
-                "register_launchers": "launcher", "register_resolvers": "resolver"}
+                "register_launchers": "launcher", "register_resolvers": "resolver", "register_worker_kinds": "worker"}
 _FORBIDDEN_IN_NAMES = (":", " ", "\t", "\n")
 
 
@@ -238,6 +240,12 @@ class PluginHost:
                                  "without ':' or whitespace")
         if factory is None:
             raise ValueError(f"{kind} {name!r} from plugin {info.name!r} has no factory")
+        if kind == "worker":
+            from zoo.core.kinds import declaration_problem
+
+            problem = declaration_problem(name, factory, options)
+            if problem:
+                raise ValueError(f"{problem} (plugin {info.name!r})")
         component = Component(kind, name, factory, summary, info.name, info.version, options,
                               distribution=info.distribution)
         staged.append((component, aliases))

@@ -1,7 +1,7 @@
 """The registries that the ``register_*`` hooks fill.
 
 One :class:`Registry` holds every component kind (``algorithm``, ``env``, ``transport``,
-``launcher``, ``resolver``).
+``launcher``, ``resolver``, ``worker``: the worker kinds of :mod:`zoo.core.kinds`).
 Names are unique per kind across all plugins: a second registration of a name raises
 :class:`DuplicateComponentError` naming both plugins. Factories may be given as
 ``"package.module:attr"`` strings and are imported only by :meth:`Component.load`.
@@ -13,7 +13,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("algorithm", "env", "transport", "launcher", "resolver")
+KINDS = ("algorithm", "env", "transport", "launcher", "resolver", "worker")
 
 
 class DuplicateComponentError(RuntimeError):
@@ -49,7 +49,7 @@ def _origin(component: Component) -> str:
 
 @dataclass
 class Component:
-    """One registered algorithm, environment, transport or launcher."""
+    """One registered algorithm, environment, transport, launcher, resolver or worker kind."""
 
     kind: str
     name: str

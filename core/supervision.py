@@ -9,7 +9,8 @@ attempt are ignored.
 A worker has **failed** (:meth:`Supervisor.failure`) when
 
 - its process ended with a non-zero code, or reported an ``error`` (its traceback is kept);
-- it ended with code 0 before the run ended (any role but the trainer, whose 0 is the end);
+- it ended with code 0 before the run ended (any kind but the one that leads the run, the
+  trainer, whose 0 is the end);
 - it sent nothing within ``supervision.start_timeout_s`` of its start, or is still in its
   ``start-up`` after that long;
 - it has been busy in one operation longer than ``supervision.busy_timeout_s`` (if > 0);
@@ -17,10 +18,12 @@ A worker has **failed** (:meth:`Supervisor.failure`) when
   at least every second, a busy worker's background thread too; see
   :mod:`zoo.core.workers.base`).
 
-A failed actor or policy worker is killed (if still running) and started again after a
-backoff (``restart_backoff_s``, doubled for each further restart of that worker, at most
-``restart_backoff_max_s``), up to ``supervision.max_restarts`` times per worker; the trainer
-up to ``supervision.trainer_restarts`` times, continuing from the run's last checkpoint. Each
+What a failure leads to is the worker's kind's restart policy (:mod:`zoo.core.kinds`). A
+failed worker of a ``restartable`` kind (actors, policy workers) is killed (if still running)
+and started again after a backoff (``restart_backoff_s``, doubled for each further restart of
+that worker, at most ``restart_backoff_max_s``), up to ``supervision.max_restarts`` times per
+worker; one of a ``from-checkpoint`` kind (the trainer) up to ``supervision.trainer_restarts``
+times, continuing from the run's last checkpoint; one of a ``never`` kind not at all. Each
 restart is returned to the caller as a :class:`Restart` (the controller prints it, writes a
 ``restart`` row to ``metrics.jsonl`` and tells the live display). One failure more stops the
 run: :meth:`Supervisor.check` raises :class:`WorkerCrashed`; so does the failure of a worker
@@ -28,8 +31,9 @@ whose handle says ``restartable`` is False (the ``ray`` launcher: its node died,
 the placement its streams were chosen for).
 
 Stopping (:meth:`Supervisor.stop_all`): every worker is asked to stop (SIGTERM for local
-processes). Actors and policy workers get :data:`STOP_GRACE_S` seconds, then are killed.
-Each trainer finishes its update and writes its checkpoint and ``end`` row however long that
+processes). Workers of every kind but the leading one (actors, policy workers, plugins'
+kinds) get :data:`STOP_GRACE_S` seconds, then are killed. Each trainer (the leading kind)
+finishes its update and writes its checkpoint and ``end`` row however long that
 takes, up to ``supervision.stop_timeout_s``; it is killed sooner only when it stops
 reporting for ``heartbeat_timeout_s`` (hung) — its busy heartbeats show it is still working.
 A second Ctrl-C during that wait (``now`` of :meth:`Supervisor.stop_all`) kills every worker
@@ -39,15 +43,14 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from zoo.core.launcher import Launcher, WorkerHandle
 
 STOP_GRACE_S = 5.0
-"""Seconds actors and policy workers asked to stop get before they are killed."""
-RESTARTABLE = ("actor", "policy")
+"""Seconds workers asked to stop get before they are killed (the leading kind's excepted)."""
 
 
 class WorkerCrashed(RuntimeError):
@@ -105,15 +108,25 @@ class Supervisor:
 
     ``make_context(role, index, attempt)`` builds the
     :class:`~zoo.core.workers.base.WorkerContext` a worker is started from; ``sv`` is the
-    run's :class:`~zoo.core.config.SupervisionConfig`; ``clock`` gives seconds (monotonic).
+    run's :class:`~zoo.core.config.SupervisionConfig`; ``clock`` gives seconds (monotonic);
+    ``kinds``: the run's worker kinds (:mod:`zoo.core.kinds`; default the built-in ones), whose
+    restart policies and lead apply to their workers (a role of no kind is never restarted).
     """
 
     def __init__(self, launcher: Launcher, make_context: Callable[[str, int, int], Any], sv: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, kinds: Iterable[Any] | None = None) -> None:
         from zoo.core.config import SupervisionConfig
+        from zoo.core.kinds import by_name, lead_kind
 
+        if kinds is None:
+            from zoo.core.workers.kinds import builtin_kinds
+
+            kinds = builtin_kinds()
         self.launcher, self.make_context, self.clock = launcher, make_context, clock
         self.sv = sv if sv is not None else SupervisionConfig()
+        self.kinds = by_name(kinds)
+        self.lead = (lead_kind(self.kinds.values()).name, 0)
+        """``(kind, 0)`` of the worker whose exit with 0 ends the run (trainer 0)."""
         self.workers: dict[tuple[str, int], Worker] = {}
         self.stopped = False
 
@@ -163,7 +176,7 @@ class Supervisor:
         code = w.handle.exitcode() if w.handle is not None else None
         if code is not None:
             if code == 0:
-                return None if w.role == "trainer" else ("exited before the run ended", "")
+                return None if self.leads(w) else ("exited before the run ended", "")
             return _exit_reason(code), "(no traceback: killed by a signal?)"
         if w.last_seen is None or w.busy == "start-up":
             if now - w.started > sv.start_timeout_s:
@@ -178,11 +191,15 @@ class Supervisor:
                     f"{sv.heartbeat_timeout_s:g} s): hung", "")
         return None
 
+    def leads(self, w: Worker) -> bool:
+        """Whether ``w`` is of the kind that leads the run (the trainers)."""
+        kind = self.kinds.get(w.role)
+        return kind is not None and kind.lead
+
     def allowed(self, w: Worker) -> int:
-        """How many restarts worker ``w`` may have in all."""
-        if w.role == "trainer":
-            return self.sv.trainer_restarts
-        return self.sv.max_restarts if w.role in RESTARTABLE else 0
+        """How many restarts worker ``w`` may have in all (its kind's restart policy)."""
+        kind = self.kinds.get(w.role)
+        return 0 if kind is None else kind.restarts_allowed(self.sv)
 
     def check(self, poll: Callable[[float], Any] = lambda timeout: None) -> list[Restart]:
         """Find failed workers, restart those allowed to, start restarts whose backoff is over.
@@ -227,9 +244,9 @@ class Supervisor:
         return out
 
     def trainer_finished(self) -> bool:
-        """The trainer exited with code 0: it reached the budget (its ``done`` control message
-        can be lost: nng drops what is still queued when the sender closes at once)."""
-        w = self.workers.get(("trainer", 0))
+        """The leading worker (trainer 0) exited with code 0: it reached the budget (its ``done``
+        control message can be lost: nng drops what is still queued when the sender closes at once)."""
+        w = self.workers.get(self.lead)
         return (w is not None and w.handle is not None and w.restart_at is None and w.handle.exitcode() == 0
                 and w.error is None)
 
@@ -257,8 +274,8 @@ class Supervisor:
         live = [(w, w.handle) for w in self.workers.values() if w.handle is not None]
         for _, h in live:
             h.stop()
-        others = [h for w, h in live if w.role != "trainer"]
-        trainers = [(w, h) for w, h in live if w.role == "trainer"]
+        others = [h for w, h in live if not self.leads(w)]
+        trainers = [(w, h) for w, h in live if self.leads(w)]
         start = self.clock()
         _wait_all(others, STOP_GRACE_S, now)
         for h in others:

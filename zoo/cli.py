@@ -54,7 +54,7 @@ __all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 _KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport", "launchers": "launcher",
-            "resolvers": "resolver"}
+            "resolvers": "resolver", "workers": "worker"}
 
 
 class ComponentKind(str, Enum):
@@ -63,6 +63,7 @@ class ComponentKind(str, Enum):
     transports = "transports"
     launchers = "launchers"
     resolvers = "resolvers"
+    workers = "workers"
 
 
 # ----------------------------------------------------------------------------- output helpers
@@ -112,7 +113,7 @@ def list_command(
     kind: ComponentKind | None = typer.Argument(None, metavar="KIND",
                                                 help="Show only this kind of component."),
 ) -> None:
-    """List registered algorithms, environments, transports, launchers and resolvers."""
+    """List registered algorithms, environments, transports, launchers, resolvers and worker kinds."""
     host = get_host()
     components = host.registry.all(_KIND_OF[kind.value] if kind else None)
     console = _console()
@@ -130,6 +131,16 @@ def list_command(
         console.print(ENV_NAMING_HINT, soft_wrap=True)
     for p in host.failures:
         _warn(console, f"plugin {p.name} ({p.distribution} {p.version}) failed to load: {p.error}")
+
+
+def _plugin_workers(cfg: Any, registry: Any) -> str:
+    """``"1 param-stats worker, "``: the workers of plugins' kinds the run asks for (``workers.<kind>``), or ``""``."""
+    from zoo.core.kinds import worker_kinds
+    from zoo.core.workers.kinds import PLUGIN
+
+    counts = [(k.name, k.workers(cfg)) for k in worker_kinds(registry) if k.plugin != PLUGIN] \
+        if registry.names("worker") else []
+    return "".join(f"{_plural(n, name + ' worker')}, " for name, n in counts if n)
 
 
 def _budget_text(component: Any) -> str:
@@ -412,7 +423,7 @@ def train_command(
                       f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
                       f"{_plural(cfg.actors.count, 'actor')} x {_plural(cfg.actors.envs_per_actor, 'env')}, "
                       f"{policy_workers}, "
-                      f"{_plural(cfg.trainer.count, 'trainer')}, "
+                      f"{_plural(cfg.trainer.count, 'trainer')}, {_plugin_workers(cfg, host.registry)}"
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),
         soft_wrap=True, highlight=False)
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)

@@ -175,6 +175,8 @@ def worker_activity(row: dict[str, Any]) -> str:
 
     (fractions are of the worker's wall-clock time; parts not measured yet are left out;
     ``measuring...`` when none is); a worker inside a long operation adds ``in update for 12 s``.
+    A worker of a plugin's kind (``docs/graph.md``), of which nothing is measured, reads
+    ``running`` once it has reported.
     """
     parts: list[str] = []
     role = row.get("role")
@@ -210,6 +212,8 @@ def worker_activity(row: dict[str, Any]) -> str:
     if row.get("busy"):
         busy_s = f" for {float(row['busy_s']):.0f} s" if _is_number(row.get("busy_s")) else ""
         parts.append(f"in {row['busy']}{busy_s}")
+    if not parts and role not in ("actor", "policy", "trainer") and _is_number(row.get("heartbeat_age_s")):
+        return "running"  # a plugin's worker kind: its heartbeats say it lives, nothing more is measured
     return " · ".join(parts) if parts else "measuring..."
 
 

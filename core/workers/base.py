@@ -74,7 +74,8 @@ class WorkerContext:
     attempt: int = 0
     """0 for the first process of this (role, index), n for its n-th restart."""
     entry: str = ""
-    """``"module:function"`` to run instead of the role's default (:data:`ROLE_ENTRIES`)."""
+    """``"module:function"`` the worker runs (the controller sets its kind's entry); empty: the
+    entry of the kind named ``role`` (:func:`entry_of`)."""
     controller_pid: int = 0
     """The controller's pid (0: not watched), with ``controller_host`` its host name."""
     controller_host: str = ""
@@ -194,12 +195,15 @@ def set_title(ctx: WorkerContext) -> str:
     return title
 
 
-ROLE_ENTRIES = {
-    "actor": "zoo.core.workers.actor:run",
-    "policy": "zoo.core.workers.policy:run",
-    "trainer": "zoo.core.workers.trainer:run",
-}
-"""What each role runs: ``function(ctx)``, returning when the worker is done or ``ctx.stop``."""
+def entry_of(ctx: WorkerContext) -> str:
+    """What the worker runs, ``"module:function"``: ``ctx.entry``, else the entry of its kind
+    (``ctx.role``) in the registry (:mod:`zoo.core.kinds`); ``function(ctx)`` returns when the
+    worker is done or ``ctx.stop``."""
+    if ctx.entry:
+        return ctx.entry
+    from zoo.core.kinds import by_name, worker_kinds
+
+    return by_name(worker_kinds(ctx.registry))[ctx.role].entry
 
 
 def _prctl(option: int, arg: Any) -> None:
@@ -285,7 +289,7 @@ def worker_main(ctx: WorkerContext) -> None:
     try:
         from zoo.core.registry import load_object
 
-        load_object(ctx.entry or ROLE_ENTRIES[ctx.role])(ctx)
+        load_object(entry_of(ctx))(ctx)
     except Exception:  # noqa: BLE001 - reported to the controller, then exit non-zero
         tb = traceback.format_exc()
         if ctx.orphaned or not ctx.send_control("error", timeout=2.0, traceback=tb):

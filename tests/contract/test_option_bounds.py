@@ -1,10 +1,11 @@
 """Every numeric option declares the values that can work (issue 14, item 5).
 
-Over the experiment config and the ``Config`` dataclass of every registered algorithm and
-env (built-ins, installed plugins, the example plugin, the testing fakes): each ``int`` or
-``float`` option carries ``metadata=bounded(...)`` (``zoo.core.options``), so a negative
-count, a zero length or a non-finite rate is refused before any process starts, and
-``zoo train --help`` says what is allowed. Defaults must lie inside their own bounds.
+Over the experiment config, the ``Config`` dataclass of every registered algorithm and
+env and the ``workers.<kind>`` options of every worker kind that has them (built-ins,
+installed plugins, the example plugin, the testing fakes): each ``int`` or ``float`` option
+carries ``metadata=bounded(...)`` (``zoo.core.options``), so a negative count, a zero length
+or a non-finite rate is refused before any process starts, and ``zoo train --help`` says
+what is allowed. Defaults must lie inside their own bounds.
 A new option without a bound fails here, naming it.
 """
 from __future__ import annotations
@@ -32,6 +33,13 @@ def _classes() -> list:
         out.append(pytest.param(lambda c=component: algorithm_config_class(c), "algo.", id=f"algo:{component.name}"))
     for component in host.registry.all("env"):
         out.append(pytest.param(lambda c=component: env_config_class(c), "env.", id=f"env:{component.name}"))
+    from zoo.core.kinds import kind_from_component
+
+    for component in host.registry.all("worker"):  # workers.<kind>.* options (the built-in kinds have none)
+        if component.options.get("count") is not None and component.options.get("options") is None:
+            continue
+        out.append(pytest.param(lambda c=component: kind_from_component(c).options_class(),
+                                f"workers.{component.name}.", id=f"worker:{component.name}"))
     if "corridor" not in host.registry.names("env"):
         def corridor():
             sys.path.insert(0, str(ROOT / "examples" / "zoo-corridor" / "src"))

@@ -191,6 +191,11 @@ def test_worker_activity_lines():
     assert worker_activity(rows["policy", 0]) == "batch 32.0 rows · latency 5.0 ms · busy 25% · version 8"
     assert worker_activity(rows["trainer", 0]) == "busy 95% · 4.0 samples/update · 4 samples waiting · 0.25 updates/s"
     assert worker_activity({"role": "actor", "index": 3}) == "measuring..."
+    # a worker of a plugin's kind: alive once it has reported, nothing more is measured
+    assert worker_activity({"role": "param-stats", "index": 0, "heartbeat_age_s": None}) == "measuring..."
+    assert worker_activity({"role": "param-stats", "index": 0, "heartbeat_age_s": 0.4}) == "running"
+    assert worker_activity({"role": "param-stats", "index": 0, "heartbeat_age_s": 0.4, "busy": "flush",
+                            "busy_s": 3.0}) == "in flush for 3 s"
 
 
 def test_live_display_shows_every_worker_and_the_bottleneck():

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 import os
 import signal
@@ -53,7 +54,6 @@ from typing import Any
 from zoo.core.launcher import Launcher, LaunchError, WorkerHandle
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-ROLES = ("actor", "policy", "trainer")
 INSTALL = 'pip install "zoo-rl[ray]"'
 PID_WAIT_S = 30.0
 """Longest the controller waits for the workers' pids (their Ray actors starting) when it first
@@ -98,6 +98,9 @@ class RayOptions:
     trainer_resources: dict[str, float] | None = None
     """Of each trainer (default ``{'CPU': 1}``, plus a GPU or a share of one with
     ``algo.device=cuda``: :func:`gpu_shares`)."""
+    resources: dict[str, dict[str, float]] | None = None
+    """Ray resources of each worker by kind, e.g. ``{'param-stats': {'CPU': 0.5}}`` for a
+    plugin's kind (default: the kind's ``cpus``); wins over ``<role>_resources``."""
     log_to_driver: bool = False
     """Show the workers' stdout and stderr in this terminal (Ray's log forwarding); off: they
     stay in Ray's logs on each node (errors reach the controller anyway)."""
@@ -109,27 +112,33 @@ class RayOptions:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if not self.placement_timeout_s > 0:
             raise ValueError(f"placement_timeout_s must be > 0, got {self.placement_timeout_s!r}")
-        for role in ROLES:
-            res = getattr(self, f"{role}_resources")
+        given = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name.endswith("_resources")]
+        if self.resources is not None:
+            if not isinstance(self.resources, dict) or not all(isinstance(v, dict) for v in self.resources.values()):
+                raise ValueError("resources must map worker kinds to resources (e.g. "
+                                 f"{{'param-stats': {{'CPU': 1}}}}), got {self.resources!r}")
+            given += [(f"resources.{kind}", res) for kind, res in self.resources.items()]
+        for name, res in given:
             if res is None:
                 continue
             bad = {k: v for k, v in res.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0}
             if bad or not any(v > 0 for v in res.values()):
-                raise ValueError(f"{role}_resources must map resource names to numbers >= 0, at least one > 0 "
+                raise ValueError(f"{name} must map resource names to numbers >= 0, at least one > 0 "
                                  f"(e.g. {{'CPU': 1}}), got {res!r}")
 
 
+def _graph(cfg: Any) -> Any:
+    """The run's worker graph (:class:`zoo.core.graph.Graph`, every registered kind)."""
+    from zoo.core.graph import Graph
+
+    return Graph.from_config(cfg)
+
+
 def role_device(cfg: Any, role: str) -> str | None:
-    """The torch device a worker of ``role`` is configured with (``policy.device`` for a policy
-    worker, unless the policy runs inline in the actors; ``algo.device`` for a trainer); None
-    for actors or without such an option."""
-    if role == "policy" and not getattr(cfg.policy, "inline", False):
-        device = getattr(cfg.policy, "device", None)
-    elif role == "trainer":
-        device = getattr(cfg.algo, "device", None)
-    else:
-        device = None
-    return device if isinstance(device, str) else None
+    """The torch device workers of kind ``role`` are configured with (the kind's ``device``
+    option: ``policy.device`` for a policy worker, ``algo.device`` for a trainer); None for a
+    kind without one (actors)."""
+    return _graph(cfg).kind(role).device_of(cfg)
 
 
 def _on_cuda(cfg: Any, role: str) -> bool:
@@ -137,40 +146,56 @@ def _on_cuda(cfg: Any, role: str) -> bool:
 
 
 def gpu_shares(cfg: Any, cluster_gpus: float | None) -> dict[str, float]:
-    """The GPU each policy worker and each trainer on CUDA asks for by default, ``{role: GPUs}``
-    (roles not on CUDA absent).
+    """The GPU each worker on CUDA asks for by default, ``{kind: GPUs}`` (kinds whose device
+    option is not on CUDA, or without workers, absent).
 
     ``cluster_gpus``: the GPUs of the cluster's alive nodes (None: unknown). Where the cluster
-    has a GPU for every policy worker and trainer on CUDA, or the number is unknown, each asks
-    for a whole GPU (``1.0``). Otherwise they share: a trainer asks :data:`TRAINER_GPU_SHARE`
-    (0.6: more than half, so two trainers never share a GPU and data-parallel trainers keep
-    NCCL), and the policy workers split the rest, ``(1 - 0.6) / ceil(M / G)`` each (``M``
-    policy workers on ``G`` GPUs; ``1 / ceil(M / G)`` without trainers on CUDA). So one policy
-    worker and one trainer on a one-GPU node ask for 0.4 and 0.6 and are placed together.
+    has a GPU for every worker on CUDA, or the number is unknown, each asks for a whole GPU
+    (``1.0``). Otherwise they share: a worker of the kind that leads the run (a trainer) asks
+    :data:`TRAINER_GPU_SHARE` (0.6: more than half, so two trainers never share a GPU and
+    data-parallel trainers keep NCCL), and the other kinds' workers (policy workers) split the
+    rest, ``(1 - 0.6) / ceil(M / G)`` each (``M`` such workers on ``G`` GPUs; ``1 / ceil(M / G)``
+    without trainers on CUDA). So one policy worker and one trainer on a one-GPU node ask for
+    0.4 and 0.6 and are placed together.
     """
-    trainers = cfg.trainer.count if _on_cuda(cfg, "trainer") else 0
-    policies = cfg.policy.count if _on_cuda(cfg, "policy") else 0
+    graph = _graph(cfg)
+    on_cuda = [k for k in graph.kinds if graph.counts[k.name] and (k.device_of(cfg) or "").startswith("cuda")]
+    leads = sum(graph.counts[k.name] for k in on_cuda if k.lead)
+    others = sum(graph.counts[k.name] for k in on_cuda if not k.lead)
     out: dict[str, float] = {}
-    whole = cluster_gpus is None or cluster_gpus < 1 or cluster_gpus >= trainers + policies
-    if trainers:
-        out["trainer"] = 1.0 if whole else TRAINER_GPU_SHARE
-    if policies:
-        per_gpu = math.ceil(policies / max(1, int(cluster_gpus or 1)))
-        left = 1.0 - (TRAINER_GPU_SHARE if trainers else 0.0)
-        out["policy"] = 1.0 if whole else round(left / per_gpu, 4)
+    whole = cluster_gpus is None or cluster_gpus < 1 or cluster_gpus >= leads + others
+    per_gpu = math.ceil(others / max(1, int(cluster_gpus or 1)))
+    left = 1.0 - (TRAINER_GPU_SHARE if leads else 0.0)
+    for k in on_cuda:
+        out[k.name] = 1.0 if whole else TRAINER_GPU_SHARE if k.lead else round(left / per_gpu, 4)
     return out
 
 
+def given_resources(opts: RayOptions, role: str) -> dict[str, float] | None:
+    """What ``launcher_options`` asks for workers of kind ``role``: ``resources[role]``, else the
+    option ``<role>_resources`` where :class:`RayOptions` has one (actor, policy, trainer); None: not set."""
+    if opts.resources and role in opts.resources:
+        return opts.resources[role]
+    return getattr(opts, f"{role}_resources", None)
+
+
+def resources_option(role: str) -> str:
+    """The ``launcher_options`` key that sets the resources of kind ``role``."""
+    return f"{role}_resources" if f"{role}_resources" in {f.name for f in dataclasses.fields(RayOptions)} else \
+        f"resources.{role}"
+
+
 def role_resources(cfg: Any, opts: RayOptions, role: str, cluster_gpus: float | None = None) -> dict[str, float]:
-    """The Ray resources one worker of ``role`` asks for: ``launcher_options.<role>_resources``
-    when set, else ``{"CPU": 1.0}`` plus ``"GPU"`` for a policy worker on ``policy.device=cuda*``
-    or a trainer on ``algo.device=cuda*``, a whole GPU or a share of one (:func:`gpu_shares` of
+    """The Ray resources one worker of kind ``role`` asks for: what ``launcher_options`` says
+    (:func:`given_resources`) when set, else the kind's ``cpus`` (1 for the built-in kinds) plus
+    ``"GPU"`` when its device option is on CUDA (a policy worker on ``policy.device=cuda*``, a
+    trainer on ``algo.device=cuda*``): a whole GPU or a share of one (:func:`gpu_shares` of
     ``cluster_gpus``)."""
-    given = getattr(opts, f"{role}_resources")
+    given = given_resources(opts, role)
     if given is not None:
         return {k: float(v) for k, v in given.items()}
     share = gpu_shares(cfg, cluster_gpus).get(role)
-    return {"CPU": 1.0, **({"GPU": share} if share else {})}
+    return {"CPU": float(_graph(cfg).kind(role).cpus), **({"GPU": share} if share else {})}
 
 
 def placement_request(cfg: Any, opts: RayOptions, cluster_gpus: float | None = None
@@ -178,28 +203,27 @@ def placement_request(cfg: Any, opts: RayOptions, cluster_gpus: float | None = N
     """``[(role, index, resources)]``: one bundle per worker of the graph, in graph order
     (:meth:`zoo.core.graph.Graph.workers`); bundle ``i`` is the ``i``-th entry. ``cluster_gpus``:
     see :func:`gpu_shares`."""
-    from zoo.core.graph import Graph
-
-    return [(role, index, role_resources(cfg, opts, role, cluster_gpus))
-            for role, index in Graph.from_config(cfg).workers()]
+    return [(role, index, role_resources(cfg, opts, role, cluster_gpus)) for role, index in _graph(cfg).workers()]
 
 
 def device_problem(cfg: Any, request: list[tuple[str, int, dict[str, float]]]) -> str | None:
     """Why a worker's ``cuda:N`` cannot work under Ray, or None: Ray makes visible to each worker
     the GPUs its bundle holds (``CUDA_VISIBLE_DEVICES``), numbered from 0, so ``cuda:N`` needs
-    ``N`` below that count (a share of a GPU is one). A role asking no GPU is not checked."""
+    ``N`` below that count (a share of a GPU is one). A kind asking no GPU is not checked."""
+    graph = _graph(cfg)
     for role, _, res in request:
-        device = role_device(cfg, role)
+        kind = graph.kind(role)
+        device = kind.device_of(cfg)
         if not device or not device.startswith("cuda:") or "GPU" not in res:
             continue
         visible = math.ceil(res["GPU"] - 1e-9)
         n = int(device.split(":", 1)[1])
         if n >= visible:
-            path = "algo.device" if role == "trainer" else "policy.device"
+            path = kind.device
             return (f"{path}={device!r}: under Ray each {role} worker sees only the {visible} GPU(s) its bundle holds "
                     f"(GPU={res['GPU']:g}), numbered from cuda:0; use --set {path}=cuda (or cuda:0"
                     + (f"..cuda:{visible - 1}" if visible > 1 else "")
-                    + f"), or ask more with launcher_options.{role}_resources")
+                    + f"), or ask more with launcher_options.{resources_option(role)}")
     return None
 
 
@@ -229,12 +253,16 @@ def _fitting_cpu_shares(request: list[tuple[str, int, dict[str, float]]], nodes:
     if share <= 0:
         return ""
     sets = []
-    for role in ("actor", "policy", "trainer"):
-        res = next((r for ro, _, r in request if ro == role), None)
-        if res is None or res.get("CPU", 0.0) <= share:
+    for role in reversed(dict.fromkeys(ro for ro, _, _ in request)):  # each kind once: actors first, trainers last
+        res = next(r for ro, _, r in request if ro == role)
+        if res.get("CPU", 0.0) <= share:
             continue
         given = ", ".join(f"'{k}': {share if k == 'CPU' else v:g}" for k, v in res.items())
-        sets.append(f"--set \"launcher_options.{role}_resources={{{given}}}\"")
+        option = resources_option(role)
+        if option.startswith("resources."):
+            sets.append(f"--set \"launcher_options.resources={{'{role}': {{{given}}}}}\"")
+        else:
+            sets.append(f"--set \"launcher_options.{option}={{{given}}}\"")
     if not sets:
         return ""
     return (f"e.g. {share:g} CPU for each of the {len(request)} workers fits CPU={total:g}: " + " ".join(sets)
@@ -663,7 +691,9 @@ class RayLauncher(Launcher):
         """
         import ray
 
-        key = ("trainer", 0)
+        from zoo.core.graph import Graph
+
+        key = Graph.from_config(self.cfg).lead()
         if key not in self.where:
             return
         run_dir = os.path.abspath(os.path.join(self.cfg.runs_dir, self.cfg.name))
@@ -682,10 +712,10 @@ class RayLauncher(Launcher):
             os.unlink(probe)
         if not seen:
             raise LaunchError(
-                f"trainer 0 runs on Ray node {node_label(node, ip)}, which does not see the run directory {run_dir}: "
-                "its metrics and checkpoints must reach this machine. Set --set runs_dir=PATH to a folder every node "
-                "mounts at the same path (NFS, a shared disk), or give trainer 0 a resource only this machine's node "
-                "has (launcher_options.trainer_resources, docs/cluster.md)")
+                f"{key[0]} {key[1]} runs on Ray node {node_label(node, ip)}, which does not see the run directory "
+                f"{run_dir}: its metrics and checkpoints must reach this machine. Set --set runs_dir=PATH to a folder "
+                f"every node mounts at the same path (NFS, a shared disk), or give {key[0]} {key[1]} a resource only "
+                f"this machine's node has (launcher_options.{resources_option(key[0])}, docs/cluster.md)")
 
     # -- the launcher interface ---------------------------------------------------------------
     def _place(self, role: str, index: int) -> tuple[int | None, str, str]:
