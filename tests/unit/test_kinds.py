@@ -28,7 +28,14 @@ def _plugin(**hooks) -> types.SimpleNamespace:
 
 @pytest.fixture
 def param_stats(monkeypatch):
-    """A plugin host with the built-ins and the test plugin ``param-stats`` (registered in process)."""
+    """A plugin host with the built-ins and the test plugin ``param-stats`` (registered in process).
+
+    While the plugin's folder is on ``sys.path`` its dist-info is an installed distribution, so a
+    process-wide registry built then would list ``param-stats`` from its entry point and fail to
+    import it after the test: the cached registry is dropped on both sides of the test."""
+    from zoo.core.plugins import get_host
+
+    get_host.cache_clear()
     monkeypatch.syspath_prepend(str(PARAM_STATS))
     import zoo_param_stats
 
@@ -36,6 +43,7 @@ def param_stats(monkeypatch):
     host.register_plugin(zoo_param_stats, "param-stats", "zoo-param-stats", "0.1.0", False)
     yield host.registry
     sys.modules.pop("zoo_param_stats", None)
+    get_host.cache_clear()
 
 
 def test_actor_policy_worker_and_trainer_register_through_the_hook():
