@@ -16,20 +16,20 @@ def _base(size: int) -> str:
     return "/zoo-socket-dir-test-" + "d" * (size - 21)
 
 
-def test_a_folder_that_leaves_40_bytes_passes_and_one_byte_more_is_refused():
-    ok = _base(52)  # 52 + "/" + 14 = 67 bytes; 67 + 40 = 107, the limit
+def test_a_folder_that_leaves_24_bytes_passes_and_one_byte_more_is_refused():
+    ok = _base(68)  # 68 + "/" + 14 = 83 bytes; 83 + 24 = 107, the limit
     assert check_socket_dir(RUN_ID, ok) == os.path.join(ok, "zoo-" + RUN_ID)
-    long = _base(53)
+    long = _base(69)
     with pytest.raises(TransportError) as err:
         check_socket_dir(RUN_ID, long)
     text = str(err.value)
-    assert "is 68 bytes long" in text and "107-byte limit" in text
-    assert "set base_dir to a folder of at most 52 bytes" in text  # 107 - 40 - 14 - 1
+    assert "is 84 bytes long" in text and "107-byte limit" in text
+    assert "set base_dir to a folder of at most 68 bytes" in text  # 107 - 24 - 14 - 1
 
 
 def test_the_temporary_folder_is_named_when_no_base_dir_is_given(monkeypatch):
     monkeypatch.setattr("tempfile.tempdir", _base(80))
-    with pytest.raises(TransportError, match=r"set TMPDIR \(the temporary folder\) to a folder of at most 52 bytes"):
+    with pytest.raises(TransportError, match=r"set TMPDIR \(the temporary folder\) to a folder of at most 68 bytes"):
         check_socket_dir(RUN_ID)
 
 

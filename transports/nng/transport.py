@@ -71,6 +71,7 @@ from zoo.core.resolver import run_key
 from zoo.core.transport import TransportError
 from zoo.transports.sockets.engine import Published, check_resolvable, is_loopback, publish_port, read_port
 from zoo.transports.sockets.rundir import (
+    UNIX_PATH_LIMIT,
     check_socket_dir,
     create_run_dir,
     default_resolver,
@@ -159,6 +160,9 @@ class _IpcAddress:
     """``ipc://<path>``, published as ``{"url"}`` through the resolver."""
 
     def __init__(self, path: str, published: Published) -> None:
+        if len(path.encode()) > UNIX_PATH_LIMIT:  # nng would say only "AddressInvalid"
+            raise TransportError(f"socket path {path!r} is longer than the {UNIX_PATH_LIMIT}-byte Unix limit; "
+                                 "use a shorter TMPDIR or stream name")
         self.url, self.published = f"ipc://{path}", published
 
     def listen(self, sock: pynng.Socket) -> None:

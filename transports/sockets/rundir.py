@@ -51,9 +51,11 @@ def run_dir(run_id: str, base_dir: str | None = None) -> str:
 
 UNIX_PATH_LIMIT = 107
 """The longest Unix socket path in bytes (``sun_path`` holds 108, with its terminating NUL)."""
-SOCKET_NAME_RESERVE = 40
-"""Bytes a run's socket folder leaves for ``/<endpoint>.<suffix>``: endpoint names such as
-``inference-12`` or ``sample-hiders-3`` plus ``.ipc``/``.shm`` fit in it."""
+SOCKET_NAME_RESERVE = 24
+"""Bytes a run's socket folder leaves for ``/<endpoint>.<suffix>``: an endpoint name of up to
+19 characters (``inference-12``, ``sample-hiders-3``) plus ``.ipc``/``.shm``. A longer name
+still fails alone, when its socket is made (nng: :class:`~zoo.core.transport.TransportError`
+naming the path)."""
 
 
 def check_socket_dir(run_id: str, base_dir: str | None = None) -> str:
