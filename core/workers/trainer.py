@@ -150,6 +150,30 @@ def _devices(cfg: Any, count: int) -> list[str] | None:
     return [worker_device(device, r) for r in range(count)] if isinstance(device, str) else None
 
 
+def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
+    """The trainer's algorithm (``cfg.algo_name`` with ``cfg.algo``) on this rank's device
+    (``devices[ctx.index]``; None: the algorithm has no ``device`` option), after setting
+    torch's threads (:mod:`zoo.core.workers.threads`) and seed."""
+    import dataclasses
+
+    import torch
+
+    cfg, rank = ctx.cfg, ctx.index
+    torch.set_num_threads(thread_plan(cfg).trainer)
+    # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
+    # so they all start from the same weights.
+    # A restarted trainer (ctx.attempt >= 1) draws new ones: it does not replay the crashed attempt
+    # (its checkpoint, when there is one, then restores the state it continues from).
+    seed = derive_seed(cfg.seed, "trainer", 0, attempt=ctx.attempt)
+    torch.manual_seed(seed)
+    algo_cfg = cfg.algo
+    if devices is not None and devices[rank] != algo_cfg.device:
+        algo_cfg = dataclasses.replace(algo_cfg, device=devices[rank])
+    if devices is not None:  # cuda:N current before any tensor is made there: no stray context on GPU 0
+        zdevices.use_device(devices[rank])
+    return ctx.registry.get("algorithm", cfg.algo_name).load()(algo_cfg, ctx.spec, seed)
+
+
 # ----------------------------------------------------------------------------- the worker
 class Trainer:
     """One trainer worker (rank ``ctx.index`` of ``trainer.count``): the algorithm and its parts.
@@ -161,10 +185,6 @@ class Trainer:
     """
 
     def __init__(self, ctx: WorkerContext) -> None:
-        import dataclasses
-
-        import torch
-
         from zoo.core.config import budget
 
         cfg, spec = ctx.cfg, ctx.spec
@@ -172,20 +192,8 @@ class Trainer:
         K, rank = cfg.trainer.count, ctx.index
         self.lead = rank == 0  # publishes parameters, writes metrics and checkpoints, reports to the controller
         self.learn = bool(cfg.trainer.learn)
-        torch.set_num_threads(thread_plan(cfg).trainer)
-        # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
-        # so they all start from the same weights.
-        # A restarted trainer (ctx.attempt >= 1) draws new ones: it does not replay the crashed attempt
-        # (its checkpoint, when there is one, then restores the state it continues from).
-        seed = derive_seed(cfg.seed, "trainer", 0, attempt=ctx.attempt)
-        torch.manual_seed(seed)
         devices = _devices(cfg, K)
-        algo_cfg = cfg.algo
-        if devices is not None and devices[rank] != algo_cfg.device:
-            algo_cfg = dataclasses.replace(algo_cfg, device=devices[rank])
-        if devices is not None:  # cuda:N current before any tensor is made there: no stray context on GPU 0
-            zdevices.use_device(devices[rank])
-        self.algo = ctx.registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, seed)
+        self.algo = make_algorithm(ctx, devices)
         if self.lead:
             prepare_dir(ctx.run_dir)
         self.state = st = TrainerState()
