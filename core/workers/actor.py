@@ -510,9 +510,9 @@ def run(ctx: WorkerContext) -> None:
     return_gamma = float(cfg.algo.gamma) if getattr(cfg.algo, "norm_reward", False) else None
     all_seeds = actor_env_seeds(ctx)
     groups: list[EnvGroup] = []
-    for g in range(n_groups):
-        seeds = all_seeds[g * per_group:(g + 1) * per_group]
-        groups.append(make_group(ctx, seeds, g * per_group, return_gamma))
+    for i in range(n_groups):
+        seeds = all_seeds[i * per_group:(i + 1) * per_group]
+        groups.append(make_group(ctx, seeds, i * per_group, return_gamma))
     graph = Graph.from_config(cfg)
     client = inference_client(ctx, graph)
     samples = ctx.transport("sample").pusher(endpoint("sample", graph.trainer_of(ctx.index)))
@@ -523,8 +523,8 @@ def run(ctx: WorkerContext) -> None:
     requests = InferenceRequests(ctx, client, groups, first_request_id(ctx), meter)
     outbox = SampleOutbox(ctx, samples, cfg.actors.drop_when_full, meter)
     try:
-        for g in range(n_groups):
-            requests.send(g)
+        for i in range(n_groups):
+            requests.send(i)
         while not ctx.stop:
             ctx.heartbeat()
             t = time.perf_counter()
