@@ -21,7 +21,7 @@ key                 contents
                     before it was counted)
 ``resumes``         int, how many times the run was resumed before this checkpoint
 ``trainer``         the trainer worker's own state for an exact resume (see
-                    :mod:`zoo.core.workers.trainer`): sample counters, recent episode
+                    :mod:`zoo.core.workers.checkpointing`): sample counters, recent episode
                     returns, samples received but not yet trained on, ``time_s``, the byte
                     length of ``metrics.jsonl`` at the checkpoint, RNG states of torch,
                     numpy and Python

@@ -6,7 +6,7 @@ the run's config from its ``config.json`` (with the same presets, then the saved
 then what the command line adds), checks it against the saved one and returns it with
 ``resume`` set to the run's resume count + 1; the controller then starts the workers as
 for a new run, in the same run directory, and the trainer continues from the checkpoint
-(what it restores: :mod:`zoo.core.workers.trainer`).
+(what it restores: :mod:`zoo.core.workers.checkpointing`).
 
 **What may change on resume** (:data:`SAFE_TO_CHANGE`): the budget (``--steps`` /
 ``--frames``: it counts from the run's original start, so it must be more than the env

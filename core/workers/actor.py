@@ -408,7 +408,101 @@ def actor_env_seeds(ctx: WorkerContext) -> list[int]:
     return env_seeds(cfg.seed, ctx.index, cfg.actors.envs_per_actor, int(getattr(cfg, "resume", 0) or 0), ctx.attempt)
 
 
+class InferenceRequests:
+    """The ring's inference requests in flight: one per env group at most (``pending``: request
+    id -> group index), each sent with :meth:`send`; a request unanswered for
+    :data:`REQUEST_RETRY_S` seconds (its policy worker restarted) is sent again with a new id
+    (:meth:`retry_stale`). Ids start at ``first_id`` (:func:`first_request_id`), so a crashed
+    attempt's late replies match nothing."""
+
+    def __init__(self, ctx: WorkerContext, client: Any, groups: list[EnvGroup], first_id: int, meter: Meter) -> None:
+        self.ctx, self.client, self.groups, self.meter = ctx, client, groups, meter
+        self.next_id = first_id
+        self.pending: dict[int, int] = {}  # request id -> group index
+        self.sent_at = [0.0] * len(groups)  # when each group's request in flight was sent (monotonic s)
+
+    def send(self, g: int) -> None:
+        """Ask for the actions of group ``g``'s acting agents, waiting (with heartbeats) while the
+        inference stream is full; returns early on a stop request."""
+        group = self.groups[g]
+        group.request_id = self.next_id
+        self.pending[self.next_id] = g
+        self.next_id += 1
+        # Only agents that act are sent: finished or not-yet-joined agents get no action.
+        slots = np.flatnonzero(group.active)
+        request = {"obs": {k: v[slots] for k, v in group.obs.items()}, "slot": slots,
+                   "on_reset": group.on_reset[slots]}
+        meta = {"request_id": group.request_id, "rows": int(slots.size), "group": g}
+        t = time.perf_counter()
+        while not self.client.send(request, meta, REQUEST_TIMEOUT_S):
+            if self.ctx.stop:
+                return
+            t = self.meter.lap("inference", t)  # counted as it goes: a heartbeat sent now includes it
+            self.ctx.heartbeat()  # waiting for a (restarting) policy worker is not hanging
+        self.meter.lap("inference", t)
+        self.meter.counts["requests"] += 1
+        self.sent_at[g] = time.monotonic()
+
+    def answered(self, request_id: int) -> int | None:
+        """The group a reply is for, no longer pending; None for a request this actor no longer
+        waits for (resent, or a crashed attempt's)."""
+        return self.pending.pop(request_id, None)
+
+    def retry_stale(self, now: float | None = None) -> None:
+        """Send again every request older than :data:`REQUEST_RETRY_S` (``now``: monotonic s)."""
+        now = time.monotonic() if now is None else now
+        for g, group in enumerate(self.groups):
+            if group.request_id in self.pending and now - self.sent_at[g] > REQUEST_RETRY_S:
+                del self.pending[group.request_id]
+                self.send(g)
+
+
+class SampleOutbox:
+    """An actor's samples on their way to its trainer, and the counts that travel with them:
+    env steps and finished episodes since the last sample sent, and agent-slot samples dropped
+    because the trainer was behind (``dropped_at_actor``). With ``drop_when_full``
+    (``actors.drop_when_full``) a sample waits at most :data:`DROP_WAIT_S` for room and is
+    dropped otherwise (its counts go with the next one that gets through); else the actor
+    waits, with heartbeats, until the trainer takes it."""
+
+    def __init__(self, ctx: WorkerContext, pusher: Any, drop_when_full: bool, meter: Meter) -> None:
+        self.ctx, self.pusher, self.drop_when_full, self.meter = ctx, pusher, drop_when_full, meter
+        self.episodes: list[dict[str, Any]] = []  # finished since the last sample sent (EnvGroup.step appends)
+        self.env_steps = 0
+        self.dropped = 0
+
+    def stepped(self, n_envs: int) -> None:
+        """Count one step of ``n_envs`` envs."""
+        self.env_steps += n_envs
+        self.meter.counts["env_steps"] += n_envs
+
+    def push(self, bundle: dict[str, Any], env_offset: int, agents: int, t: float) -> bool:
+        """Send the sample ``bundle`` of the group at ``env_offset`` (``agents`` per env) with the
+        counts not yet sent; ``t``: ``time.perf_counter()`` the push time is counted from.
+        Returns False when a stop request came while waiting for the trainer."""
+        meta = {"actor": self.ctx.index, "env_offset": env_offset, "agents": agents,
+                "env_steps": self.env_steps, "episodes": self.episodes, "dropped_at_actor": self.dropped}
+        if self.drop_when_full:  # never wait for the trainer
+            sent = self.pusher.send(bundle, meta, DROP_WAIT_S)
+        else:
+            while not (sent := self.pusher.send(bundle, meta, REQUEST_TIMEOUT_S)):
+                if self.ctx.stop:
+                    return False
+                t = self.meter.lap("push", t)  # counted as it goes: a heartbeat sent now includes it
+                self.ctx.heartbeat()
+        self.meter.lap("push", t)
+        if sent:
+            self.meter.counts["samples_pushed"] += 1
+            self.episodes, self.env_steps, self.dropped = [], 0, 0
+        else:  # its env steps and episodes travel with the next sample that gets through
+            self.dropped += bundle["reward"].shape[1]
+        return True
+
+
 def run(ctx: WorkerContext) -> None:
+    """The actor's loop (module docstring): send each env group's inference request; on each
+    reply, step that group's envs with the actions, push the sample when it is full, request
+    again."""
     cfg = ctx.cfg
     n_groups = cfg.actors.ring_size
     per_group = cfg.actors.envs_per_actor // n_groups
@@ -416,92 +510,43 @@ def run(ctx: WorkerContext) -> None:
     return_gamma = float(cfg.algo.gamma) if getattr(cfg.algo, "norm_reward", False) else None
     all_seeds = actor_env_seeds(ctx)
     groups: list[EnvGroup] = []
-    for g in range(n_groups):
-        seeds = all_seeds[g * per_group:(g + 1) * per_group]
-        groups.append(make_group(ctx, seeds, g * per_group, return_gamma))
+    for i in range(n_groups):
+        seeds = all_seeds[i * per_group:(i + 1) * per_group]
+        groups.append(make_group(ctx, seeds, i * per_group, return_gamma))
     graph = Graph.from_config(cfg)
     client = inference_client(ctx, graph)
     samples = ctx.transport("sample").pusher(endpoint("sample", graph.trainer_of(ctx.index)))
     buffers = [SampleBuffer(cfg.sample_length, g.obs, return_gamma is not None) for g in groups]
-    episodes: list[dict[str, Any]] = []
-    env_steps_unsent = 0
-    dropped_unsent = 0  # agent-slot samples dropped because the trainer was behind
-    next_request = first_request_id(ctx)  # a crashed attempt's late replies match nothing
-    pending: dict[int, int] = {}  # request id -> group index
     if ctx.meter is None:
         ctx.meter = Meter("actor")
-    meter, counts = ctx.meter, ctx.meter.counts  # where the time goes: sent with the heartbeats
-    sent_at = [0.0] * n_groups  # when each group's request in flight was sent (monotonic s)
-
-    def request(g: int) -> None:
-        nonlocal next_request
-        group = groups[g]
-        group.request_id = next_request
-        pending[next_request] = g
-        next_request += 1
-        # Only agents that act are sent: finished or not-yet-joined agents get no action.
-        slots = np.flatnonzero(group.active)
-        request = {"obs": {k: v[slots] for k, v in group.obs.items()}, "slot": slots,
-                   "on_reset": group.on_reset[slots]}
-        meta = {"request_id": group.request_id, "rows": int(slots.size), "group": g}
-        t = time.perf_counter()
-        while not client.send(request, meta, REQUEST_TIMEOUT_S):
-            if ctx.stop:
-                return
-            t = meter.lap("inference", t)  # counted as it goes: a heartbeat sent now includes it
-            ctx.heartbeat()  # waiting for a (restarting) policy worker is not hanging
-        meter.lap("inference", t)
-        counts["requests"] += 1
-        sent_at[g] = time.monotonic()
-
-    def retry_stale() -> None:
-        now = time.monotonic()
-        for g, group in enumerate(groups):
-            if group.request_id in pending and now - sent_at[g] > REQUEST_RETRY_S:
-                del pending[group.request_id]
-                request(g)
-
+    meter = ctx.meter  # where the time goes: sent with the heartbeats
+    requests = InferenceRequests(ctx, client, groups, first_request_id(ctx), meter)
+    outbox = SampleOutbox(ctx, samples, cfg.actors.drop_when_full, meter)
     try:
-        for g in range(n_groups):
-            request(g)
+        for i in range(n_groups):
+            requests.send(i)
         while not ctx.stop:
             ctx.heartbeat()
             t = time.perf_counter()
             msg = client.recv(REQUEST_TIMEOUT_S)
             t = meter.lap("inference", t)
-            retry_stale()
+            requests.retry_stale()
             if msg is None:
                 continue
             reply, meta = msg
-            if meta["request_id"] not in pending:
+            g = requests.answered(meta["request_id"])
+            if g is None:
                 continue  # a reply to a request this actor no longer waits for
-            g = pending.pop(meta["request_id"])
             group, buf = groups[g], buffers[g]
             action = buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
-            group.step(action, buf, episodes)
+            group.step(action, buf, outbox.episodes)
             t = meter.lap("env", t)
-            env_steps_unsent += group.n_envs
-            counts["env_steps"] += group.n_envs
+            outbox.stepped(group.n_envs)
             if buf.full:
-                meta = {"actor": ctx.index, "env_offset": g * per_group, "agents": group.A,
-                        "env_steps": env_steps_unsent, "episodes": episodes, "dropped_at_actor": dropped_unsent}
-                bundle = buf.bundle()
-                if cfg.actors.drop_when_full:  # never wait for the trainer
-                    sent = samples.send(bundle, meta, DROP_WAIT_S)
-                else:
-                    while not (sent := samples.send(bundle, meta, REQUEST_TIMEOUT_S)):
-                        if ctx.stop:
-                            return
-                        t = meter.lap("push", t)  # counted as it goes: a heartbeat sent now includes it
-                        ctx.heartbeat()
-                meter.lap("push", t)
-                if sent:
-                    counts["samples_pushed"] += 1
-                    episodes, env_steps_unsent, dropped_unsent = [], 0, 0
-                else:  # its env steps and episodes travel with the next sample that gets through
-                    dropped_unsent += bundle["reward"].shape[1]
+                if not outbox.push(buf.bundle(), g * per_group, group.A, t):
+                    return
                 buffers[g] = SampleBuffer(cfg.sample_length, group.obs, return_gamma is not None)
-            request(g)
+            requests.send(g)
     finally:
         client.close()
         samples.close()

@@ -184,7 +184,35 @@ class Inference:
             return infer(self.policy, batch, self.device, self.states, self.env_index)
 
 
+def gather(server, first: tuple, max_rows: int, max_wait_s: float) -> tuple[list, int]:
+    """One inference batch: the request ``first``, then those that arrive on ``server`` within
+    ``max_wait_s`` seconds, until the batch holds ``max_rows`` rows (``policy.max_batch``; the
+    request that reaches it is kept whole). Returns the requests, in order, and their rows."""
+    batch = [first]
+    rows = first[2]["rows"]
+    deadline = time.monotonic() + max_wait_s
+    while rows < max_rows:
+        nxt = server.recv(max(0.0, deadline - time.monotonic()))
+        if nxt is None:
+            break
+        batch.append(nxt)
+        rows += nxt[2]["rows"]
+    return batch, rows
+
+
+def stall_message(watch: StallWatch, now: float, version: int, max_policy_lag: int) -> str:
+    """The ``parameter-stall`` warning: no new parameters since ``watch.since`` (``now``: monotonic s)."""
+    return (f"no new parameters for {now - watch.since:.0f} s: still serving policy version "
+            f"{version} ({watch.batches} inference batches since it arrived); actors act with "
+            "stale weights and the policy lag grows (samples older than "
+            f"trainer.max_policy_lag={max_policy_lag} versions are dropped). "
+            "Is the trainer stalled, or much slower than sampling?")
+
+
 def run(ctx: WorkerContext) -> None:
+    """The policy worker's loop (module docstring): wait for the first parameters, then receive
+    inference requests, batch them (:func:`gather`), act, reply, load newer parameters, warn
+    when they stop arriving."""
     from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
 
     cfg = ctx.cfg
@@ -206,15 +234,7 @@ def run(ctx: WorkerContext) -> None:
             first = server.recv(POLL_S)
             if first is not None:
                 received = time.perf_counter()
-                batch = [first]
-                rows = first[2]["rows"]
-                deadline = time.monotonic() + max_wait
-                while rows < cfg.policy.max_batch:
-                    nxt = server.recv(max(0.0, deadline - time.monotonic()))
-                    if nxt is None:
-                        break
-                    batch.append(nxt)
-                    rows += nxt[2]["rows"]
+                batch, rows = gather(server, first, cfg.policy.max_batch, max_wait)
                 start = time.perf_counter()
                 _reply(server, batch, net.act(batch), net.version, ctx.index)
                 answered = meter.lap("busy", start)
@@ -227,11 +247,7 @@ def run(ctx: WorkerContext) -> None:
                 meter.lap("busy", start)
                 watch.new_version(time.monotonic())
             elif cfg.trainer.learn and watch.due(now := time.monotonic()):
-                message = (f"no new parameters for {now - watch.since:.0f} s: still serving policy version "
-                           f"{net.version} ({watch.batches} inference batches since it arrived); actors act with "
-                           "stale weights and the policy lag grows (samples older than "
-                           f"trainer.max_policy_lag={cfg.trainer.max_policy_lag} versions are dropped). "
-                           "Is the trainer stalled, or much slower than sampling?")
+                message = stall_message(watch, now, net.version, cfg.trainer.max_policy_lag)
                 if ctx.send_control("warning", timeout=0.05, key="parameter-stall", message=message):
                     watch.warned()
     finally:
