@@ -7,9 +7,12 @@ the network's forward pass on a minibatch (``evaluate``: log-probabilities, entr
 a loss, the backward pass and one Adam step. Networks:
 
 - ``cnn``: PPO's Nature CNN actor-critic on Atari frames (uint8 ``[256, 4, 84, 84]``, 6 actions);
-- ``mlp``: PPO's CartPole actor-critic (two tanh MLPs of 64, 4 inputs, 2 actions), minibatch 256;
+- ``mlp``: PPO's CartPole actor-critic (two tanh MLPs of 64, or each ``--mlp-hidden`` width; 4
+  inputs, 2 actions), minibatch 256;
 - ``entity``: MAPPO's hide-and-seek entity policy (attention + LSTM 256) on chunks of 10 steps x 64
-  slots of a real quadrant observation (``algo.chunk_length`` 10, the reference setting).
+  slots of a real quadrant observation (``algo.chunk_length`` 10, the reference setting);
+- ``update`` (not in the default list): PPO's whole update at the Pong workload, a batch of 128 x 8
+  Atari steps, 4 epochs x 4 minibatches, the values and GAE included (:func:`ppo_update`).
 
 Variants: ``float32``; ``bfloat16`` (the forward pass under ``torch.autocast(dtype=bfloat16)``,
 outputs cast to float32 before the loss, as ``algo.precision=bfloat16`` runs it); for the CNN
@@ -109,7 +112,23 @@ def entity_step(precision: str) -> Callable[[], None]:
     return step
 
 
-def variants(nets: list[str]) -> dict[str, dict[str, Callable[[], None]]]:
+def ppo_update(precision: str) -> Callable[[], None]:
+    """One whole :meth:`PPO.update` at the Pong workload's batch (128 steps x 8 envs of uint8 frames,
+    the Atari presets' 4 epochs x 4 minibatches of 256), values and GAE included."""
+    from zoo.plugins.algorithms.ppo.ppo import PPO, PPOConfig
+
+    rng = np.random.default_rng(0)
+    T, B = 128, 8
+    batch = {"obs": {"obs": rng.integers(0, 255, (T + 1, B, 4, 84, 84), dtype=np.uint8)},
+             "action": rng.integers(0, 6, (T, B)).astype(np.int64),
+             "reward": rng.normal(size=(T, B)).astype(np.float32),
+             "terminated": np.zeros((T, B), bool), "truncated": np.zeros((T, B), bool),
+             "logp": np.full((T, B), np.log(1 / 6), np.float32)}
+    algo = PPO(PPOConfig(precision=precision, epochs=4, minibatches=4), _atari_spec(), 0)
+    return lambda: algo.update(batch) and None
+
+
+def variants(nets: list[str], hidden: list[int]) -> dict[str, dict[str, Callable[[], None]]]:
     """``{network: {variant: step}}``."""
     from zoo.plugins.algorithms.ppo.networks import ActorCritic
 
@@ -124,13 +143,15 @@ def variants(nets: list[str]) -> dict[str, dict[str, Callable[[], None]]]:
             ("float32", "float32", ""), ("bfloat16", "bfloat16", ""),
             ("bf16+cl", "bfloat16", "all"), ("f32+cl", "float32", "all"),
             ("bf16+cl-in", "bfloat16", "input"), ("f32+cl-in", "float32", "input"))}
-    if "mlp" in nets:
+    for h in hidden if "mlp" in nets else ():
         torch.manual_seed(0)
-        base = ActorCritic(_cartpole_spec())
+        base = ActorCritic(_cartpole_spec(), hidden=h)
         obs = {"obs": torch.from_numpy(rng.standard_normal((256, 4), dtype=np.float32))}
         action = torch.from_numpy(rng.integers(0, 2, 256))
-        out["mlp-64"] = {name: ppo_step(deepcopy(base), obs, action, name)
-                         for name in ("float32", "bfloat16")}
+        out[f"mlp-{h}"] = {name: ppo_step(deepcopy(base), obs, action, name)
+                           for name in ("float32", "bfloat16")}
+    if "update" in nets:
+        out["ppo-update"] = {name: ppo_update(name) for name in ("float32", "bfloat16")}
     if "entity" in nets:
         out["entity+lstm"] = {name: entity_step(name) for name in ("float32", "bfloat16")}
     return out
@@ -159,6 +180,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--nets", default="cnn,mlp,entity")
+    parser.add_argument("--mlp-hidden", default="64", help="hidden widths of the MLP, e.g. 64,128,256,512")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from zoo.core.devices import cpu_bf16_facts
@@ -168,7 +190,7 @@ def main() -> None:
           f"torch {torch.__version__} (CPU capability {cap}, bf16 flags {sorted(flags) or 'none'}), "
           f"{args.threads} thread(s); load average {os.getloadavg()[0]:.2f}")
     print(f"{'network':13}{'variant':>11}{'cpu ms':>9}{'min-max':>15}{'wall ms':>9}{'x f32 (cpu)':>12}")
-    for net, steps in variants(args.nets.split(",")).items():
+    for net, steps in variants(args.nets.split(","), [int(h) for h in args.mlp_hidden.split(",")]).items():
         res = measure(steps, args.rounds, args.steps)
         base = res["cpu"]["float32"]
         for name in steps:

@@ -8,6 +8,11 @@
   >= 8.0, Ampere); ``policy.precision=auto`` picks it there and float32 elsewhere.
 - :func:`use_device`: ``torch.cuda.set_device`` for a ``cuda:N`` worker, so that it does not
   open a context on GPU 0 as well.
+- :func:`cpu_bf16_facts` / :func:`cpu_bf16_native` / :func:`training_bf16_native` /
+  :func:`choose_training_precision` / :func:`training_autocast`: ``algo.precision`` (issue 25):
+  bfloat16 training on a CPU with AVX512-BF16 or AMX-BF16 or a GPU of compute capability
+  >= 8.0; ``auto`` picks it there for networks with a layer of at least :data:`BF16_MIN_LAYER`
+  weights (measured faster), float32 elsewhere.
 """
 from __future__ import annotations
 
@@ -147,10 +152,11 @@ def training_bf16_native(device: Any) -> tuple[bool, str]:
 
 
 # The least weights in one layer (matrix or convolution kernel) for which ``algo.precision=auto``
-# picks bfloat16: measured (benchmarks/train_precision_bench.py) on a CPU with AVX512-BF16, a
-# training step (minibatch 256, forward, backward, Adam) under bfloat16 autocast took 1.23x the
-# float32 time with layers of 64 x 64, 1.02x with 128 x 128, 0.75x with 256 x 256, 0.59x with
-# 512 x 512, 0.62x for the hide-and-seek entity policy and 0.50x for the Nature CNN.
+# picks bfloat16: measured (benchmarks/train_precision_bench.py, two interleaved runs) on a CPU
+# with AVX512-BF16, a training step (minibatch 256, forward, backward, Adam) under bfloat16
+# autocast took 1.17-1.23x the float32 CPU time with MLP layers of 64 x 64, 1.01-1.02x with
+# 128 x 128, 0.75-0.76x with 256 x 256, 0.59-0.69x with 512 x 512, 0.60-0.62x for the
+# hide-and-seek entity policy and 0.46-0.50x for the Nature CNN (benchmarks/RESULTS.md).
 BF16_MIN_LAYER = 256 * 256
 
 

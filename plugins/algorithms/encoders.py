@@ -79,8 +79,9 @@ class NatureCNN(nn.Module):
     :func:`zoo.plugins.algorithms.precision.use_channels_last`): the frames are laid out
     channels-last in memory (``torch.channels_last``, same shape and values) before the first
     convolution, so that oneDNN runs the convolutions and their backward passes in NHWC: a
-    training step on a minibatch of 256 took 0.76x the CPU time in float32 and 0.92x under
-    bfloat16 (benchmarks/RESULTS.md, "bfloat16 training"). The weights keep their layout.
+    training step on a minibatch of 256 took 0.70-0.76x the CPU time in float32 and 0.92-0.98x
+    under bfloat16 (benchmarks/RESULTS.md, "bfloat16 training"). The weights keep their layout
+    (channels-last weights as well measured no better).
     """
 
     channels_last_memory = False

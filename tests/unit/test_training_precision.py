@@ -275,3 +275,48 @@ def test_channels_last_frames_change_the_layout_not_the_features():
     spec = EnvSpec("frames", ("a",), {"obs": spaces.Box(0, 255, (4, 84, 84), np.uint8)}, spaces.Discrete(6))
     ppo = _component("ppo")
     assert not ppo.build_policy(ppo.Config(), spec).encoder.channels_last_memory  # the policy workers' copy
+
+
+def test_bfloat16_training_on_a_gpu_without_it_is_refused_in_one_line(monkeypatch):
+    from zoo.core.config import ConfigError, build_config, validate
+    from zoo.core.plugins import get_registry
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=0: (7, 0))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "Tesla V100")
+    reg = get_registry()
+    with pytest.raises(ConfigError) as info:
+        validate(build_config(reg, "impala", "CartPole-v1", steps=1000,
+                              overrides=["algo.device=cuda", "algo.precision=bfloat16"]), reg)
+    assert info.value.problems == [
+        "algo.precision=bfloat16 on cuda (Tesla V100, compute capability 7.0): no native bfloat16 below 8.0 "
+        "(Ampere); use float32 or auto"]
+    validate(build_config(reg, "impala", "CartPole-v1", steps=1000,  # auto resolves to float32 there: accepted
+                          overrides=["algo.device=cuda", "algo.precision=auto"]), reg)
+
+
+def test_zoo_train_prints_the_choice(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from zoo.cli import _print_precision
+    from zoo.core.config import build_config
+    from zoo.core.plugins import get_host
+
+    _fake_cpu(monkeypatch, "AVX512", {"avx512_bf16"})
+    host = get_host()
+    printed = []
+    for precision in ("float32", "auto", "bfloat16"):
+        cfg = build_config(host.registry, "mappo", "CartPole-v1", steps=10_000,
+                           overrides=[f"algo.precision={precision}"])
+        out = io.StringIO()
+        _print_precision(host, cfg, "mappo", Console(file=out, width=400))
+        printed.append(out.getvalue())
+    assert printed == [
+        "",  # the default: no line, no torch import for it
+        "training precision: float32 (auto: CPU with avx512_bf16, torch capability AVX512: native bfloat16, but the "
+        "largest layer has 4,096 weights, under the 65,536 from which bfloat16 measured faster)\n",
+        "training precision: bfloat16 (as set)\n"]

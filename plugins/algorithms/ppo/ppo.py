@@ -22,6 +22,11 @@ behaviour policy's ``"logp"`` extra; its ``"value"`` extra is not used: every va
 is the current network's, see :meth:`PPO.update`). Samples may come from slightly older
 weights (policy lag); the importance ratio ``exp(logp_new - logp_behaviour)`` and its
 clipping account for that.
+
+``algo.precision`` (:mod:`zoo.plugins.algorithms.precision`): under ``bfloat16`` every forward
+pass of the network (the values for GAE and each minibatch's ``evaluate``) runs under
+``torch.autocast`` and its outputs are cast to float32 before GAE and the loss, so the loss,
+advantages, returns and the clipping arithmetic are float32, as are the weights and Adam's moments.
 """
 from __future__ import annotations
 
