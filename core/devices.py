@@ -142,9 +142,9 @@ def training_bf16_native(device: Any) -> tuple[bool, str]:
 
     kind = torch.device(device).type
     if kind == "cpu":
-        capability, flags = cpu_bf16_facts()
+        cpu, flags = cpu_bf16_facts()
         have = ", ".join(sorted(flags)) if flags else "no avx512_bf16/amx_bf16"
-        return cpu_bf16_native(capability, flags), f"CPU with {have}, torch capability {capability}"
+        return cpu_bf16_native(cpu, flags), f"CPU with {have}, torch capability {cpu}"
     if kind == "cuda":
         capability, supported, name = _cuda_facts(device)
         return bf16_native(capability, supported), f"{name}, compute capability {capability[0]}.{capability[1]}"
