@@ -320,3 +320,19 @@ def test_zoo_train_prints_the_choice(monkeypatch):
         "training precision: float32 (auto: CPU with avx512_bf16, torch capability AVX512: native bfloat16, but the "
         "largest layer has 4,096 weights, under the 65,536 from which bfloat16 measured faster)\n",
         "training precision: bfloat16 (as set)\n"]
+
+
+def test_a_run_may_be_resumed_in_another_precision(tmp_path):
+    from zoo.core.checkpoint import FORMAT, latest_path, write_checkpoint
+    from zoo.core.config import build_config, save_config
+    from zoo.core.resume import resume_config
+
+    host = fake_host()
+    cfg = build_config(host.registry, "ppo", "fake-counting", name="r", steps=1000,
+                       overrides=[f"runs_dir={tmp_path}", "algo.precision=bfloat16"])
+    save_config(cfg, tmp_path / "r")
+    (tmp_path / "r" / "checkpoints").mkdir()
+    write_checkpoint(latest_path(str(tmp_path / "r")), {"format": FORMAT, "algorithm": {}, "policy_version": 4,
+                                                         "updates": 4, "env_steps": 1024, "frames": 1024})
+    resumed, _ = resume_config(host.registry, str(tmp_path / "r"), steps=3000, overrides=["algo.precision=float32"])
+    assert resumed.algo.precision == "float32"
