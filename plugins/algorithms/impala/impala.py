@@ -26,6 +26,10 @@ are rank 0's share, ``agent_steps`` counts every rank's.
 
 The networks are PPO's (:mod:`zoo.plugins.algorithms.ppo.networks`): separate tanh MLPs
 for vector observations, the Nature CNN shared by both heads for frames.
+
+``algo.precision`` (:mod:`zoo.plugins.algorithms.precision`): under ``bfloat16`` the forward
+passes (``evaluate`` and the bootstrap and final values) run under ``torch.autocast`` and their
+outputs are cast to float32 before V-trace and the loss.
 """
 from __future__ import annotations
 

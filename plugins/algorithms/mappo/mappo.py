@@ -75,6 +75,11 @@ active-step-weighted mean of the ranks' gradients, taken before clipping; every 
 the same number of minibatch steps (a rank with no active step in a minibatch contributes
 no gradient). Losses and statistics in the returned dict are rank 0's share.
 
+**Precision** (``algo.precision``, :mod:`zoo.plugins.algorithms.precision`): under ``bfloat16``
+the critic's values at arrival and each minibatch's ``evaluate`` run under ``torch.autocast``;
+their outputs and recurrent states are cast to float32 before GAE, the value statistics and
+the loss.
+
 **Staleness**: the trainer drops samples whose policy lag exceeds
 ``trainer.max_policy_lag`` and counts them (``dropped_samples``); the presets set it:
 hide-and-seek 4, other envs :data:`~zoo.core.workers.receiver.ON_POLICY_MAX_LAG`, a limit the
