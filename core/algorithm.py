@@ -18,6 +18,10 @@ An algorithm is a class registered through ``register_algorithms`` with:
   suited to the environment (applied before the user's ``--set``); optionally
   ``explain_presets(spec) -> str`` (classmethod): what the presets chose and why, plain
   text without a heading (``zoo train`` prints it after ``<algo> presets: ``);
+- optionally ``explain_precision(config, spec) -> str`` (classmethod): the arithmetic the
+  trainer will run for ``config.precision`` on this machine and why, e.g. ``"bfloat16 (auto:
+  ...)"``; ``zoo train`` prints it after ``training precision: `` when ``algo.precision`` is
+  set to other than ``float32`` (PPO, IMPALA, MAPPO: :mod:`zoo.plugins.algorithms.precision`);
 - optionally ``Config.check_batch(agent_steps, text)``: called by config validation, before
   anything starts, with the agent steps of one trainer's batch and that arithmetic in words
   (:func:`zoo.core.config.batch_agent_steps`); raises ``ValueError`` with a one-line message

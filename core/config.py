@@ -724,6 +724,11 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
 
                 bad = precision_problem("policy.precision", p.precision, dev)
                 need(bad is None, "policy.precision", bad or "")
+            if ok and path == "algo.device" and isinstance(getattr(cfg.algo, "precision", None), str):
+                from zoo.core.devices import precision_problem  # algo.precision=bfloat16 on a pre-Ampere GPU
+
+                bad = precision_problem("algo.precision", cfg.algo.precision, dev)
+                need(bad is None, "algo.precision", bad or "")
     need(not (cfg.env_steps and cfg.frames), "env_steps",
          f"both env_steps={cfg.env_steps} and frames={cfg.frames} are set; set only one budget "
          "(--steps N or --frames N)")

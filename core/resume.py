@@ -14,7 +14,8 @@ steps already done; with ``anneal_lr`` over the run's budget the schedule follow
 budget from the current step on), ``log.*``, ``trainer.checkpoint_interval``,
 ``trainer.checkpoint_interval_s``, ``trainer.keep_checkpoints``, ``trainer.threads``,
 ``trainer.max_nonfinite_updates``, ``policy.threads``, ``policy.device``,
-``policy.max_wait_ms``, ``policy.stall_warning_s``, ``algo.device``, ``streams.*`` (how data
+``policy.max_wait_ms``, ``policy.stall_warning_s``, ``algo.device``, ``algo.precision`` (the
+trainer's arithmetic; checkpoints hold float32 weights either way), ``streams.*`` (how data
 travels, not what is learned), ``supervision.*``, ``launcher``, ``launcher_options.*`` and
 ``resolver.*`` (how workers are run and find each other).
 Anything else that differs from ``config.json`` (an algorithm hyperparameter, the seed, the
@@ -41,7 +42,8 @@ from zoo.core.rundir import find_run_dir as _find_run_dir
 SAFE_TO_CHANGE = (
     "env_steps", "frames", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
     "trainer.keep_checkpoints", "trainer.threads", "trainer.max_nonfinite_updates", "policy.threads",
-    "policy.device", "policy.max_wait_ms", "policy.stall_warning_s", "algo.device", "streams.", "supervision.",
+    "policy.device", "policy.max_wait_ms", "policy.stall_warning_s", "algo.device", "algo.precision", "streams.",
+    "supervision.",
     "launcher", "launcher_options.", "resolver.",
 )
 """Config keys a resume may change; an entry ending in ``.`` covers every key below it."""
@@ -160,8 +162,8 @@ def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str |
             f"cannot resume {run_dir} with a different config: {len(refused)} key(s) differ from its config.json: "
             f"{listed}. A resume may change only the budget (--steps/--frames), log.*, trainer.checkpoint_interval"
             "(_s), trainer.keep_checkpoints, trainer.threads, trainer.max_nonfinite_updates, policy.threads/device/"
-            "max_wait_ms/stall_warning_s, algo.device, streams.*, supervision.* and launcher; to change the "
-            "others start a new run (--name NEW)", field=refused[0][0],
+            "max_wait_ms/stall_warning_s, algo.device, algo.precision, streams.*, supervision.* and launcher; to "
+            "change the others start a new run (--name NEW)", field=refused[0][0],
             problems=[f"{k}: {o!r} -> {n!r}" for k, o, n in refused])
     _, total = budget(cfg)
     if total <= int(ckpt["env_steps"]):

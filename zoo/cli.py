@@ -429,6 +429,7 @@ def train_command(
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text(f"{algo} presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
+    _print_precision(host, cfg, algo, console)
     _print_threads(cfg, console)
     _launch(cfg, console, run_dir, fresh=True)
 
@@ -444,6 +445,20 @@ def _ray_address(launcher: str | None, address: str | None, overrides: list[str]
     if launcher not in (None, "ray"):
         raise _fail(f"--ray-address is an option of --launcher ray, not of --launcher {launcher}; drop one of them")
     return "ray", [*overrides, f"launcher_options.address={address}"]
+
+
+def _print_precision(host: PluginHost, cfg: Any, algo: str, console: Console) -> None:
+    """``algo.precision`` as the trainer will resolve it on this machine, and why (the
+    algorithm's optional ``explain_precision(config, spec)``); nothing for the default float32,
+    which needs no torch import here."""
+    if getattr(cfg.algo, "precision", "float32") == "float32" or cfg.spec is None:
+        return
+    explain = getattr(host.registry.get("algorithm", algo).load(), "explain_precision", None)
+    if explain is not None:
+        remote = bool(host.registry.get("launcher", cfg.launcher).option("remote"))
+        where = " (on this machine; each trainer resolves it on its own)" if remote else ""
+        console.print(Text("training precision: ", style="bold") + Text(explain(cfg.algo, cfg.spec) + where),
+                      soft_wrap=True, highlight=False)
 
 
 def _print_threads(cfg: Any, console: Console) -> None:
@@ -478,6 +493,7 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
     before = snapshot_files(run_dir)  # put back if the segment is refused before it starts
     zconfig.save_config(cfg, run_dir)  # the budget (and other safe changes) as they now are
     write_graph(cfg, run_dir)
+    _print_precision(host, cfg, cfg.algo_name, console)
     _print_threads(cfg, console)
     _launch(cfg, console, run_dir, start={"env_steps": int(ckpt["env_steps"]), "resume": cfg.resume,
                                           "trained_env_steps": int(ckpt.get("trained_env_steps", 0))},

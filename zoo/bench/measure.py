@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["BenchError", "RawResult", "RunResult", "TICKS", "cpu_seconds", "find_workers", "raw_ceiling",
-           "inference_cost", "training_cost", "measure_run"]
+           "inference_cost", "training_cost", "training_precision", "measure_run"]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 """Clock ticks per second of ``/proc/<pid>/stat``'s utime and stime."""
@@ -319,6 +319,20 @@ def synthetic_batch(cfg: Any, policy: Any, obs: dict[str, Any]) -> dict[str, Any
         value = value.float() if value.dtype == torch.bfloat16 else value
         batch[key] = value.detach().cpu().numpy().reshape(T, B, *value.shape[1:])
     return batch
+
+
+def training_precision(cfg: Any) -> str | None:
+    """The arithmetic :func:`training_cost` trains in: ``algo.precision`` resolved on this machine
+    (``"float32"`` or ``"bfloat16"``), None for an algorithm without that option."""
+    precision = getattr(cfg.algo, "precision", None)
+    if not isinstance(precision, str):
+        return None
+    from zoo.core.devices import choose_training_precision
+    from zoo.core.plugins import get_registry
+    from zoo.plugins.algorithms.precision import largest_layer
+
+    policy = get_registry().get("algorithm", cfg.algo_name).load().build_policy(cfg.algo, cfg.spec)
+    return choose_training_precision(precision, getattr(cfg.algo, "device", "cpu"), largest_layer(policy))[0]
 
 
 def training_cost(cfg: Any, threads: int, repeats: int = 2) -> float:

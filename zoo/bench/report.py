@@ -179,7 +179,8 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"CPU work per env step: env {bound['env_ms_per_step']:.3f} core-ms, inference "
                      f"{bound['inference_ms_per_step']:.3f} core-ms (policy batch {bound['batch']} rows, 1 thread)"
                      + (f", training {bound['train_ms_per_step']:.3f} core-ms ({bound['train_threads']} trainer "
-                        f"thread{'s' if bound['train_threads'] != 1 else ''})"
+                        f"thread{'s' if bound['train_threads'] != 1 else ''}"
+                        + (f", {bound['train_precision']}" if bound.get("train_precision") else "") + ")"
                         if bound.get("train_ms_per_step") else ""))
         train = result.get("train")
         if train and bound.get("trained_env_steps_per_s"):

@@ -126,7 +126,14 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     """
     import torch
 
-    from zoo.bench.measure import BenchError, inference_cost, measure_run, raw_ceiling, training_cost
+    from zoo.bench.measure import (
+        BenchError,
+        inference_cost,
+        measure_run,
+        raw_ceiling,
+        training_cost,
+        training_precision,
+    )
     from zoo.bench.report import cpu_work_bound, phase_figures
     from zoo.core.config import steps_per_update
     from zoo.core.workers.threads import thread_plan
@@ -183,6 +190,7 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
                 result["bound"]["train_note"] = errors.pop("training cost")
             else:
                 result["bound"].update(train_ms_per_step=train * 1e3, train_threads=threads,
+                                       train_precision=attempt("training precision", lambda: training_precision(cfg)),
                                        trained_env_steps_per_s=cpu_work_bound(cores, raw.cpu_s_per_step, inf, train))
     result["errors"] = errors
     ceiling = raw.env_steps_per_s if raw else None

@@ -26,6 +26,10 @@ are rank 0's share, ``agent_steps`` counts every rank's.
 
 The networks are PPO's (:mod:`zoo.plugins.algorithms.ppo.networks`): separate tanh MLPs
 for vector observations, the Nature CNN shared by both heads for frames.
+
+``algo.precision`` (:mod:`zoo.plugins.algorithms.precision`): under ``bfloat16`` the forward
+passes (``evaluate`` and the bootstrap and final values) run under ``torch.autocast`` and their
+outputs are cast to float32 before V-trace and the loss.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
+from zoo.plugins.algorithms.precision import TrainingPrecision, explain
 from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
 from zoo.plugins.algorithms.vtrace import vtrace
 
@@ -100,6 +105,12 @@ class IMPALAConfig:
     """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
+    precision: Literal["auto", "float32", "bfloat16"] = "float32"
+    """Arithmetic of the training forward and backward passes: ``float32``; ``bfloat16`` (matrix
+    products and convolutions under ``torch.autocast``; weights, optimiser state, losses, advantages,
+    returns and statistics stay float32); ``auto``: bfloat16 where the device computes it natively (a CPU
+    with AVX512-BF16 or AMX-BF16, a GPU of compute capability >= 8.0) and the network has a layer of at
+    least 65,536 weights (measured faster there), else float32. ``zoo train`` prints the choice."""
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")
@@ -122,6 +133,11 @@ class IMPALA:
             ValueError: an image observation is under a key other than ``"obs"``.
         """
         return ActorCritic(spec, hidden=config.hidden, norm_obs=config.norm_obs, norm_clip=config.norm_clip)
+
+    @classmethod
+    def explain_precision(cls, config: IMPALAConfig, spec: EnvSpec) -> str:
+        """``algo.precision`` resolved on this machine, and why (``zoo train`` prints it)."""
+        return explain(config.precision, config.device, cls.build_policy(config, spec))
 
     @classmethod
     def presets(cls, spec: EnvSpec) -> dict[str, Any]:
@@ -161,6 +177,7 @@ class IMPALA:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.policy = self.build_policy(config, spec).to(self.device)
+        self.precision = TrainingPrecision(config.precision, self.device, self.policy)  # algo.precision resolved
         params = self.policy.parameters()
         if config.optimizer == "rmsprop":
             self.optimizer: torch.optim.Optimizer = torch.optim.RMSprop(
@@ -218,14 +235,16 @@ class IMPALA:
 
         action = to_tensor(batch["action"], dev)
         flat_obs = {k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}
-        logp, entropy, value = self.policy.evaluate(flat_obs, action.reshape(T * B, *action.shape[2:]))
+        # algo.precision: the forward pass (and so its backward) under autocast; outputs float32
+        forward = self.precision.forward
+        logp, entropy, value = forward(self.policy.evaluate, flat_obs, action.reshape(T * B, *action.shape[2:]))
         logp, entropy, value = logp.reshape(T, B), entropy.reshape(T, B), value.reshape(T, B)
         behaviour_logp = to_tensor(batch["logp"], dev, torch.float32)
 
         with torch.no_grad():
-            bootstrap = self.policy.value({k: v[T] for k, v in obs.items()})
+            bootstrap = forward(self.policy.value, {k: v[T] for k, v in obs.items()})
             final_index = to_tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
-            final_values = (self.policy.value(self._obs(batch["final_obs"])) if final_index.shape[0] > 0
+            final_values = (forward(self.policy.value, self._obs(batch["final_obs"])) if final_index.shape[0] > 0
                             else torch.zeros(0, device=dev))
             vt = vtrace(behaviour_logp, logp.detach(), reward, torch.cat([value.detach(), bootstrap[None]]),
                         to_tensor(batch["terminated"], dev, torch.bool), to_tensor(batch["truncated"], dev, torch.bool),

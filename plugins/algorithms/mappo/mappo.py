@@ -75,6 +75,11 @@ active-step-weighted mean of the ranks' gradients, taken before clipping; every 
 the same number of minibatch steps (a rank with no active step in a minibatch contributes
 no gradient). Losses and statistics in the returned dict are rank 0's share.
 
+**Precision** (``algo.precision``, :mod:`zoo.plugins.algorithms.precision`): under ``bfloat16``
+the critic's values at arrival and each minibatch's ``evaluate`` run under ``torch.autocast``;
+their outputs and recurrent states are cast to float32 before GAE, the value statistics and
+the loss.
+
 **Staleness**: the trainer drops samples whose policy lag exceeds
 ``trainer.max_policy_lag`` and counts them (``dropped_samples``); the presets set it:
 hide-and-seek 4, other envs :data:`~zoo.core.workers.receiver.ON_POLICY_MAX_LAG`, a limit the
@@ -99,6 +104,7 @@ from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
 from zoo.plugins.algorithms.mappo.entity import EntityPolicy, is_entity_spec
 from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
+from zoo.plugins.algorithms.precision import TrainingPrecision, explain
 from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.tensors import UpdateGuard, explained_variance, to_tensor
 
@@ -165,6 +171,12 @@ class MAPPOConfig:
     """Each batch is trained on in up to this many consecutive updates (see the module docstring)."""
     device: str = "cpu"
     """Torch device of the trainer's network."""
+    precision: Literal["auto", "float32", "bfloat16"] = "float32"
+    """Arithmetic of the training forward and backward passes: ``float32``; ``bfloat16`` (matrix
+    products and convolutions under ``torch.autocast``; weights, optimiser state, losses, advantages,
+    returns and statistics stay float32); ``auto``: bfloat16 where the device computes it natively (a CPU
+    with AVX512-BF16 or AMX-BF16, a GPU of compute capability >= 8.0) and the network has a layer of at
+    least 65,536 weights (measured faster there), else float32. ``zoo train`` prints the choice."""
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")
@@ -333,6 +345,11 @@ class MAPPO:
                          obs_norm=config.obs_norm)
 
     @classmethod
+    def explain_precision(cls, config: MAPPOConfig, spec: EnvSpec) -> str:
+        """``algo.precision`` resolved on this machine, and why (``zoo train`` prints it)."""
+        return explain(config.precision, config.device, cls.build_policy(config, spec))
+
+    @classmethod
     def _preset_choice(cls, spec: EnvSpec) -> tuple[dict[str, Any], list[str]]:
         cpus, mem = _machine()
         if is_entity_spec(spec):
@@ -408,6 +425,7 @@ class MAPPO:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.policy = self.build_policy(config, spec).to(self.device)
+        self.precision = TrainingPrecision(config.precision, self.device, self.policy)  # algo.precision resolved
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
         self.rng = np.random.default_rng(seed)
         self.buffer: list[dict[str, Any]] = []  # kept batches (sample reuse), oldest first
@@ -473,20 +491,20 @@ class MAPPO:
             "state0": state0,
         }
         final_index = to_tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
-        vh = pol.value_head
+        vh, forward = pol.value_head, self.precision.forward  # algo.precision: outputs (and states) float32
         with torch.no_grad():
             boot_state = final_state = None
             # one critic for every value (module docstring, "Values"): the rows' recorded "value" is not used
-            ev = pol.critic_sequence(ch["obs"], state0, ch["reset"], ch["mask"])
+            ev = forward(pol.critic_sequence, ch["obs"], state0, ch["reset"], ch["mask"])
             values = vh.denormalize(unchunk_time(ev["value"], T, B))
             if self.recurrent:
                 assert ev["after"] is not None, "a recurrent critic returns its states"
                 after = unchunk_time(ev["after"], T, B)          # [T, B, *S]
                 boot_state = after[T - 1]
                 final_state = after[final_index[:, 0], final_index[:, 1]]
-            bootstrap = vh.denormalize(pol.value({k: v[T] for k, v in obs.items()}, boot_state))
+            bootstrap = vh.denormalize(forward(pol.value, {k: v[T] for k, v in obs.items()}, boot_state))
             if final_index.shape[0] > 0:
-                final_values = vh.denormalize(pol.value(self._obs(batch["final_obs"]), final_state))
+                final_values = vh.denormalize(forward(pol.value, self._obs(batch["final_obs"]), final_state))
             else:
                 final_values = torch.zeros(0, device=dev)
             adv, ret = gae(reward, torch.cat([values, bootstrap[None]]),
@@ -584,9 +602,10 @@ class MAPPO:
                     self.optimizer.step()
                     steps += 1
                     continue
-                ev = pol.evaluate({k: v[:, mb] for k, v in data["obs"].items()}, data["action"][:, mb],
-                                  None if data["state0"] is None else data["state0"][mb],
-                                  data["reset"][:, mb], mask)
+                # algo.precision: the forward pass (and so its backward) under autocast; outputs float32
+                ev = self.precision.forward(
+                    pol.evaluate, {k: v[:, mb] for k, v in data["obs"].items()}, data["action"][:, mb],
+                    None if data["state0"] is None else data["state0"][mb], data["reset"][:, mb], mask)
                 logratio = ev["logp"] - data["logp"][:, mb]
                 ratio = logratio.exp()
                 with torch.no_grad():

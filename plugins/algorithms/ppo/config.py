@@ -4,6 +4,7 @@ no torch import. :mod:`zoo.plugins.algorithms.ppo.ppo` re-exports it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from zoo.core.options import bounded, check_bounds
 
@@ -55,6 +56,12 @@ class PPOConfig:
     """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
+    precision: Literal["auto", "float32", "bfloat16"] = "float32"
+    """Arithmetic of the training forward and backward passes: ``float32``; ``bfloat16`` (matrix
+    products and convolutions under ``torch.autocast``; weights, optimiser state, losses, advantages,
+    returns and statistics stay float32); ``auto``: bfloat16 where the device computes it natively (a CPU
+    with AVX512-BF16 or AMX-BF16, a GPU of compute capability >= 8.0) and the network has a layer of at
+    least 65,536 weights (measured faster there), else float32. ``zoo train`` prints the choice."""
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")

@@ -22,6 +22,11 @@ behaviour policy's ``"logp"`` extra; its ``"value"`` extra is not used: every va
 is the current network's, see :meth:`PPO.update`). Samples may come from slightly older
 weights (policy lag); the importance ratio ``exp(logp_new - logp_behaviour)`` and its
 clipping account for that.
+
+``algo.precision`` (:mod:`zoo.plugins.algorithms.precision`): under ``bfloat16`` every forward
+pass of the network (the values for GAE and each minibatch's ``evaluate``) runs under
+``torch.autocast`` and its outputs are cast to float32 before GAE and the loss, so the loss,
+advantages, returns and the clipping arithmetic are float32, as are the weights and Adam's moments.
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.ppo.config import PPOConfig  # torch-free, loaded first by zoo train
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
+from zoo.plugins.algorithms.precision import TrainingPrecision, explain
 from zoo.plugins.algorithms.returns import gae
 from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
 
@@ -106,6 +112,12 @@ class PPO:
         return ActorCritic(spec, hidden=config.hidden, norm_obs=config.norm_obs, norm_clip=config.norm_clip)
 
     @classmethod
+    def explain_precision(cls, config: PPOConfig, spec: EnvSpec) -> str:
+        """``algo.precision`` resolved on this machine, and why (``zoo train`` prints it):
+        :func:`zoo.plugins.algorithms.precision.explain` on the network :meth:`build_policy` makes."""
+        return explain(config.precision, config.device, cls.build_policy(config, spec))
+
+    @classmethod
     def presets(cls, spec: EnvSpec) -> dict[str, Any]:
         """Experiment-config overrides for ``spec``.
 
@@ -151,6 +163,7 @@ class PPO:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.policy = self.build_policy(config, spec).to(self.device)
+        self.precision = TrainingPrecision(config.precision, self.device, self.policy)  # algo.precision resolved
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
         self.rng = np.random.default_rng(seed)
         self.agent_steps = 0  # active steps trained on so far (drives lr annealing)
@@ -168,19 +181,21 @@ class PPO:
         return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
     def _targets(self, batch: Batch, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Values ``[T, B]`` (the current network's), advantages and value targets (GAE) under no_grad."""
-        c, dev = self.config, self.device
+        """Values ``[T, B]`` (the current network's, float32 whatever ``algo.precision``), advantages
+        and value targets (GAE, float32) under no_grad."""
+        c, dev, value = self.config, self.device, self.precision.forward
         reward = to_tensor(batch["reward"], dev, torch.float32)
         T, B = reward.shape
         active = to_tensor(batch["active"], dev, torch.bool) if "active" in batch else None
         reward = scaled_rewards(self.reward_norm, batch, reward, active)
         with torch.no_grad():
             # one network for every value (update docstring): the rows' recorded "value" is not used
-            values = self.policy.value({k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()}).reshape(T, B)
-            bootstrap = self.policy.value({k: v[T] for k, v in obs.items()})
+            values = value(self.policy.value, {k: v[:T].reshape(T * B, *v.shape[2:]) for k, v in obs.items()})
+            values = values.reshape(T, B)
+            bootstrap = value(self.policy.value, {k: v[T] for k, v in obs.items()})
             final_index = to_tensor(batch.get("final_index", np.zeros((0, 2), np.int64)), dev, torch.int64)
             if final_index.shape[0] > 0:
-                final_values = self.policy.value(self._obs(batch["final_obs"]))
+                final_values = value(self.policy.value, self._obs(batch["final_obs"]))
             else:
                 final_values = torch.zeros(0, device=dev)
             adv, ret = gae(
@@ -275,7 +290,9 @@ class PPO:
                     steps += 1
                     continue
                 mb = torch.as_tensor(mb_np, device=dev)
-                newlogp, entropy, newvalue = self.policy.evaluate({k: v[mb] for k, v in b_obs.items()}, b_action[mb])
+                # algo.precision: the forward pass (and so its backward) under autocast, outputs float32
+                newlogp, entropy, newvalue = self.precision.forward(
+                    self.policy.evaluate, {k: v[mb] for k, v in b_obs.items()}, b_action[mb])
                 logratio = newlogp - b_logp[mb]
                 ratio = logratio.exp()
                 with torch.no_grad():
