@@ -72,9 +72,9 @@ class SACConfig:
     """Initial temperature with ``autotune`` (log alpha starts at log init_alpha; CleanRL: 1)."""
     hidden: int = field(default=256, metadata=bounded(ge=1))
     """Hidden units of each of the two ReLU layers of the policy and of each Q network."""
-    log_std_min: float = -5.0
+    log_std_min: float = field(default=-5.0, metadata=bounded(ge=-20, le=2))
     """Lower bound of the policy's log standard deviation (before the tanh)."""
-    log_std_max: float = 2.0
+    log_std_max: float = field(default=2.0, metadata=bounded(ge=-5, le=5))
     """Upper bound of the policy's log standard deviation."""
     max_grad_norm: float = field(default=0.0, metadata=bounded(ge=0, hint="0 = no clipping"))
     """Global L2 gradient-norm clipping of each network's step (CleanRL: none)."""

@@ -287,7 +287,11 @@ class SAC:
                 self.q_optimizer.step()
 
                 a_pi, logp = self.policy.sample(obs, self.generator)
-                q1_pi, q2_pi = self.nets.q(obs, a_pi)
+                self.nets.q.requires_grad_(False)  # the policy loss's gradient through Q, not into its weights
+                try:
+                    q1_pi, q2_pi = self.nets.q(obs, a_pi)
+                finally:
+                    self.nets.q.requires_grad_(True)
                 alpha = self.nets.log_alpha.detach().exp()
                 policy_loss = (alpha * logp - torch.minimum(q1_pi, q2_pi)).mean()
                 self.policy_optimizer.zero_grad()
