@@ -146,8 +146,9 @@ class TwinQ(nn.Module):
     def __init__(self, spec: EnvSpec, hidden: int = 256) -> None:
         super().__init__()
         dims = int(np.prod(spec.action_space.shape, dtype=np.int64))
-        self.encoders = nn.ModuleList([ObsEncoder(spec.observation_space) for _ in range(2)])
-        self.heads = nn.ModuleList([mlp(e.out_dim + dims, hidden, 1) for e in self.encoders])
+        encoders = [ObsEncoder(spec.observation_space) for _ in range(2)]
+        self.encoders = nn.ModuleList(encoders)
+        self.heads = nn.ModuleList([mlp(e.out_dim + dims, hidden, 1) for e in encoders])
 
     def forward(self, obs: Obs, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         q1, q2 = (head(torch.cat([enc(obs), a], dim=1)).squeeze(1).float()
