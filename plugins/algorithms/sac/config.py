@@ -73,7 +73,7 @@ class SACConfig:
     hidden: int = field(default=256, metadata=bounded(ge=1))
     """Hidden units of each of the two ReLU layers of the policy and of each Q network."""
     log_std_min: float = field(default=-5.0, metadata=bounded(ge=-20, le=2))
-    """Lower bound of the policy's log standard deviation (before the tanh)."""
+    """Lower bound of the log standard deviation of the policy's Gaussian (before the action's tanh)."""
     log_std_max: float = field(default=2.0, metadata=bounded(ge=-5, le=5))
     """Upper bound of the policy's log standard deviation."""
     max_grad_norm: float = field(default=0.0, metadata=bounded(ge=0, hint="0 = no clipping"))
