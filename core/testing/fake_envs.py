@@ -16,8 +16,10 @@ Shapes, with ``A = num_agents``:
 
 - observation ``{"obs": float32 [A, 1]}``, every agent seeing the same step count ``t``
   (``0.0`` after ``reset``, ``1.0`` after the first step...);
-- action ``int [A]`` with values in ``{0, 1}`` (``Discrete(2)`` per agent); the actions
-  are recorded in :attr:`CountingEnv.actions` and otherwise ignored;
+- action ``int [A]`` with values in ``{0, 1}`` (``Discrete(2)`` per agent), or with
+  ``box_actions=True`` float32 ``[A, 1]`` in ``[-1, 1]`` (``Box(-1, 1, (1,))`` per agent, for
+  continuous-action algorithms); the actions are recorded in :attr:`CountingEnv.actions` and
+  otherwise ignored;
 - reward ``float32 [A]``, ``1.0`` for every agent on every step, so an episode's return
   is ``episode_length``;
 - ``terminated`` / ``truncated`` ``bool [A]``: all agents end together at step
@@ -58,6 +60,7 @@ class CountingEnv:
         truncate: end episodes with ``truncated`` instead of ``terminated``.
         env_id: the ``spec.env_id``.
         nan_reward_at: the ``step`` call (over the env's life, from 1) whose rewards are NaN; 0: never.
+        box_actions: a ``Box(-1, 1, (1,))`` action space instead of ``Discrete(2)``.
 
     Attributes (for tests):
         t: steps since the last reset.
@@ -72,7 +75,7 @@ class CountingEnv:
     """
 
     def __init__(self, episode_length: int = 10, num_agents: int = 1, truncate: bool = False,
-                 env_id: str = "fake-counting", nan_reward_at: int = 0) -> None:
+                 env_id: str = "fake-counting", nan_reward_at: int = 0, box_actions: bool = False) -> None:
         from gymnasium import spaces
 
         _require(isinstance(episode_length, int) and episode_length >= 1, "episode_length", episode_length,
@@ -87,8 +90,9 @@ class CountingEnv:
             env_id=env_id,
             agents=tuple(f"agent_{i}" for i in range(num_agents)),
             observation_space={OBS_KEY: spaces.Box(0.0, float(episode_length), shape=(1,), dtype=np.float32)},
-            action_space=spaces.Discrete(2),
+            action_space=spaces.Box(-1.0, 1.0, (1,), np.float32) if box_actions else spaces.Discrete(2),
         )
+        self.box_actions = bool(box_actions)
         self.t = 0
         self.total_steps = 0
         self.resets = 0
@@ -114,6 +118,11 @@ class CountingEnv:
 
     def _check_action(self, action: Any) -> None:
         a = np.asarray(action)
+        if self.box_actions:
+            if a.shape != (self.num_agents, 1) or not np.all(np.abs(a) <= 1):
+                raise ValueError(f"{self.spec.env_id}: action must be a float array of shape ({self.num_agents}, 1) "
+                                 f"in [-1, 1], got {a.dtype} {a.shape}")
+            return
         if a.shape != (self.num_agents,) or not np.issubdtype(a.dtype, np.integer):
             raise ValueError(f"{self.spec.env_id}: action must be an int array of shape ({self.num_agents},), "
                              f"got {a.dtype} {a.shape}")
@@ -205,6 +214,7 @@ class CountingConfig:
     num_agents: int = field(default=1, metadata=bounded(ge=1))
     truncate: bool = False
     nan_reward_at: int = field(default=0, metadata=bounded(ge=0, hint="0 = never"))
+    box_actions: bool = False
 
 
 @dataclass
@@ -238,7 +248,8 @@ def make_counting(arg: str | None, config: CountingConfig | None = None, seed: i
     """Env factory for ``fake-counting``. Raises ValueError for an ``arg`` or a bad option."""
     _no_arg("fake-counting", arg)
     c = config or CountingConfig()
-    return CountingEnv(c.episode_length, c.num_agents, c.truncate, nan_reward_at=c.nan_reward_at)
+    return CountingEnv(c.episode_length, c.num_agents, c.truncate, nan_reward_at=c.nan_reward_at,
+                       box_actions=c.box_actions)
 
 
 def make_crashing(arg: str | None, config: CrashingConfig | None = None, seed: int = 0,

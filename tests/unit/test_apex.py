@@ -13,8 +13,8 @@ from zoo.core.env import EnvSpec
 from zoo.core.workers.policy import EnvIndex, infer
 from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig, obs_capacity_for
 from zoo.plugins.algorithms.apex.networks import apex_epsilons
-from zoo.plugins.algorithms.apex.nstep import nstep_targets
-from zoo.plugins.algorithms.apex.replay import Replay, SumTree
+from zoo.plugins.algorithms.nstep import nstep_targets
+from zoo.plugins.algorithms.replay import Replay, SumTree
 
 
 def spec(action_space=None):
@@ -429,6 +429,7 @@ def test_experiments_apex_cannot_run_are_refused_before_anything_starts(tmp_path
     monkeypatch.setattr(apex_config, "available_memory", lambda: 2**20)
     # CartPole rows: 4 float32 = 16 B; 50,000 + 3,125 + 500 rows (T = 16)
     with pytest.raises(ConfigError, match=r"algo.capacity=50,000 transitions need 53,625 observation rows x 16 B "
-                                          r"\+ 50,000 x 49 B of fields = 3.2 MiB, more than the 1.0 MiB available") as info:
+                                          r"\+ 50,000 x 49 B of fields = 3.2 MiB, more than the 1.0 MiB "
+                                          r"available") as info:
         build()
     assert info.value.field == "algo.capacity"

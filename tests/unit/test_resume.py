@@ -21,14 +21,18 @@ CASES = {
     # the replay (40 transitions: it wraps), its priorities and the rate limiter's credit are in the checkpoint
     "apex-dqn": (1, ("sample_length=16", "trainer.batch_samples=4", "algo.batch_size=8", "algo.samples_per_insert=3",
                      "algo.capacity=100", "algo.learning_starts=40", "algo.target_period=5")),
+    # the same for SAC on Box actions: replay, three optimisers, log alpha, both RNGs, the warm-up flag
+    "sac": (1, ("env.box_actions=true", "sample_length=16", "trainer.batch_samples=4", "algo.batch_size=8",
+                "algo.samples_per_insert=3", "algo.capacity=100", "algo.learning_starts=40", "algo.hidden=16")),
 }
+BOX_ACTIONS = {"sac"}
 T = 16
 ENVS = 2  # envs per sample: a sample has ENVS x agents columns; 2 samples make a batch
 
 
-def feed(trainer: TrainerThread, indices, agents: int) -> None:
+def feed(trainer: TrainerThread, indices, agents: int, box_actions: bool = False) -> None:
     for i in indices:
-        trainer.push(*make_sample(i, T, ENVS * agents, agents))
+        trainer.push(*make_sample(i, T, ENVS * agents, agents, box_actions=box_actions))
 
 
 def env_steps(n_samples: int) -> int:
@@ -60,7 +64,7 @@ def compare_final(straight_dir, resumed_dir) -> None:
     assert rows(straight_dir) == rows(resumed_dir)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "impala", "mappo", "apex-dqn"])
+@pytest.mark.parametrize("algo", ["ppo", "impala", "mappo", "apex-dqn", "sac"])
 def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(tmp_path, algo):
     agents, overrides = CASES[algo]
     host = fake_host()
@@ -70,7 +74,7 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
     run_a = str(tmp_path / "a" / "run")
     os.makedirs(run_a)
     t = TrainerThread(host, straight, run_a)
-    feed(t, range(12), agents)
+    feed(t, range(12), agents, algo in BOX_ACTIONS)
     t.wait_status(updates=6, env_steps=env_steps(12))
     t.stop()
     assert t.error is None
@@ -79,7 +83,7 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
     run_b = str(tmp_path / "b" / "run")
     os.makedirs(run_b)
     t = TrainerThread(host, resumed, run_b)
-    feed(t, range(7), agents)
+    feed(t, range(7), agents, algo in BOX_ACTIONS)
     t.wait_status(updates=3, env_steps=env_steps(7))
     t.stop()
     assert t.error is None
@@ -89,7 +93,7 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
     assert [r["type"] for r in rows(run_b)][-1] == "end"
 
     t = TrainerThread(host, resumed, run_b, resume=1)
-    feed(t, range(7, 12), agents)
+    feed(t, range(7, 12), agents, algo in BOX_ACTIONS)
     t.wait_status(updates=6, env_steps=env_steps(12))
     t.stop()
     assert t.error is None
@@ -114,6 +118,11 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
         # ring evicts
         assert state["credit"] == 0.0 and state["replay"]["n_valid"] == 100
         assert state["replay"]["obs_capacity"] == 264
+    if algo == "sac":  # the same rate limiter; learning has started, so the policy no longer acts uniformly
+        state = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))["algorithm"]
+        assert state["replay"]["trans_written"] == 384 and state["gradient_steps"] == 48 + 4 * 24
+        assert state["replay"]["n_valid"] == 100 and float(state["policy"]["warmup"]) == 0.0
+        assert all(float(s["step"]) == 144 for s in state["q_optimizer"]["state"].values())
 
 
 def test_a_crashed_run_resumes_from_its_last_checkpoint_without_duplicated_rows(tmp_path):

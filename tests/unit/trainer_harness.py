@@ -45,10 +45,12 @@ def trainer_config(host: PluginHost, algo: str, runs_dir: str, agents: int = 1, 
     return cfg
 
 
-def make_sample(index: int, T: int, slots: int, agents: int, version: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+def make_sample(index: int, T: int, slots: int, agents: int, version: int = 0,
+                box_actions: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """Sample number ``index``: ``slots`` agent-slots x ``T`` steps of a 1-d observation and 2
-    actions, fixed by ``index`` (``numpy.random.default_rng(index)``); every 4th sample has a
-    truncated step with its final observation; meta reports one finished episode per sample."""
+    actions (``box_actions``: float32 ``[T, slots, 1]`` in [-1, 1], for ``env.box_actions=true``),
+    fixed by ``index`` (``numpy.random.default_rng(index)``); every 4th sample has a truncated
+    step with its final observation; meta reports one finished episode per sample."""
     rng = np.random.default_rng(index)
     sample = {
         "obs": {"obs": rng.normal(size=(T + 1, slots, 1)).astype(np.float32)},
@@ -70,6 +72,8 @@ def make_sample(index: int, T: int, slots: int, agents: int, version: int = 0) -
     else:
         sample["final_obs"] = {"obs": np.empty((0, 1), np.float32)}
         sample["final_index"] = np.empty((0, 2), np.int64)
+    if box_actions:  # drawn last: the other arrays stay those of the discrete sample
+        sample["action"] = rng.uniform(-1, 1, size=(T, slots, 1)).astype(np.float32)
     meta = {"actor": index % 2, "env_offset": 0, "agents": agents, "env_steps": T * slots // agents,
             "episodes": [{"return": float(index), "length": T}], "dropped_at_actor": 0}
     return sample, meta

@@ -8,8 +8,8 @@ priorities. Here the replay lives in the algorithm's state, one per trainer (doc
 
 - ``update(batch)`` first takes ``k`` gradient steps on transitions replayed from what earlier
   batches inserted, then inserts this batch's transitions (n-step targets,
-  :mod:`~zoo.plugins.algorithms.apex.nstep`; observations stored once per step,
-  :mod:`~zoo.plugins.algorithms.apex.replay`). ``k`` is set by the rate limiter: each inserted
+  :mod:`~zoo.plugins.algorithms.nstep`; observations stored once per step,
+  :mod:`~zoo.plugins.algorithms.replay`, shared with SAC). ``k`` is set by the rate limiter: each inserted
   transition adds ``samples_per_insert`` to a credit (once the replay holds
   ``learning_starts``), each gradient step spends ``batch_size``; the remainder carries over,
   so replayed / inserted stays at ``samples_per_insert`` whatever the number of actors.
@@ -47,18 +47,13 @@ from zoo.plugins.algorithms.apex.config import (  # noqa: F401 (re-exported) tor
     obs_capacity_for,
 )
 from zoo.plugins.algorithms.apex.networks import QNetwork
-from zoo.plugins.algorithms.apex.nstep import nstep_targets
-from zoo.plugins.algorithms.apex.replay import Replay
 from zoo.plugins.algorithms.encoders import is_image_space
+from zoo.plugins.algorithms.replay import Replay, batch_transitions, rate_limited_steps
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated")
 REPLAY_MAX_POLICY_LAG = 1 << 30
 """``trainer.max_policy_lag`` of the replay presets: no sample is ever too old for Q-learning."""
-
-
-def _flat(x: np.ndarray) -> np.ndarray:
-    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
 
 
 class ApeX:
@@ -237,10 +232,8 @@ class ApeX:
         target_state = {k: v.clone() for k, v in self.target.state_dict().items()}
         guard = UpdateGuard(self.policy, self.optimizer, self.rng)
         journal: list[tuple[np.ndarray, np.ndarray]] = []
-        if len(replay) + m_new >= c.learning_starts:
-            self.credit += m_new * c.samples_per_insert
-        steps = int(self.credit // c.batch_size) if len(replay) > 0 else 0
-        self.credit -= steps * c.batch_size
+        steps, self.credit = rate_limited_steps(self.credit, len(replay), m_new, learning_starts=c.learning_starts,
+                                                samples_per_insert=c.samples_per_insert, batch_size=c.batch_size)
         sums = {"loss": 0.0, "q_mean": 0.0, "td_abs": 0.0, "grad_norm": 0.0}
         params = list(self.policy.parameters())
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
@@ -270,7 +263,7 @@ class ApeX:
                              ("td_abs", float(np.abs(td_np).mean())), ("grad_norm", float(grad_norm))):
                     sums[k] += v
             guard.check_weights(steps)
-            self._insert(batch, obs_np, reward, active, guard, steps)
+            self._insert(batch, guard, steps)
         except NonFiniteUpdate:
             for idx, old in reversed(journal):
                 replay.tree.update(idx, old)
@@ -285,50 +278,28 @@ class ApeX:
                       "beta": beta, "lr": c.lr, "agent_steps": float(m_new)})
         return stats
 
-    def _insert(self, batch: Batch, obs_np: dict[str, np.ndarray], reward: np.ndarray, active: np.ndarray,
-                guard: UpdateGuard, step: int) -> None:
+    def _insert(self, batch: Batch, guard: UpdateGuard, step: int) -> None:
         """Insert the batch's active transitions (observation rows once per step)."""
         c = self.config
         replay = self.replay
         assert replay is not None, "made by update"
-        T, B = reward.shape
-        ret, disc, last, from_final = nstep_targets(reward, batch["terminated"], batch["truncated"],
-                                                    gamma=c.gamma, n=c.n_step)
-        rows = (T + 1) * B
-        final_index = np.asarray(batch.get("final_index", np.zeros((0, 2), np.int64)), np.int64).reshape(-1, 2)
-        final_row = np.full((T, B), -1, np.int64)
-        final_row[final_index[:, 0], final_index[:, 1]] = rows + np.arange(final_index.shape[0])
-        cols = np.arange(B)[None, :]
-        s_idx = np.arange(T)[:, None] * B + cols
-        boot_idx = np.where(from_final, final_row[last, np.broadcast_to(cols, (T, B))], (last + 1) * B + cols)
-        if bool((from_final & (boot_idx < 0) & active).any()):
-            raise ValueError("apex-dqn: a truncated step has no row in 'final_index'; every truncated step needs "
-                             "its final observation (zoo.core.algorithm)")
-        boot_idx = np.where(disc > 0, boot_idx, s_idx)  # unused after termination: any valid row
-        obs_rows = {k: _flat(v) for k, v in obs_np.items()}
-        if final_index.shape[0]:
-            final = batch["final_obs"]
-            obs_rows = {k: np.concatenate([v, np.asarray(final[k]).astype(v.dtype, copy=False)])
-                        for k, v in obs_rows.items()}
-        keep = active.reshape(-1)
-        s_idx, boot_idx = s_idx.reshape(-1)[keep], boot_idx.reshape(-1)[keep]
-        action = _flat(np.asarray(batch["action"]))[keep]
-        ret_k, disc_k = ret.reshape(-1)[keep], disc.reshape(-1)[keep]
+        tr = batch_transitions(batch, gamma=c.gamma, n=c.n_step, who="apex-dqn")
+        obs_rows, s_idx, boot_idx = tr["obs"], tr["s_idx"], tr["boot_idx"]
         if c.initial_priority == "max":
             priority = np.full(s_idx.shape[0], replay.max_priority)
         else:
             with torch.no_grad():
                 td, _ = self._td(self._tensors({k: v[s_idx] for k, v in obs_rows.items()}),
                                  self._tensors({k: v[boot_idx] for k, v in obs_rows.items()}),
-                                 to_tensor(action, self.device), to_tensor(ret_k, self.device),
-                                 to_tensor(disc_k, self.device))
+                                 to_tensor(tr["action"], self.device), to_tensor(tr["ret"], self.device),
+                                 to_tensor(tr["disc"], self.device))
             td_np = td.cpu().numpy()
             if not np.isfinite(td_np).all():
                 bad = float(td_np[~np.isfinite(td_np)][0])
                 guard.restore()
                 raise NonFiniteUpdate("initial_priority", step, bad)
             priority = self._priority(td_np)
-        replay.insert(obs_rows, s_idx, boot_idx, action, ret_k, disc_k, priority)
+        replay.insert(obs_rows, s_idx, boot_idx, tr["action"], tr["ret"], tr["disc"], priority)
 
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -3,52 +3,21 @@ keys against :class:`ApeXConfig` before torch is imported). :mod:`zoo.plugins.al
 re-exports it."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.core.options import bounded, check_bounds
+from zoo.plugins.algorithms import replay as _replay
+from zoo.plugins.algorithms.replay import available_memory, obs_capacity_for  # noqa: F401 (re-exported)
 
 FIELD_BYTES = 8 + 8 + 8 + 4 + 4 + 1 + 16
 """Bytes per transition besides its observation rows: two int64 row numbers, an int64 action,
 float32 return and discount, a validity byte, two float64 sum-tree nodes."""
 
 
-def obs_capacity_for(capacity: int, sample_length: int, columns: int = 0) -> int:
-    """Observation rows for ``capacity`` transitions from samples of ``sample_length`` steps:
-    ``T + 1`` rows per ``T`` transitions, plus 1% for the final observations of truncated steps;
-    at least two batches of ``columns`` columns whose every step is truncated (``2 x (2T + 1) x
-    columns``), so any batch fits."""
-    rows = capacity + math.ceil(capacity / sample_length) + math.ceil(capacity / 100)
-    return max(rows, 2 * (2 * sample_length + 1) * columns)
-
-
-def available_memory() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes, None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 def replay_memory_problem(capacity: int, rows: int, row_bytes: int, avail: int | None) -> str | None:
-    """The refusal (with the arithmetic) when ``capacity`` transitions and ``rows`` observation
-    rows of ``row_bytes`` bytes need more than ``avail`` bytes; None when they fit or ``avail``
-    is unknown."""
-    need = rows * row_bytes + capacity * FIELD_BYTES
-    if avail is None or need <= avail:
-        return None
-    return (f"algo.capacity={capacity:,} transitions need {rows:,} observation rows x {row_bytes:,} B + "
-            f"{capacity:,} x {FIELD_BYTES} B of fields = {_size(need)}, more than the {_size(avail)} available; "
-            "lower --set algo.capacity")
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+    """:func:`zoo.plugins.algorithms.replay.replay_memory_problem` with Ape-X's :data:`FIELD_BYTES`."""
+    return _replay.replay_memory_problem(capacity, rows, row_bytes, avail, FIELD_BYTES)
 
 
 @dataclass

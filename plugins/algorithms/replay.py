@@ -11,13 +11,22 @@ point drawn uniformly in each.
 
 Every operation on many items is one numpy call per tree level (``log2(capacity)`` levels), never
 a Python loop per item.
+
+Shared by the replay algorithms (Ape-X DQN, :mod:`zoo.plugins.algorithms.apex`; SAC,
+:mod:`zoo.plugins.algorithms.sac`): :func:`batch_transitions` turns a time-major batch into
+transitions with n-step targets (:mod:`zoo.plugins.algorithms.nstep`) pointing at observation
+rows; :func:`obs_capacity_for` and :func:`replay_memory_problem` size the replay and refuse one
+that cannot fit. This module imports numpy only (config validation runs before torch is loaded).
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
 import numpy as np
+
+from zoo.plugins.algorithms.nstep import nstep_targets
 
 
 class SumTree:
@@ -281,3 +290,112 @@ class Replay:
         self.obs_written, self.trans_written = int(state["obs_written"]), int(state["trans_written"])
         self.max_priority = float(state["max_priority"])
         self.blocks = deque((int(a), int(b), int(c), int(d)) for a, b, c, d in state["blocks"])
+
+
+# -- sizing and refusing ---------------------------------------------------------------------
+
+def obs_capacity_for(capacity: int, sample_length: int, columns: int = 0) -> int:
+    """Observation rows for ``capacity`` transitions from samples of ``sample_length`` steps:
+    ``T + 1`` rows per ``T`` transitions, plus 1% for the final observations of truncated steps;
+    at least two batches of ``columns`` columns whose every step is truncated (``2 x (2T + 1) x
+    columns``), so any batch fits."""
+    rows = capacity + math.ceil(capacity / sample_length) + math.ceil(capacity / 100)
+    return max(rows, 2 * (2 * sample_length + 1) * columns)
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes, None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def replay_memory_problem(capacity: int, rows: int, row_bytes: int, avail: int | None,
+                          field_bytes: int) -> str | None:
+    """The refusal (with the arithmetic) when ``capacity`` transitions of ``field_bytes`` bytes of
+    fields each and ``rows`` observation rows of ``row_bytes`` bytes need more than ``avail``
+    bytes; None when they fit or ``avail`` is unknown."""
+    need = rows * row_bytes + capacity * field_bytes
+    if avail is None or need <= avail:
+        return None
+    return (f"algo.capacity={capacity:,} transitions need {rows:,} observation rows x {row_bytes:,} B + "
+            f"{capacity:,} x {field_bytes} B of fields = {_size(need)}, more than the {_size(avail)} available; "
+            "lower --set algo.capacity")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+# -- from a batch to transitions -------------------------------------------------------------
+
+def _flat(x: np.ndarray) -> np.ndarray:
+    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+
+
+def batch_transitions(batch: dict[str, Any], *, gamma: float, n: int, who: str) -> dict[str, Any]:
+    """The active transitions of a time-major batch (:mod:`zoo.core.algorithm`) with n-step targets,
+    ready for :meth:`Replay.insert`.
+
+    Observation rows are the batch's ``T + 1`` rows per column (row ``t * B + b``), then the final
+    observations of its truncated steps (``final_obs``, in ``final_index`` order). A transition's
+    bootstrap row is ``obs[last + 1]``, or the final observation of step ``last`` when it was
+    truncated (never the next episode's reset row); after termination (``disc = 0``) it is the
+    transition's own row (unused).
+
+    Args:
+        batch: needs ``obs``, ``action``, ``reward``, ``terminated``, ``truncated``; optional
+            ``active`` (all True without), ``final_obs`` / ``final_index``.
+        gamma, n: the discount and the steps of the return (:func:`nstep_targets`).
+        who: the algorithm's name, for the error message.
+
+    Returns:
+        ``{"obs": {key: [rows, ...]}, "s_idx": int64 [m], "boot_idx": int64 [m], "action": [m, ...],
+        "ret": float32 [m], "disc": float32 [m]}``, ``m`` the active steps in (t, b) order.
+
+    Raises:
+        ValueError: a truncated active step has no row in ``final_index``.
+    """
+    reward = np.asarray(batch["reward"], np.float32)
+    T, B = reward.shape
+    obs_np = {k: np.asarray(v) for k, v in batch["obs"].items()}
+    active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
+    ret, disc, last, from_final = nstep_targets(reward, batch["terminated"], batch["truncated"], gamma=gamma, n=n)
+    rows = (T + 1) * B
+    final_index = np.asarray(batch.get("final_index", np.zeros((0, 2), np.int64)), np.int64).reshape(-1, 2)
+    final_row = np.full((T, B), -1, np.int64)
+    final_row[final_index[:, 0], final_index[:, 1]] = rows + np.arange(final_index.shape[0])
+    cols = np.arange(B)[None, :]
+    s_idx = np.arange(T)[:, None] * B + cols
+    boot_idx = np.where(from_final, final_row[last, np.broadcast_to(cols, (T, B))], (last + 1) * B + cols)
+    if bool((from_final & (boot_idx < 0) & active).any()):
+        raise ValueError(f"{who}: a truncated step has no row in 'final_index'; every truncated step needs "
+                         "its final observation (zoo.core.algorithm)")
+    boot_idx = np.where(disc > 0, boot_idx, s_idx)  # unused after termination: any valid row
+    obs_rows = {k: _flat(v) for k, v in obs_np.items()}
+    if final_index.shape[0]:
+        final = batch["final_obs"]
+        obs_rows = {k: np.concatenate([v, np.asarray(final[k]).astype(v.dtype, copy=False)])
+                    for k, v in obs_rows.items()}
+    keep = active.reshape(-1)
+    return {"obs": obs_rows, "s_idx": s_idx.reshape(-1)[keep], "boot_idx": boot_idx.reshape(-1)[keep],
+            "action": _flat(np.asarray(batch["action"]))[keep], "ret": ret.reshape(-1)[keep],
+            "disc": disc.reshape(-1)[keep]}
+
+
+def rate_limited_steps(credit: float, replay_size: int, inserting: int, *, learning_starts: int,
+                       samples_per_insert: float, batch_size: int) -> tuple[int, float]:
+    """The rate limiter (Reverb's samples per insert, docs/replay.md): ``(steps, credit)`` after
+    ``inserting`` transitions join a replay of ``replay_size``. The credit grows by
+    ``inserting x samples_per_insert`` once the replay with them holds ``learning_starts``;
+    ``floor(credit / batch_size)`` gradient steps are granted (none from an empty replay, the
+    credit then carries) and their samples spent."""
+    if replay_size + inserting >= learning_starts:
+        credit += inserting * samples_per_insert
+    steps = int(credit // batch_size) if replay_size > 0 else 0
+    return steps, credit - steps * batch_size

@@ -1,0 +1,1 @@
+"""Soft Actor-Critic (``zoo train sac``)."""
