@@ -181,6 +181,28 @@ def test_repeats_that_reverse_the_search_keep_the_default():
                             "1,060; the default is kept"]
 
 
+def test_more_repeats_interleave_and_the_noise_is_stated():
+    clock = FakeClock()
+    two = dataclasses.replace(DEFAULT, actors=2)
+    figures = {two: iter([1300.0, 1000.0, 1200.0]), DEFAULT: iter([1000.0, 1100.0, 1000.0])}
+    measure, seen = searcher(clock, lambda x: next(figures[x]) if x in figures else 10.0)
+    # trials of 10 s, each start needs now + (1 + 2 x 2) x 10 s <= 70: at 0, 10 and 20 s, not at 30 s (80 s)
+    result = S.run_search(DEFAULT, grid()[:2], measure, lambda x: None, 70.0, warmup=5, seconds=10, clock=clock,
+                          repeats=2)
+    assert [t.stage for t in result.trials] == ["default", "inference", "actors", "repeat", "repeat", "repeat",
+                                                "repeat"]
+    assert seen[3:] == [two, DEFAULT, two, DEFAULT]  # interleaved
+    assert result.notes == ["the budget (70 s) ran out in 'actors' (not tried: actors.count=4)"]
+    # means 1,166.7 and 1,033.3: 1.13x, within the noise of the chosen's 1,300 vs 1,000 (23%)
+    assert result.chosen == two
+    assert S.summary_lines(result, "trained env steps/s")[3:6] == [
+        "chosen / default: 1.13x (means of each one's measurements; the spread of each one's figures is the noise)",
+        "noise: one layout's figures differed by up to 23% (highest - lowest, over the highest)",
+        "the difference between the chosen and the default is within that noise: search again on a quieter machine, "
+        "or with a longer --seconds or more --repeats, before relying on it"]
+    assert S.minimum_budget_s(5.0, 10.0, 15.0, repeats=2)[0] == 15.0 + 6 * 23.0
+
+
 def test_failed_and_refused_layouts_are_rows_not_stops():
     clock = FakeClock()
     worker = dataclasses.replace(DEFAULT, inline=False)

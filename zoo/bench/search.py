@@ -21,12 +21,15 @@ is noisy; at the end the best and the default are measured once more and the fin
 is between those two by the mean of their two figures (:func:`pick` again), which states
 the noise: each layout's two figures are printed.
 
+The final measurements are ``repeats`` rounds (default 1) of the best then the default,
+interleaved, so a machine whose load drifts weighs on both alike.
+
 **Budget**: a candidate is started only when the time spent so far, plus one trial, plus the
-two final repeats (each trial as long as the mean trial so far, or
+final repeats (each trial as long as the mean trial so far, or
 :func:`trial_estimate_s` before the first) fit in ``budget_s``; dimensions left untried are
 named in :attr:`SearchResult.notes`. The smallest budget that searches at all is
-:func:`minimum_budget_s`: the env-cost measurement and four trials (the default, one
-candidate, both again); less is refused before anything starts.
+:func:`minimum_budget_s`: the env-cost measurement and the trials of the default, one
+candidate and the repeats of both; less is refused before anything starts.
 
 The callables make it testable with hand-made figures: ``measure(layout, label) -> dict``
 (``"score"``: the objective, env steps/s; other keys are kept in the table) may raise to
@@ -253,27 +256,31 @@ def trial_estimate_s(warmup: float, seconds: float) -> float:
     return STARTUP_ESTIMATE_S + warmup + seconds
 
 
-def minimum_budget_s(warmup: float, seconds: float, env_cost_s: float) -> tuple[float, str]:
+def minimum_budget_s(warmup: float, seconds: float, env_cost_s: float, repeats: int = 1) -> tuple[float, str]:
     """The smallest ``--budget-s`` that searches at all, and the arithmetic in words:
-    ``env_cost_s`` (the env's cost per step, measured once) + 4 trials (the default, one
-    candidate, then both again) x :func:`trial_estimate_s`. With warm-up 5 s, windows of 10 s
-    and an env cost of 15 s: 15 + 4 x 23 = 107 s."""
+    ``env_cost_s`` (the env's cost per step, measured once) + ``2 + 2 x repeats`` trials (the
+    default, one candidate, then both ``repeats`` times again) x :func:`trial_estimate_s`. With
+    warm-up 5 s, windows of 10 s, an env cost of 15 s and 1 repeat: 15 + 4 x 23 = 107 s."""
     trial = trial_estimate_s(warmup, seconds)
-    need = env_cost_s + 4 * trial
-    return need, (f"the env-cost measurement (~{env_cost_s:g} s) + 4 trials (the default, one candidate, then both "
-                  f"again) x ~{trial:g} s each ({STARTUP_ESTIMATE_S:g} s start-up and stop + {warmup:g} s warm-up + "
+    n = 2 + 2 * repeats
+    need = env_cost_s + n * trial
+    again = "again" if repeats == 1 else f"{repeats} times again"
+    return need, (f"the env-cost measurement (~{env_cost_s:g} s) + {n} trials (the default, one candidate, then both "
+                  f"{again}) x ~{trial:g} s each ({STARTUP_ESTIMATE_S:g} s start-up and stop + {warmup:g} s warm-up + "
                   f"{seconds:g} s window) = {need:g} s")
 
 
 def run_search(default: Layout, dims: list[Dimension], measure: Callable[[Layout, str], dict[str, Any]],
                bound: Callable[[Layout], float | None], budget_s: float, *, warmup: float, seconds: float,
                clock: Callable[[], float] = time.monotonic, start: float | None = None, tie: float = TIE,
+               repeats: int = 1,
                valid: Callable[[Layout], str | None] = lambda _: None,
                on_trial: Callable[[Trial], None] = lambda _: None) -> SearchResult:
     """Coordinate descent from ``default`` over ``dims`` within ``budget_s`` seconds counted from
-    ``start`` (default: now, by ``clock``), then the best and the default measured again (see the
-    module docstring). ``valid(layout)`` returns why a layout cannot run here (it is skipped,
-    not measured) or None; ``on_trial`` sees each trial as it ends (the live table)."""
+    ``start`` (default: now, by ``clock``), then the best and the default measured ``repeats``
+    more times each, interleaved (see the module docstring). ``valid(layout)`` returns why a
+    layout cannot run here (it is skipped, not measured) or None; ``on_trial`` sees each trial as
+    it ends (the live table)."""
     began = clock() if start is None else start
     trials: list[Trial] = []
     notes: list[str] = []
@@ -329,7 +336,7 @@ def run_search(default: Layout, dims: list[Dimension], measure: Callable[[Layout
         runnable.sort(key=lambda x: -(bound_of(x) or 0.0))
         tried = []
         for x in runnable:
-            if not fits(3):  # this one and the two repeats
+            if not fits(1 + 2 * repeats):  # this one and the repeats
                 stopped = True
                 break
             trial(x, dim.name)
@@ -345,8 +352,9 @@ def run_search(default: Layout, dims: list[Dimension], measure: Callable[[Layout
                          + (f"; dimensions not tried: {', '.join(left)}" if left else ""))
             break
     searched = incumbent
-    for layout in dict.fromkeys([searched, default]):
-        trial(layout, "repeat")
+    for _ in range(max(1, repeats)):
+        for layout in dict.fromkeys([searched, default]):
+            trial(layout, "repeat")
     means = {x: _mean([t.score for t in trials if t.layout == x and t.score is not None])
              for x in dict.fromkeys([searched, default])}
     chosen = pick([(x, m, bound_of(x)) for x, m in means.items()], searched, tie)
@@ -451,7 +459,11 @@ def summary_lines(result: SearchResult, objective: str) -> list[str]:
                    "figures is the noise)")
     spread = [(max(s) - min(s)) / max(s) for s in (result.scores(c), result.scores(d)) if len(s) >= 2 and max(s) > 0]
     if spread:
-        out.append(f"noise: the same layout measured twice differed by up to {max(spread):.0%}")
+        out.append(f"noise: one layout's figures differed by up to {max(spread):.0%} (highest - lowest, over the "
+                   "highest)")
+        if c != d and mc and md and abs(mc / md - 1.0) <= max(spread):
+            out.append("the difference between the chosen and the default is within that noise: search again on a "
+                       "quieter machine, or with a longer --seconds or more --repeats, before relying on it")
     out.append(f"{len(result.trials)} trials in {result.seconds:.0f} s of a {result.budget_s:g} s budget")
     return out + [f"note: {n}" for n in result.notes]
 

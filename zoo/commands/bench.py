@@ -24,6 +24,11 @@ in words (:mod:`zoo.bench.report`). ``--json FILE`` writes the same figures.
 Workloads: :data:`zoo.bench.workloads.WORKLOADS` (``pong``: CleanRL ``ppo_atari.py``'s, the
 default; ``cartpole``: CleanRL ``ppo.py``'s; ``pong-defaults``/``cartpole-defaults``: Zoo's own
 presets). Exit codes: 0 measured, 1 a measurement failed, 2 bad options (before anything starts).
+
+``--search`` (:func:`search_command`): the layout search of :mod:`zoo.bench.search` with these
+measurements (each trial one train-phase run, or sampling-phase with ``--objective sampling``),
+within ``--budget-s``; the best layout written as TOML for ``zoo train --config`` (``--out``),
+the table of trials beside it (``.md``, ``.json``) (docs/benchmarking.md).
 """
 from __future__ import annotations
 
@@ -82,6 +87,9 @@ def bench_command(
                                 "for zoo train --config, with the table of trials beside it."),
     budget_s: float = typer.Option(600.0, "--budget-s", min=1.0, metavar="S",
                                    help="With --search: wall seconds for the whole search (default 600)."),
+    repeats: int = typer.Option(1, "--repeats", min=1, metavar="N",
+                                help="With --search: measure the best and the default N more times each at the end, "
+                                "interleaved (default 1)."),
     objective: str = typer.Option("trained", "--objective", metavar="WHAT",
                                   help="With --search: trained (trained env steps/s, default) or sampling (env "
                                   "steps/s with trainer.learn=false)."),
@@ -106,12 +114,13 @@ def bench_command(
         if phases != ",".join(PHASES):
             raise _fail("--phases does not apply with --search (each trial is one run measured for --objective); "
                         "drop --phases")
-        search_command(w, overrides, budget_s=budget_s, objective=objective, seconds=10.0 if seconds is None
+        search_command(w, overrides, budget_s=budget_s, objective=objective, repeats=repeats,
+                       seconds=10.0 if seconds is None
                        else seconds, warmup=5.0 if warmup is None else warmup, out=out, json_out=json_out,
                        limit=limit)
         return
     for name, given in (("--budget-s", budget_s != 600.0), ("--objective", objective != "trained"),
-                        ("--out", out is not None)):
+                        ("--out", out is not None), ("--repeats", repeats != 1)):
         if given:
             raise _fail(f"{name} applies only with --search; add --search or drop {name}")
     seconds = 60.0 if seconds is None else seconds
@@ -252,7 +261,7 @@ def _key(override: str) -> str:
 
 
 def search_command(w, overrides: list[str], *, budget_s: float, objective: str, seconds: float, warmup: float,
-                   out: Path | None, json_out: Path | None, limit: float | None) -> None:
+                   out: Path | None, json_out: Path | None, limit: float | None, repeats: int = 1) -> None:
     """``zoo bench --search``: every check before anything starts (the workload's config, the
     output folders, the budget against :func:`zoo.bench.search.minimum_budget_s`), then the env's
     cost per step (raw stepping, as ``zoo bench``'s ceiling), then :func:`zoo.bench.search.run_search`
@@ -291,7 +300,7 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
     learn = objective == "trained"
     cores = machine_cores()
     need, arithmetic = S.minimum_budget_s(warmup, seconds, S.STARTUP_ESTIMATE_S + min(seconds, ENV_COST_WINDOW_S)
-                                          + min(warmup, 2.0))
+                                          + min(warmup, 2.0), repeats)
     if budget_s < need:
         raise _fail(f"--budget-s {budget_s:g} is too short for one candidate: {arithmetic}; give --budget-s "
                     f"{math.ceil(need)} or more, or shorten --seconds and --warmup")
@@ -329,7 +338,8 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
         header = [f"zoo bench --search: workload {w.name} ({w.algo} on {w.env}), objective {OBJECTIVES[objective]}",
                   f"machine: {platform.machine()}, {cores} cores, load average {os.getloadavg()[0]:.1f} at start; "
                   f"date {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC",
-                  f"budget {budget_s:g} s, trials of {warmup:g} s warm-up + {seconds:g} s window; dimensions: "
+                  f"budget {budget_s:g} s, trials of {warmup:g} s warm-up + {seconds:g} s window, {repeats} "
+                  f"repeat{'s' if repeats != 1 else ''} of the best and the default; dimensions: "
                   + ", ".join(d.name for d in dims)]
         for line in header:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -397,7 +407,7 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
 
         try:
             result = S.run_search(default, dims, measure, bound, budget_s, warmup=warmup, seconds=seconds,
-                                  start=started, valid=valid, on_trial=show)
+                                  start=started, valid=valid, on_trial=show, repeats=repeats)
         except KeyboardInterrupt:
             raise _interrupted() from None
         if not any(t.score is not None for t in result.trials):
