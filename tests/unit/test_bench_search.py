@@ -286,3 +286,22 @@ def test_cli_search_refuses_bad_input_before_anything_starts(tmp_path):
     assert r.exit_code == 2 and "--budget-s applies only with --search" in r.output
     r = runner.invoke(app, ["bench", "--search", "--phases", "train"])
     assert r.exit_code == 2 and "--phases does not apply with --search" in r.output
+
+
+def test_ctrl_c_during_a_measured_run_stops_the_measuring(tmp_path, monkeypatch):
+    """A run stopped by Ctrl-C (exit 130 before its window) raised BenchError, so ``zoo bench``
+    went on to its next phase and a search to its next trial; now KeyboardInterrupt. A run that
+    ended by itself is still a BenchError."""
+    from types import SimpleNamespace
+
+    import zoo.core.controller as controller
+    from zoo.bench.measure import BenchError, measure_run
+
+    cfg = SimpleNamespace(algo_name="ppo", env_name="CartPole-v1", trainer=SimpleNamespace(learn=True), spec=None)
+    monkeypatch.setattr(controller, "prepare_run_dir", lambda cfg: str(tmp_path / "run"))
+    monkeypatch.setattr(controller, "run", lambda cfg, spec, listener, run_dir: 130)
+    with pytest.raises(KeyboardInterrupt):
+        measure_run(cfg, seconds=1.0, warmup=0.0, limit_s=10.0)
+    monkeypatch.setattr(controller, "run", lambda cfg, spec, listener, run_dir: 0)
+    with pytest.raises(BenchError, match=r"the run ended by itself \(exit 0\)"):
+        measure_run(cfg, seconds=1.0, warmup=0.0, limit_s=10.0)
