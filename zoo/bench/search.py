@@ -468,11 +468,13 @@ def summary_lines(result: SearchResult, objective: str) -> list[str]:
     return out + [f"note: {n}" for n in result.notes]
 
 
-def format_markdown(result: SearchResult, objective: str, header: Iterable[str] = ()) -> str:
-    """The table (:func:`table_rows`) and :func:`summary_lines` as Markdown."""
+def format_markdown(result: SearchResult, objective: str, header: Iterable[str] = (),
+                    notes: Iterable[str] = ()) -> str:
+    """The table (:func:`table_rows`), :func:`summary_lines` and ``notes`` (more ``note:`` lines) as Markdown."""
     lines = [*header, "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table_rows(result)]
-    return "\n".join([*lines, "", *(f"- {s}" for s in summary_lines(result, objective))]) + "\n"
+    summary = [*summary_lines(result, objective), *(f"note: {n}" for n in notes)]
+    return "\n".join([*lines, "", *(f"- {s}" for s in summary)]) + "\n"
 
 
 def result_json(result: SearchResult) -> dict[str, Any]:

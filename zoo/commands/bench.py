@@ -81,7 +81,7 @@ def bench_command(
                                       help="Processes for raw stepping (default 0 = one per core)."),
     json_out: Path | None = typer.Option(None, "--json", metavar="FILE", dir_okay=False,
                                          help="Also write the figures as JSON to FILE."),
-    search: bool = typer.Option(False, "--search",
+    search: bool = typer.Option(False, "--search", metavar="",
                                 help="Search layouts (actors, envs, ring groups, inline or policy workers, trainer "
                                 "threads, precision) for the workload on this machine; write the best as a TOML file "
                                 "for zoo train --config, with the table of trials beside it."),
@@ -420,7 +420,14 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
                 and (k != "algo.precision" or result.chosen.algo_precision is not None)]
         values = {"algo_name": w.algo, "env_name": w.env, **S.config_values(final, keys)}
         lines = S.summary_lines(result, OBJECTIVES[objective])
-        toml_header = [*header, *(line for line in lines if not line.startswith("note: ")), "",
+        busy = [str(t.index) for t in result.trials
+                if (t.figures.get("cpu_shares") or {}).get("other", 0.0) >= OTHER_NOTE]
+        shared = (f"the machine was shared: other processes used at least {OTHER_NOTE:.0%} of the cores in trial(s) "
+                  f"{', '.join(busy)}; the figures are noisier than the repeats suggest") if busy else ""
+        if shared:
+            lines.append(f"note: {shared}")
+        toml_header = [*header, *(line for line in lines if not line.startswith("note: ")),
+                       *([f"note: {shared}"] if shared else []), "",
                        f"use: zoo train {w.algo} --env {w.env} --config {out.name}",
                        f"(the table of trials: {out.with_suffix('.md').name}, {out.with_suffix('.json').name})"]
         out.write_text(S.toml_text(values, toml_header))
@@ -442,17 +449,17 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
         table.add_row(*row)
     console.print(table)
     for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    shared = [t.index for t in result.trials if (t.figures.get("cpu_shares") or {}).get("other", 0.0) >= OTHER_NOTE]
+        if line != f"note: {shared}":
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     if shared:
-        _warn(console, f"the machine was shared: other processes used at least {OTHER_NOTE:.0%} of the cores in "
-                       f"trial(s) {', '.join(map(str, shared))}; the figures are noisier than the repeats suggest")
+        _warn(console, shared)
     data = {"workload": w.name, "algo": w.algo, "env": w.env, "objective": objective, "cores": cores,
             "header": header, "env_ms_per_step": raw.cpu_s_per_step * 1e3, "toml": str(out), "values": values,
             "summary": lines, **S.result_json(result)}
     out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     out.with_suffix(".md").write_text(S.format_markdown(result, OBJECTIVES[objective],
-                                                        [f"# {header[0]}", "", *(f"{h}  " for h in header[1:])]))
+                                                        [f"# {header[0]}", "", *(f"{h}  " for h in header[1:])],
+                                                        [shared] if shared else []))
     if json_out is not None:
         json_out.write_text(json.dumps(data, indent=1, default=str) + "\n")
     console.print(f"wrote {out} (zoo train {w.algo} --env {w.env} --config {out}), {out.with_suffix('.md')}, "
