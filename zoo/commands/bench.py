@@ -405,11 +405,8 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
                           + (f" (bound {t.bound:,.0f})" if t.bound else ""), markup=False, highlight=False,
                           soft_wrap=True)
 
-        try:
-            result = S.run_search(default, dims, measure, bound, budget_s, warmup=warmup, seconds=seconds,
-                                  start=started, valid=valid, on_trial=show, repeats=repeats)
-        except KeyboardInterrupt:
-            raise _interrupted() from None
+        result = S.run_search(default, dims, measure, bound, budget_s, warmup=warmup, seconds=seconds,
+                              start=started, valid=valid, on_trial=show, repeats=repeats)
         if not any(t.score is not None for t in result.trials):
             raise _fail("zoo bench --search: no layout could be measured: "
                         + "; ".join(f"trial {t.index}: {t.error}" for t in result.trials), 1)
@@ -440,6 +437,8 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
         if back != values:
             wrong = [k for k in values if back.get(k) != values[k]]
             raise _fail(f"zoo bench --search: {out} reads back different values for {', '.join(wrong)}", 1)
+    except KeyboardInterrupt:  # Ctrl-C: the run under way was stopped as Ctrl-C stops a run; nothing written
+        raise _interrupted() from None
     finally:
         shutil.rmtree(runs_dir, ignore_errors=True)
     table = Table(title=f"layout search: {w.name}, {OBJECTIVES[objective]}")
