@@ -284,6 +284,12 @@ def test_cli_search_refuses_bad_input_before_anything_starts(tmp_path):
     assert r.exit_code == 2 and "does not exist" in r.output
     r = runner.invoke(app, ["bench", "--budget-s", "100"])
     assert r.exit_code == 2 and "--budget-s applies only with --search" in r.output
+    r = runner.invoke(app, ["bench", "--repeats", "3"])
+    assert r.exit_code == 2 and "--repeats applies only with --search" in r.output
+    # 2 repeats: env cost 15 s + 6 trials x 23 s = 153 s
+    r = runner.invoke(app, ["bench", "--search", "--workload", "cartpole", "--repeats", "2", "--budget-s", "150"])
+    assert r.exit_code == 2 and "6 trials (the default, one candidate, then both 2 times again)" in r.output
+    assert "= 153 s; give --budget-s 153" in r.output
     r = runner.invoke(app, ["bench", "--search", "--phases", "train"])
     assert r.exit_code == 2 and "--phases does not apply with --search" in r.output
 
