@@ -181,6 +181,36 @@ def test_repeats_that_reverse_the_search_keep_the_default():
                             "1,060; the default is kept"]
 
 
+def test_confirm_stops_a_lucky_window_from_moving_the_search():
+    clock = FakeClock()
+    two, four = (dataclasses.replace(DEFAULT, actors=n) for n in (2, 4))
+    figures = {two: iter([1300.0, 800.0]), DEFAULT: iter([1000.0, 1040.0, 1000.0]), four: iter([700.0])}
+    measure, seen = searcher(clock, lambda x: next(figures[x]) if x in figures else 10.0)
+    result = S.run_search(DEFAULT, grid()[:2], measure, lambda x: None, 1000.0, warmup=5, seconds=10, clock=clock,
+                          confirm=True)
+    # actors=2 wins its dimension on one window (1,300), then is confirmed against the default:
+    # means 1,050 (1,300, 800) and 1,020 (1,000, 1,040) tie within 5% (>= 997.5): the incumbent stays
+    assert [(t.stage, t.layout.changes(DEFAULT), t.score) for t in result.trials] == [
+        ("default", "(default)", 1000.0), ("inference", "policy.inline=false", 10.0),
+        ("actors", "actors.count=2", 1300.0), ("actors", "actors.count=4", 700.0),
+        ("confirm", "actors.count=2", 800.0), ("confirm", "(default)", 1040.0), ("repeat", "(default)", 1000.0)]
+    assert result.searched == result.chosen == DEFAULT
+    # without confirm the same figures move the search to actors=2 (the repeats then reverse it)
+    clock = FakeClock()
+    figures = {two: iter([1300.0, 900.0]), DEFAULT: iter([1000.0, 1040.0]), four: iter([700.0])}
+    measure, _ = searcher(clock, lambda x: next(figures[x]) if x in figures else 10.0)
+    result = S.run_search(DEFAULT, grid()[:2], measure, lambda x: None, 1000.0, warmup=5, seconds=10, clock=clock)
+    assert result.searched == two and [t.stage for t in result.trials][-2:] == ["repeat", "repeat"]
+    # with the hand-made figures of test_search_picks_the_best, confirm adds two trials per change (4 changes)
+    clock = FakeClock()
+    measure, _ = searcher(clock)
+    result = S.run_search(DEFAULT, grid(), measure, fake_bound, 1000.0, warmup=5, seconds=10, clock=clock,
+                          confirm=True)
+    assert [t.stage for t in result.trials].count("confirm") == 8 and len(result.trials) == 20
+    assert result.chosen.changes(DEFAULT) == ("actors.count=2, actors.envs_per_actor=8, actors.ring_size=2, "
+                                              "algo.precision=bfloat16, policy.precision=bfloat16")
+
+
 def test_more_repeats_interleave_and_the_noise_is_stated():
     clock = FakeClock()
     two = dataclasses.replace(DEFAULT, actors=2)
@@ -284,6 +314,8 @@ def test_cli_search_refuses_bad_input_before_anything_starts(tmp_path):
     assert r.exit_code == 2 and "does not exist" in r.output
     r = runner.invoke(app, ["bench", "--budget-s", "100"])
     assert r.exit_code == 2 and "--budget-s applies only with --search" in r.output
+    r = runner.invoke(app, ["bench", "--confirm"])
+    assert r.exit_code == 2 and "--confirm applies only with --search" in r.output
     r = runner.invoke(app, ["bench", "--repeats", "3"])
     assert r.exit_code == 2 and "--repeats applies only with --search" in r.output
     # 2 repeats: env cost 15 s + 6 trials x 23 s = 153 s

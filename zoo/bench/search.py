@@ -22,7 +22,9 @@ is between those two by the mean of their two figures (:func:`pick` again), whic
 the noise: each layout's two figures are printed.
 
 The final measurements are ``repeats`` rounds (default 1) of the best then the default,
-interleaved, so a machine whose load drifts weighs on both alike.
+interleaved, so a machine whose load drifts weighs on both alike. With ``confirm`` (for a
+heavily shared machine) every change of the incumbent is first confirmed by measuring the
+newcomer and the incumbent once more each, the two decided by their means.
 
 **Budget**: a candidate is started only when the time spent so far, plus one trial, plus the
 final repeats (each trial as long as the mean trial so far, or
@@ -273,12 +275,15 @@ def minimum_budget_s(warmup: float, seconds: float, env_cost_s: float, repeats: 
 def run_search(default: Layout, dims: list[Dimension], measure: Callable[[Layout, str], dict[str, Any]],
                bound: Callable[[Layout], float | None], budget_s: float, *, warmup: float, seconds: float,
                clock: Callable[[], float] = time.monotonic, start: float | None = None, tie: float = TIE,
-               repeats: int = 1,
+               repeats: int = 1, confirm: bool = False,
                valid: Callable[[Layout], str | None] = lambda _: None,
                on_trial: Callable[[Trial], None] = lambda _: None) -> SearchResult:
     """Coordinate descent from ``default`` over ``dims`` within ``budget_s`` seconds counted from
     ``start`` (default: now, by ``clock``), then the best and the default measured ``repeats``
-    more times each, interleaved (see the module docstring). ``valid(layout)`` returns why a
+    more times each, interleaved (see the module docstring). With ``confirm``, a dimension that
+    would replace the incumbent first measures the newcomer and the incumbent once more each
+    (stage ``confirm``, when the budget allows) and decides between the two by their mean
+    figures (:func:`pick`): a lucky window alone does not move the search. ``valid(layout)`` returns why a
     layout cannot run here (it is skipped, not measured) or None; ``on_trial`` sees each trial as
     it ends (the live table)."""
     began = clock() if start is None else start
@@ -343,7 +348,12 @@ def run_search(default: Layout, dims: list[Dimension], measure: Callable[[Layout
             tried.append(x)
         if tried:
             pool = [incumbent, *tried] + [x for x in dict.fromkeys(dim.options(incumbent)) if x in seen]
-            incumbent = pick([(x, score_of(x), bound_of(x)) for x in dict.fromkeys(pool)], incumbent, tie)
+            new = pick([(x, score_of(x), bound_of(x)) for x in dict.fromkeys(pool)], incumbent, tie)
+            if new != incumbent and confirm and fits(2 + 2 * repeats):
+                for x in (new, incumbent):
+                    trial(x, "confirm")
+                new = pick([(x, score_of(x), bound_of(x)) for x in (incumbent, new)], incumbent, tie)
+            incumbent = new
         if stopped:
             left = [d.name for d in dims[i + 1:]]
             untried = [x.changes(incumbent) for x in runnable if x not in tried]

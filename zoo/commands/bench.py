@@ -90,6 +90,10 @@ def bench_command(
     repeats: int = typer.Option(1, "--repeats", min=1, metavar="N",
                                 help="With --search: measure the best and the default N more times each at the end, "
                                 "interleaved (default 1)."),
+    confirm: bool = typer.Option(False, "--confirm", metavar="",
+                                 help="With --search: before a dimension changes the best layout so far, measure the "
+                                 "newcomer and the old best once more each and decide by their means (for a heavily "
+                                 "shared machine; two trials per change)."),
     objective: str = typer.Option("trained", "--objective", metavar="WHAT",
                                   help="With --search: trained (trained env steps/s, default) or sampling (env "
                                   "steps/s with trainer.learn=false)."),
@@ -114,13 +118,13 @@ def bench_command(
         if phases != ",".join(PHASES):
             raise _fail("--phases does not apply with --search (each trial is one run measured for --objective); "
                         "drop --phases")
-        search_command(w, overrides, budget_s=budget_s, objective=objective, repeats=repeats,
+        search_command(w, overrides, budget_s=budget_s, objective=objective, repeats=repeats, confirm=confirm,
                        seconds=10.0 if seconds is None
                        else seconds, warmup=5.0 if warmup is None else warmup, out=out, json_out=json_out,
                        limit=limit)
         return
     for name, given in (("--budget-s", budget_s != 600.0), ("--objective", objective != "trained"),
-                        ("--out", out is not None), ("--repeats", repeats != 1)):
+                        ("--out", out is not None), ("--repeats", repeats != 1), ("--confirm", confirm)):
         if given:
             raise _fail(f"{name} applies only with --search; add --search or drop {name}")
     seconds = 60.0 if seconds is None else seconds
@@ -261,7 +265,8 @@ def _key(override: str) -> str:
 
 
 def search_command(w, overrides: list[str], *, budget_s: float, objective: str, seconds: float, warmup: float,
-                   out: Path | None, json_out: Path | None, limit: float | None, repeats: int = 1) -> None:
+                   out: Path | None, json_out: Path | None, limit: float | None, repeats: int = 1,
+                   confirm: bool = False) -> None:
     """``zoo bench --search``: every check before anything starts (the workload's config, the
     output folders, the budget against :func:`zoo.bench.search.minimum_budget_s`), then the env's
     cost per step (raw stepping, as ``zoo bench``'s ceiling), then :func:`zoo.bench.search.run_search`
@@ -339,7 +344,8 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
                   f"machine: {platform.machine()}, {cores} cores, load average {os.getloadavg()[0]:.1f} at start; "
                   f"date {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC",
                   f"budget {budget_s:g} s, trials of {warmup:g} s warm-up + {seconds:g} s window, {repeats} "
-                  f"repeat{'s' if repeats != 1 else ''} of the best and the default; dimensions: "
+                  f"repeat{'s' if repeats != 1 else ''} of the best and the default"
+                  + (", changes confirmed" if confirm else "") + "; dimensions: "
                   + ", ".join(d.name for d in dims)]
         for line in header:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -406,7 +412,7 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
                           soft_wrap=True)
 
         result = S.run_search(default, dims, measure, bound, budget_s, warmup=warmup, seconds=seconds,
-                              start=started, valid=valid, on_trial=show, repeats=repeats)
+                              start=started, valid=valid, on_trial=show, repeats=repeats, confirm=confirm)
         if not any(t.score is not None for t in result.trials):
             raise _fail("zoo bench --search: no layout could be measured: "
                         + "; ".join(f"trial {t.index}: {t.error}" for t in result.trials), 1)
