@@ -119,9 +119,8 @@ def bench_command(
             raise _fail("--phases does not apply with --search (each trial is one run measured for --objective); "
                         "drop --phases")
         search_command(w, overrides, budget_s=budget_s, objective=objective, repeats=repeats, confirm=confirm,
-                       seconds=10.0 if seconds is None
-                       else seconds, warmup=5.0 if warmup is None else warmup, out=out, json_out=json_out,
-                       limit=limit)
+                       seconds=10.0 if seconds is None else seconds, warmup=5.0 if warmup is None else warmup,
+                       out=out, json_out=json_out, limit=limit)
         return
     for name, given in (("--budget-s", budget_s != 600.0), ("--objective", objective != "trained"),
                         ("--out", out is not None), ("--repeats", repeats != 1), ("--confirm", confirm)):
