@@ -469,6 +469,7 @@ def measure_run(cfg: Any, *, seconds: float, warmup: float, limit_s: float, keep
 
     Raises:
         BenchError: no measured window within ``limit_s`` seconds, or the run ended by itself.
+        KeyboardInterrupt: Ctrl-C (SIGINT) stopped the run before its window was measured.
     """
     from zoo.core.controller import prepare_run_dir, run
 
@@ -482,6 +483,8 @@ def measure_run(cfg: Any, *, seconds: float, warmup: float, limit_s: float, keep
     finally:
         if not keep:
             shutil.rmtree(run_dir, ignore_errors=True)
+    if window.end is None and code == 130 and not window.timed_out and not window.stopping:
+        raise KeyboardInterrupt  # Ctrl-C stopped the run, not the window: stop the measuring too
     if window.end is None:
         why = (f"no measured window within {limit_s:g} s (warm-up {warmup:g} s + {seconds:g} s after the first "
                "trainer status); the machine may be too loaded: raise --limit" if window.timed_out

@@ -24,11 +24,17 @@ in words (:mod:`zoo.bench.report`). ``--json FILE`` writes the same figures.
 Workloads: :data:`zoo.bench.workloads.WORKLOADS` (``pong``: CleanRL ``ppo_atari.py``'s, the
 default; ``cartpole``: CleanRL ``ppo.py``'s; ``pong-defaults``/``cartpole-defaults``: Zoo's own
 presets). Exit codes: 0 measured, 1 a measurement failed, 2 bad options (before anything starts).
+
+``--search`` (:func:`search_command`): the layout search of :mod:`zoo.bench.search` with these
+measurements (each trial one train-phase run, or sampling-phase with ``--objective sampling``),
+within ``--budget-s``; the best layout written as TOML for ``zoo train --config`` (``--out``),
+the table of trials beside it (``.md``, ``.json``) (docs/benchmarking.md).
 """
 from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import platform
 import shutil
@@ -59,10 +65,12 @@ def bench_command(
     workload: str = typer.Option("pong", "--workload", "-w", metavar="NAME",
                                  help="Named workload: pong (CleanRL ppo_atari.py's, default), cartpole (CleanRL "
                                  "ppo.py's), pong-defaults, cartpole-defaults (Zoo's own presets)."),
-    seconds: float = typer.Option(60.0, "--seconds", min=1.0, metavar="S",
-                                  help="Measured seconds per phase (S >= 1)."),
-    warmup: float = typer.Option(20.0, "--warmup", min=0.0, metavar="S",
-                                 help="Seconds after the run's first trainer status before measuring (S >= 0)."),
+    seconds: float | None = typer.Option(None, "--seconds", min=1.0, metavar="S",
+                                         help="Measured seconds per phase (S >= 1; default 60, with --search 10 "
+                                         "per trial)."),
+    warmup: float | None = typer.Option(None, "--warmup", min=0.0, metavar="S",
+                                        help="Seconds after the run's first trainer status before measuring (S >= 0; "
+                                        "default 20, with --search 5)."),
     limit: float | None = typer.Option(None, "--limit", min=10.0, metavar="S",
                                        help="Give up on a phase after S seconds (default warm-up + seconds + 240)."),
     phases: str = typer.Option(",".join(PHASES), "--phases", metavar="LIST",
@@ -73,8 +81,28 @@ def bench_command(
                                       help="Processes for raw stepping (default 0 = one per core)."),
     json_out: Path | None = typer.Option(None, "--json", metavar="FILE", dir_okay=False,
                                          help="Also write the figures as JSON to FILE."),
+    search: bool = typer.Option(False, "--search", metavar="",
+                                help="Search layouts (actors, envs, ring groups, inline or policy workers, trainer "
+                                "threads, precision) for the workload on this machine; write the best as a TOML file "
+                                "for zoo train --config, with the table of trials beside it."),
+    budget_s: float = typer.Option(600.0, "--budget-s", min=1.0, metavar="S",
+                                   help="With --search: wall seconds for the whole search (default 600)."),
+    repeats: int = typer.Option(1, "--repeats", min=1, metavar="N",
+                                help="With --search: measure the best and the default N more times each at the end, "
+                                "interleaved (default 1)."),
+    confirm: bool = typer.Option(False, "--confirm", metavar="",
+                                 help="With --search: before a dimension changes the best layout so far, measure the "
+                                 "newcomer and the old best once more each and decide by their means (for a heavily "
+                                 "shared machine; two trials per change)."),
+    objective: str = typer.Option("trained", "--objective", metavar="WHAT",
+                                  help="With --search: trained (trained env steps/s, default) or sampling (env "
+                                  "steps/s with trainer.learn=false)."),
+    out: Path | None = typer.Option(None, "--out", metavar="FILE", dir_okay=False,
+                                    help="With --search: the TOML file to write (default search-<workload>.toml); "
+                                    "the table goes beside it as FILE.json and FILE.md."),
 ) -> None:
-    """Measure the env ceiling, Zoo's sampling and Zoo end to end at a named workload on this machine."""
+    """Measure the env ceiling, Zoo's sampling and Zoo end to end at a named workload on this machine
+    (or, with --search, find the layout that runs it fastest here)."""
     from zoo.bench.measure import BenchError, bench_config
     from zoo.bench.workloads import UnknownWorkload, get_workload
     from zoo.cli import _fail
@@ -86,6 +114,20 @@ def bench_command(
         chosen = parse_phases(phases)
     except (UnknownWorkload, ValueError) as exc:
         raise _fail(str(exc)) from None
+    if search:
+        if phases != ",".join(PHASES):
+            raise _fail("--phases does not apply with --search (each trial is one run measured for --objective); "
+                        "drop --phases")
+        search_command(w, overrides, budget_s=budget_s, objective=objective, repeats=repeats, confirm=confirm,
+                       seconds=10.0 if seconds is None else seconds, warmup=5.0 if warmup is None else warmup,
+                       out=out, json_out=json_out, limit=limit)
+        return
+    for name, given in (("--budget-s", budget_s != 600.0), ("--objective", objective != "trained"),
+                        ("--out", out is not None), ("--repeats", repeats != 1), ("--confirm", confirm)):
+        if given:
+            raise _fail(f"{name} applies only with --search; add --search or drop {name}")
+    seconds = 60.0 if seconds is None else seconds
+    warmup = 20.0 if warmup is None else warmup
     if json_out is not None and not json_out.parent.is_dir():
         raise _fail(f"--json {str(json_out)!r}: the folder {str(json_out.parent)!r} does not exist; create it or "
                     "choose another path")
@@ -209,3 +251,220 @@ def cfg_overrides(w, cfgs: dict) -> list[str]:
             f"{cfg.actors.envs_per_actor} actors.ring_size={cfg.actors.ring_size} trainer.batch_samples="
             f"{cfg.trainer.batch_samples} sample_length={cfg.sample_length} algo.epochs={cfg.algo.epochs} "
             f"algo.minibatches={cfg.algo.minibatches} trainer.max_policy_lag={cfg.trainer.max_policy_lag})"]
+
+
+OBJECTIVES = {"trained": "trained env steps/s", "sampling": "env steps/s (sampling, trainer.learn=false)"}
+ENV_COST_WINDOW_S = 5.0
+"""Longest window of the env-cost measurement (raw stepping) of a search, and its warm-up is
+at most 2 s: the env's cost per step varies little, the trials need the time more."""
+
+
+def _key(override: str) -> str:
+    return override.partition("=")[0].strip()
+
+
+def search_command(w, overrides: list[str], *, budget_s: float, objective: str, seconds: float, warmup: float,
+                   out: Path | None, json_out: Path | None, limit: float | None, repeats: int = 1,
+                   confirm: bool = False) -> None:
+    """``zoo bench --search``: every check before anything starts (the workload's config, the
+    output folders, the budget against :func:`zoo.bench.search.minimum_budget_s`), then the env's
+    cost per step (raw stepping, as ``zoo bench``'s ceiling), then :func:`zoo.bench.search.run_search`
+    with ``zoo bench``'s measurement of a run (:func:`zoo.bench.measure.measure_run`, figures by
+    :func:`zoo.bench.report.phase_figures`) and the CPU-work bound of each layout (its inference
+    cost at its estimated batch, and its training cost on its threads in its precision); the
+    chosen layout is written as TOML and read back through ``zoo train``'s config path."""
+    from rich.table import Table
+
+    from zoo.bench import search as S
+    from zoo.bench.measure import (
+        BenchError,
+        bench_config,
+        inference_cost,
+        measure_run,
+        raw_ceiling,
+        training_cost,
+        training_precision,
+    )
+    from zoo.bench.report import OTHER_NOTE, cpu_work_bound, phase_figures
+    from zoo.cli import _console, _fail, _interrupted, _warn
+    from zoo.core.config import ConfigError, build_config, steps_per_update
+    from zoo.core.devices import choose_precision, training_bf16_native
+    from zoo.core.plugins import get_registry
+    from zoo.core.registry import UnknownComponentError
+    from zoo.core.workers.threads import machine_cores, thread_plan
+
+    if objective not in OBJECTIVES:
+        raise _fail(f"--objective {objective!r} is not known; choose trained (trained env steps/s) or sampling "
+                    "(env steps/s without training)")
+    out = out if out is not None else Path(f"search-{w.name}.toml")
+    for flag, path in (("--out", out), ("--json", json_out)):
+        if path is not None and not path.parent.is_dir():
+            raise _fail(f"{flag} {str(path)!r}: the folder {str(path.parent)!r} does not exist; create it or choose "
+                        "another path")
+    learn = objective == "trained"
+    cores = machine_cores()
+    need, arithmetic = S.minimum_budget_s(warmup, seconds, S.STARTUP_ESTIMATE_S + min(seconds, ENV_COST_WINDOW_S)
+                                          + min(warmup, 2.0), repeats)
+    if budget_s < need:
+        raise _fail(f"--budget-s {budget_s:g} is too short for one candidate: {arithmetic}; give --budget-s "
+                    f"{math.ceil(need)} or more, or shorten --seconds and --warmup")
+    console = _console()
+    started = time.monotonic()
+    runs_dir = tempfile.mkdtemp(prefix="zoo-bench-")
+    cfgs: dict = {}
+
+    def cfg_for(layout, name: str = "bench-search"):
+        if layout not in cfgs:
+            cfgs[layout] = bench_config(w.algo, w.env, [*w.overrides, *overrides, *layout.overrides()], learn=learn,
+                                        runs_dir=runs_dir, name=f"{name}-{w.name}-{len(cfgs) + 1}")
+        return cfgs[layout]
+
+    try:
+        try:  # the workload's config, resolved before anything starts
+            base = bench_config(w.algo, w.env, [*w.overrides, *overrides], learn=learn, runs_dir=runs_dir,
+                                name=f"bench-search-{w.name}-0")
+        except (ConfigError, UnknownComponentError) as exc:
+            raise _fail(str(exc)) from None
+        spec = base.spec
+        algo_precision = getattr(base.algo, "precision", None)
+        default = S.Layout(actors=base.actors.count, envs_per_actor=base.actors.envs_per_actor,
+                           ring_size=base.actors.ring_size, inline=bool(base.policy.inline),
+                           policy_workers=base.policy.count, trainer_threads=thread_plan(base).trainer,
+                           algo_precision=training_precision(base) if isinstance(algo_precision, str) else None,
+                           policy_precision=choose_precision(base.policy.precision, base.policy.device))
+        inference_bf16 = (training_bf16_native(base.policy.device)[0] if base.policy.device == "cpu"
+                          else choose_precision("auto", base.policy.device) == "bfloat16")
+        dims = S.dimensions(cores, base.trainer.batch_samples, spec.num_agents,
+                            training_bf16=learn and training_bf16_native(getattr(base.algo, "device", "cpu"))[0],
+                            inference_bf16=inference_bf16, has_algo_precision=isinstance(algo_precision, str))
+        if not learn:
+            dims = [d for d in dims if d.name not in ("trainer threads", "training precision")]
+        header = [f"zoo bench --search: workload {w.name} ({w.algo} on {w.env}), objective {OBJECTIVES[objective]}",
+                  f"machine: {platform.machine()}, {cores} cores, load average {os.getloadavg()[0]:.1f} at start; "
+                  f"date {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC",
+                  f"budget {budget_s:g} s, trials of {warmup:g} s warm-up + {seconds:g} s window, {repeats} "
+                  f"repeat{'s' if repeats != 1 else ''} of the best and the default"
+                  + (", changes confirmed" if confirm else "") + "; dimensions: "
+                  + ", ".join(d.name for d in dims)]
+        for line in header:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        try:
+            raw = raw_ceiling(base.env_name, base.env, cores, base.actors.envs_per_actor,
+                              min(seconds, ENV_COST_WINDOW_S), warmup=min(warmup, 2.0),
+                              timeout_s=min(seconds, ENV_COST_WINDOW_S) + min(warmup, 2.0) + 120.0,
+                              group=default.group)
+        except BenchError as exc:
+            raise _fail(f"zoo bench --search: {exc}", 1) from None
+        console.print(f"env cost: {raw.cpu_s_per_step * 1e3:.3f} core-ms per env step (raw stepping, {cores} "
+                      f"processes)", markup=False, highlight=False)
+        costs: dict = {}
+
+        def cost(key, fn):
+            if key not in costs:
+                costs[key] = fn()
+            return costs[key]
+
+        def batch_rows(x) -> int:
+            """Estimated rows per forward pass: an inline actor's envs; a policy worker's actors'
+            current groups (each actor of worker m has one group waiting)."""
+            per = x.envs_per_actor if x.inline else -(-x.actors // x.policy_workers) * x.group
+            return max(1, min(per * spec.num_agents, int(base.policy.max_batch)))
+
+        def bound(x):
+            cfg = cfg_for(x)
+            rows = batch_rows(x)
+            work = [raw.cpu_s_per_step,
+                    cost(("inference", rows, x.policy_precision), lambda: inference_cost(cfg, rows))]
+            if learn:
+                work.append(cost(("train", x.trainer_threads, x.algo_precision),
+                                 lambda: training_cost(cfg, x.trainer_threads)))
+            return cpu_work_bound(cores, *work)
+
+        def valid(x):
+            try:
+                cfg_for(x)
+            except (ConfigError, UnknownComponentError) as exc:
+                return str(exc)
+            return None
+
+        def measure(x, label):
+            cfg = cfg_for(x)
+            run = measure_run(cfg, seconds=seconds, warmup=warmup,
+                              limit_s=limit if limit else warmup + seconds + 120.0)
+            per_update, _ = steps_per_update(cfg, spec)
+            fig = phase_figures(run, per_update, cfg.sample_length, spec.num_agents, spec.frame_skip, cores, None,
+                                None)
+            other = fig["cpu_shares"].get("other", 0.0)
+            notes = [f"other processes {other:.0%}"] if other >= OTHER_NOTE else []
+            if learn and fig["dropped_fraction"]:
+                notes.append(f"dropped {fig['dropped_fraction']:.0%}")
+            return {"score": fig["trained_env_steps_per_s"] if learn else fig["env_steps_per_s"],
+                    "env_steps_per_s": fig["env_steps_per_s"],
+                    "trained_env_steps_per_s": fig["trained_env_steps_per_s"] if learn else None,
+                    "dropped_fraction": fig["dropped_fraction"], "cpu_shares": fig["cpu_shares"],
+                    "window_s": fig["window_s"], "note": ", ".join(notes)}
+
+        def show(t):
+            score = "failed: " + t.error if t.score is None else f"{t.score:,.0f} {OBJECTIVES[objective]}"
+            console.print(f"trial {t.index} ({t.stage}, {t.seconds:.0f} s): {t.layout.changes(default)}: {score}"
+                          + (f" (bound {t.bound:,.0f})" if t.bound else ""), markup=False, highlight=False,
+                          soft_wrap=True)
+
+        result = S.run_search(default, dims, measure, bound, budget_s, warmup=warmup, seconds=seconds,
+                              start=started, valid=valid, on_trial=show, repeats=repeats, confirm=confirm)
+        if not any(t.score is not None for t in result.trials):
+            raise _fail("zoo bench --search: no layout could be measured: "
+                        + "; ".join(f"trial {t.index}: {t.error}" for t in result.trials), 1)
+        # the chosen layout as zoo train's options: the workload's, --set's and the layout's, typed
+        final = cfg_for(result.chosen)
+        keys = [*(_key(o) for o in [*w.overrides, *overrides]), *S.LAYOUT_KEYS]
+        keys = [k for k in keys if k not in ("trainer.learn", "runs_dir", "log.interval_s", "log.tensorboard")
+                and (k != "algo.precision" or result.chosen.algo_precision is not None)]
+        values = {"algo_name": w.algo, "env_name": w.env, **S.config_values(final, keys)}
+        lines = S.summary_lines(result, OBJECTIVES[objective])
+        busy = [str(t.index) for t in result.trials
+                if (t.figures.get("cpu_shares") or {}).get("other", 0.0) >= OTHER_NOTE]
+        shared = (f"the machine was shared: other processes used at least {OTHER_NOTE:.0%} of the cores in trial(s) "
+                  f"{', '.join(busy)}; the figures are noisier than the repeats suggest") if busy else ""
+        if shared:
+            lines.append(f"note: {shared}")
+        toml_header = [*header, *(line for line in lines if not line.startswith("note: ")),
+                       *([f"note: {shared}"] if shared else []), "",
+                       f"use: zoo train {w.algo} --env {w.env} --config {out.name}",
+                       f"(the table of trials: {out.with_suffix('.md').name}, {out.with_suffix('.json').name})"]
+        out.write_text(S.toml_text(values, toml_header))
+        try:  # what zoo train --config does with it: read, layered, validated
+            loaded = build_config(get_registry(), w.algo, w.env, config_file=out, name="bench-search-check",
+                                  overrides=[f"runs_dir={runs_dir}"])
+        except ConfigError as exc:
+            raise _fail(f"zoo bench --search: the written {out} is refused by zoo train's config: {exc}", 1) from None
+        back = {"algo_name": loaded.algo_name, "env_name": loaded.env_name, **S.config_values(loaded, keys)}
+        if back != values:
+            wrong = [k for k in values if back.get(k) != values[k]]
+            raise _fail(f"zoo bench --search: {out} reads back different values for {', '.join(wrong)}", 1)
+    except KeyboardInterrupt:  # Ctrl-C: the run under way was stopped as Ctrl-C stops a run; nothing written
+        raise _interrupted() from None
+    finally:
+        shutil.rmtree(runs_dir, ignore_errors=True)
+    table = Table(title=f"layout search: {w.name}, {OBJECTIVES[objective]}")
+    for col in S.COLUMNS:
+        table.add_column(col, justify="right" if col in ("#", "score", "bound", "of bound", "s") else "left")
+    for row in S.table_rows(result):
+        table.add_row(*row)
+    console.print(table)
+    for line in lines:
+        if line != f"note: {shared}":
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if shared:
+        _warn(console, shared)
+    data = {"workload": w.name, "algo": w.algo, "env": w.env, "objective": objective, "cores": cores,
+            "header": header, "env_ms_per_step": raw.cpu_s_per_step * 1e3, "toml": str(out), "values": values,
+            "summary": lines, **S.result_json(result)}
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    out.with_suffix(".md").write_text(S.format_markdown(result, OBJECTIVES[objective],
+                                                        [f"# {header[0]}", "", *(f"{h}  " for h in header[1:])],
+                                                        [shared] if shared else []))
+    if json_out is not None:
+        json_out.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    console.print(f"wrote {out} (zoo train {w.algo} --env {w.env} --config {out}), {out.with_suffix('.md')}, "
+                  f"{out.with_suffix('.json')}", markup=False, highlight=False, soft_wrap=True)
