@@ -76,12 +76,16 @@ def test_ppo_atari_pong_writes_metrics_events_checkpoint(tmp_path):
     ckpt = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert ckpt["policy_version"] == updates[-1]["policy_version"]
     # 12,000 frames = 3,000 env steps at frame-skip 4; the run stops at the first update that
-    # reaches it (the trainer counts env steps with the batch they come in: docs/flow.md), so
-    # within one update's env steps of it (8 samples x 128 steps = 1,024 with the Pong preset).
-    per_update = updates[-1]["env_steps"] - updates[-2]["env_steps"]
-    assert per_update == 1024
-    assert [u["env_steps"] for u in updates] == [1024, 2048, 3072]
-    assert ckpt["env_steps"] == 3072 and ckpt["frames"] == 4 * 3072
+    # reaches it (the trainer counts env steps with the batch they come in: docs/flow.md). A batch
+    # is 8 samples x 128 steps = 1,024 env steps with the Pong preset when each sample carries its
+    # own group's steps, but a sample carries every env step its actor made since its last push
+    # (the other ring group's too, so one message may carry more or fewer than its own), and a
+    # batch takes whole messages: under load the updates were seen at 1,024, 2,048 and 3,580.
+    # What holds whatever the timing:
+    steps = [u["env_steps"] for u in updates]
+    assert steps == sorted(set(steps)) and len(steps) >= 2
+    assert steps[-2] < 3000 <= steps[-1]
+    assert ckpt["env_steps"] == steps[-1] and ckpt["frames"] == 4 * steps[-1]
     assert "optimizer" in json.dumps(list(ckpt["algorithm"].keys()))
 
 
