@@ -284,7 +284,7 @@ def test_replay_evicts_sequences_whose_final_row_is_overwritten():
     assert sorted(s["index"].tolist()) == [1, 2, 3]
 
 
-def test_presets_and_experiment_checks(tmp_path):
+def test_presets_and_experiment_checks(tmp_path, monkeypatch):
     from zoo.core.config import ConfigError, build_config
     from zoo.core.options import ConfigError as OptionsConfigError
     from zoo.core.plugins import PluginHost
@@ -306,6 +306,15 @@ def test_presets_and_experiment_checks(tmp_path):
     # 8 columns x 3 sequences per batch
     with pytest.raises(ConfigError, match=r"algo.capacity=10 sequences is less than one batch's 24 sequences"):
         build("algo.capacity=10", "algo.learning_starts=0")
+    from zoo.plugins.algorithms.apex import config as apex_config
+
+    monkeypatch.setattr(apex_config, "available_memory", lambda: 2**20)
+    # m = 20, rows of 16 B: 21 x 16 + 20 x 35 + 21 reset flags + 2 x 64 x 4 state + 17, + a final row of 16 B
+    with pytest.raises(ConfigError, match=r"algo.capacity=5,000 sequences need 5,000 x 1,602 B \(sequence and final "
+                                          r"row\) = 7.6 MiB, more than the 1.0 MiB available; lower --set "
+                                          r"algo.capacity or algo.sequence_length") as info:
+        build()
+    assert info.value.field == "algo.capacity"
 
 
 def test_the_policy_worker_feeds_and_stores_the_recurrent_state_with_env_indices(tmp_path):

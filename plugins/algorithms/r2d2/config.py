@@ -134,9 +134,10 @@ class R2D2Config:
         avail = available_memory()
 
         def gib(n: int) -> str:
-            return f"{n / 2**30:.2f} GiB"
+            return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
         if avail is not None and need > avail:
             raise ValueError(f"algo.capacity={self.capacity:,} sequences need {self.capacity:,} x "
-                             f"{need // self.capacity:,} B = {gib(need)}, more than the {gib(avail)} available; "
+                             f"{need // self.capacity:,} B (sequence and final row) = {gib(need)}, more than the "
+                             f"{gib(avail)} available; "
                              "lower --set algo.capacity or algo.sequence_length")

@@ -82,8 +82,9 @@ class R2D2:
 
         Every layout: ``trainer.max_policy_lag`` = 2^30 and actors held back by the sample
         stream, as apex-dqn. Images (Atari): R2D2's sequences of 80 (burn-in 40, period 40) in
-        samples of 80 steps, 2 actors x 8 envs, 4 columns per update, replay of 10,000
-        sequences, LSTM 512, n = 5, gamma 0.997, lr 1e-4. Vector observations (CartPole):
+        samples of 80 steps, 2 actors x 8 envs, 4 columns per update, replay of 1,000
+        sequences (81 rows of 4x84x84 uint8 each: 2.3 GB), learning after 200, LSTM 512, n = 5,
+        gamma 0.997, lr 1e-4; not yet run on Atari. Vector observations (CartPole):
         samples of 40 steps, sequences of 20 (burn-in 4, period 10: 3 per column), 2 actors x 4
         envs, 8 columns per update (24 sequences, 320 env steps), replay of 5,000 sequences,
         learning after 200, batch 16, 32 replayed per inserted sequence (48 gradient steps per
@@ -101,7 +102,8 @@ class R2D2:
                   "trainer.max_policy_lag": REPLAY_MAX_POLICY_LAG}
         if any(is_image_space(s) for k, s in spec.observation_space.items() if not k.startswith("zoo:")):
             return {"sample_length": 80, "actors.envs_per_actor": 8, "trainer.batch_samples": 4,
-                    "trainer.checkpoint_interval": 1_000, **layout}
+                    "trainer.checkpoint_interval": 1_000, "algo.capacity": 1_000, "algo.learning_starts": 200,
+                    **layout}
         algo: dict[str, Any] = {
             "lr": 1e-3, "adam_eps": 1e-8, "gamma": 0.99, "n_step": 3, "sequence_length": 20, "burn_in": 4,
             "batch_size": 16, "samples_per_insert": 32.0, "capacity": 5_000, "learning_starts": 200,
