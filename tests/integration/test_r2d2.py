@@ -41,9 +41,9 @@ def test_r2d2_cartpole_reaches_100_within_20k_env_steps(tmp_path):
 
 def test_r2d2_learns_cartpole_with_velocities_hidden(tmp_path):
     # Partially observed: only the cart position and pole angle (MaskVelocity). Measured (2 loaded
-    # cores, presets, 40k env steps): the best 20-episode mean was 295 (seed 1) and 435 (seed 2), a
-    # 20-episode mean first passed 100 after 15.7k and 15.5k env steps; apex-dqn's feed-forward Q on
-    # the same env reached 52 (seed 1). About 2-8 minutes.
+    # cores, presets, 40k env steps): the best 20-episode mean was 295, 163 and 288 in three runs of
+    # seed 1 (thread timing varies) and 435 (seed 2), a 20-episode mean first passed 100 after about
+    # 15.5k env steps; apex-dqn's feed-forward Q on the same env reached 52 (seed 1). 1-8 minutes.
     result = zoo("train", "r2d2", "--env", "CartPole-v1", "--seed", "1", "--steps", "40000", "--name", "masked",
                  "--set", f"runs_dir={tmp_path}", "--set", "env.wrappers=zoo.plugins.envs.gym.wrappers:MaskVelocity",
                  timeout=1800)
@@ -51,4 +51,4 @@ def test_r2d2_learns_cartpole_with_velocities_hidden(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "masked" / "metrics.jsonl").read_text().splitlines()]
     best = best_rolling_mean([r for r in rows if r["type"] == "episode"], 20, 40_000)
     print(f"velocities hidden: best 20-episode mean return within 40k env steps: {best:.1f}")
-    assert best >= 150
+    assert best >= 120
