@@ -41,6 +41,7 @@ BUILTIN_PLUGINS = (
     "zoo.plugins.algorithms.mappo.plugin",
     "zoo.plugins.algorithms.apex.plugin",
     "zoo.plugins.algorithms.sac.plugin",
+    "zoo.plugins.algorithms.r2d2.plugin",
     "zoo.plugins.envs.hide_and_seek.plugin",
     "zoo.transports.inline.plugin",
     "zoo.transports.shm.plugin",

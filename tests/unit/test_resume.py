@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from tests.unit.fakes import assert_same_state
@@ -24,15 +25,23 @@ CASES = {
     # the same for SAC on Box actions: replay, three optimisers, log alpha, both RNGs, the warm-up flag
     "sac": (1, ("env.box_actions=true", "sample_length=16", "trainer.batch_samples=4", "algo.batch_size=8",
                 "algo.samples_per_insert=3", "algo.capacity=100", "algo.learning_starts=40", "algo.hidden=16")),
+    # sequences of 8 every 4 (3 per column, 12 per batch) into a 20-sequence replay (it wraps), with their states
+    "r2d2": (1, ("sample_length=16", "trainer.batch_samples=4", "algo.sequence_length=8", "algo.burn_in=2",
+                 "algo.hidden=8", "algo.lstm=8", "algo.batch_size=4", "algo.samples_per_insert=2",
+                 "algo.capacity=20", "algo.learning_starts=8", "algo.target_period=5")),
 }
 BOX_ACTIONS = {"sac"}
 T = 16
 ENVS = 2  # envs per sample: a sample has ENVS x agents columns; 2 samples make a batch
 
 
-def feed(trainer: TrainerThread, indices, agents: int, box_actions: bool = False) -> None:
+def feed(trainer: TrainerThread, indices, agents: int, algo: str = "") -> None:
     for i in indices:
-        trainer.push(*make_sample(i, T, ENVS * agents, agents, box_actions=box_actions))
+        sample, meta = make_sample(i, T, ENVS * agents, agents, box_actions=algo in BOX_ACTIONS)
+        if algo == "r2d2":  # the recurrent state the policy worker fed at each step (LSTM of 8: h and c)
+            sample["rnn_state"] = np.random.default_rng(1000 + i).normal(size=(T, ENVS * agents, 2, 8)).astype(
+                np.float32)
+        trainer.push(sample, meta)
 
 
 def env_steps(n_samples: int) -> int:
@@ -64,7 +73,7 @@ def compare_final(straight_dir, resumed_dir) -> None:
     assert rows(straight_dir) == rows(resumed_dir)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "impala", "mappo", "apex-dqn", "sac"])
+@pytest.mark.parametrize("algo", ["ppo", "impala", "mappo", "apex-dqn", "sac", "r2d2"])
 def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(tmp_path, algo):
     agents, overrides = CASES[algo]
     host = fake_host()
@@ -74,7 +83,7 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
     run_a = str(tmp_path / "a" / "run")
     os.makedirs(run_a)
     t = TrainerThread(host, straight, run_a)
-    feed(t, range(12), agents, algo in BOX_ACTIONS)
+    feed(t, range(12), agents, algo)
     t.wait_status(updates=6, env_steps=env_steps(12))
     t.stop()
     assert t.error is None
@@ -83,7 +92,7 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
     run_b = str(tmp_path / "b" / "run")
     os.makedirs(run_b)
     t = TrainerThread(host, resumed, run_b)
-    feed(t, range(7), agents, algo in BOX_ACTIONS)
+    feed(t, range(7), agents, algo)
     t.wait_status(updates=3, env_steps=env_steps(7))
     t.stop()
     assert t.error is None
@@ -93,7 +102,7 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
     assert [r["type"] for r in rows(run_b)][-1] == "end"
 
     t = TrainerThread(host, resumed, run_b, resume=1)
-    feed(t, range(7, 12), agents, algo in BOX_ACTIONS)
+    feed(t, range(7, 12), agents, algo)
     t.wait_status(updates=6, env_steps=env_steps(12))
     t.stop()
     assert t.error is None
@@ -118,11 +127,11 @@ def test_a_stopped_and_resumed_run_ends_bit_for_bit_like_the_uninterrupted_one(t
         # ring evicts
         assert state["credit"] == 0.0 and state["replay"]["n_valid"] == 100
         assert state["replay"]["obs_capacity"] == 264
-    if algo == "sac":  # the same rate limiter; learning has started, so the policy no longer acts uniformly
+    if algo == "r2d2":  # 6 updates of 12 sequences into a 20-sequence replay, credit 2 x 12 each, steps of 4
         state = load_checkpoint(os.path.join(run_b, "checkpoints", "latest.pt"))["algorithm"]
-        assert state["replay"]["trans_written"] == 384 and state["gradient_steps"] == 48 + 4 * 24
-        assert state["replay"]["n_valid"] == 100 and float(state["policy"]["warmup"]) == 0.0
-        assert all(float(s["step"]) == 144 for s in state["q_optimizer"]["state"].values())
+        # none at update 1 (empty replay; its credit carries), 12 at update 2, then 6 each
+        assert state["replay"]["written"] == 72 and state["gradient_steps"] == 12 + 4 * 6
+        assert state["credit"] == 0.0 and state["replay"]["n_valid"] == 20
 
 
 def test_a_crashed_run_resumes_from_its_last_checkpoint_without_duplicated_rows(tmp_path):
