@@ -155,14 +155,22 @@ def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
             continue
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_step(step: Step, log: Log) -> Result:
     """Run ``step`` from the repository root in its own process group, its output copied to
     ``log`` line by line; after ``step.timeout_s`` the group is stopped and the exit is 124."""
     env = {**os.environ, **dict(step.env), "PYTHONUNBUFFERED": "1"}
     started = time.monotonic()
     try:
+        # SIGINT at its default in the step, as from a terminal: started from a harness that ignores
+        # it (nohup, a background job of a script), the step inherited SIG_IGN and outlived the
+        # Ctrl-C that stop_group sends at its timeout, until SIGKILL STOP_GRACE_S later
         proc = subprocess.Popen(step.argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+                                stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True,
+                                preexec_fn=_default_sigint)
     except OSError as exc:
         return Result(step.name, 127, time.monotonic() - started, step.timeout_s, f"not started: {exc}")
 

@@ -39,12 +39,30 @@ class StopRequested(KeyboardInterrupt):
         self.signum = signum
 
 
+CTRL_C = threading.Event()
+"""Set by :func:`ctrl_c_handler` when Ctrl-C (SIGINT) arrives in ``zoo``: from then on any error
+is the Ctrl-C's (:func:`from_ctrl_c`)."""
+
+
+def ctrl_c_handler(signum: int, frame: object) -> None:
+    """``zoo``'s SIGINT handler (installed by :func:`zoo.__main__.run`): records the Ctrl-C in
+    :data:`CTRL_C`, then raises KeyboardInterrupt as Python's own handler does."""
+    CTRL_C.set()
+    raise KeyboardInterrupt
+
+
 def from_ctrl_c(exc: BaseException) -> bool:
-    """Whether ``exc`` is a stop (a KeyboardInterrupt, :class:`StopRequested` included) or was
-    raised from one (its ``__cause__`` chain holds one): Python 3.11 wraps an exception raised by
-    ``__set_name__`` in a RuntimeError, so a Ctrl-C that lands while an imported module creates a
-    class with a ``functools.cached_property`` arrives as ``RuntimeError: Error calling
-    __set_name__ ...`` raised from the KeyboardInterrupt."""
+    """Whether ``exc`` is a stop (a KeyboardInterrupt, :class:`StopRequested` included), was
+    raised from one (its ``__cause__`` chain holds one), or came after a Ctrl-C (:data:`CTRL_C`).
+
+    Python 3.11 wraps an exception raised by ``__set_name__`` in a RuntimeError, so a Ctrl-C that
+    lands while an imported module creates a class with a ``functools.cached_property`` arrives
+    as ``RuntimeError: Error calling __set_name__ ...`` raised from the KeyboardInterrupt; and a
+    Ctrl-C inside an extension module's import can come out as another error with no trace of it
+    (seen: ``TypeError: expected a message argument`` from the transport check of ``zoo train``,
+    reported as a bad setting with exit status 2)."""
+    if CTRL_C.is_set():
+        return True
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, KeyboardInterrupt):

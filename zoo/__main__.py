@@ -12,8 +12,10 @@ A Ctrl-C that lands while Python runs a callback it cannot raise from (a weakref
 the import system, a ``__del__``) would be printed as "Exception ignored in ..." with a
 traceback and lost; :func:`redeliver_stop` delivers it again instead, where it can be raised.
 
-Ctrl-C always stops ``zoo``: :func:`run` installs Python's SIGINT handler
-(``signal.default_int_handler``) and unblocks SIGINT first, whatever it inherited. Python
+Ctrl-C always stops ``zoo``: :func:`run` installs its SIGINT handler
+(:func:`zoo.core.stopping.ctrl_c_handler`: Python's KeyboardInterrupt, and a record that Ctrl-C
+came, so that an error a library makes of it ends as Ctrl-C too) and unblocks SIGINT first,
+whatever it inherited. Python
 leaves SIGINT ignored when the process starts with it ignored (a background job of a
 non-interactive shell: ``zoo train ... &`` in a script), and ``zoo train`` then ignored Ctrl-C
 and ``kill -INT``; Go programs (``signal.Notify``) and uvicorn take the signal back the same
@@ -68,7 +70,9 @@ def _in_hook(frame) -> bool:
 def run() -> None:
     """Entry point: :func:`zoo.cli.main`, with Ctrl-C during start-up a one-line exit 130 (Ctrl-C
     stops it even when it was started with SIGINT ignored: see the module doc)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
+    from zoo.core.stopping import ctrl_c_handler
+
+    signal.signal(signal.SIGINT, ctrl_c_handler)  # even if started with SIGINT ignored; records the Ctrl-C
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     sys.unraisablehook = redeliver_stop
     try:

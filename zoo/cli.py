@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 from zoo.core import config as zconfig
 from zoo.core.plugins import PluginHost, PluginLoadError, get_host
 from zoo.core.registry import DuplicateComponentError, UnknownComponentError
-from zoo.core.stopping import from_ctrl_c
+from zoo.core.stopping import CTRL_C, from_ctrl_c
 
 __all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
 
@@ -90,6 +90,11 @@ def _warn(console: Console, message: str) -> None:
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """``error: <message>`` and exit status ``code``; after a Ctrl-C (:data:`zoo.core.stopping.CTRL_C`)
+    the failure is the Ctrl-C's: ``error: interrupted (Ctrl-C)`` and 130 (a Ctrl-C inside an import
+    can surface as another error, which would read as bad input)."""
+    if code != 130 and CTRL_C.is_set():
+        return _interrupted()
     _error(message)
     return typer.Exit(code)
 
@@ -292,6 +297,8 @@ class ZooGroup(TyperGroup):
         turn it into exit status 130 with nothing printed."""
         try:
             return super().make_context(info_name, args, parent, **extra)
+        except typer.Exit:  # an exit already decided (after a Ctrl-C: its line is written)
+            raise
         except Exception as exc:
             if from_ctrl_c(exc):
                 raise _interrupted() from None
@@ -305,6 +312,8 @@ class ZooGroup(TyperGroup):
         status 130, not click's "Aborted!" with status 1, typer's silent 130 or a traceback."""
         try:
             return super().invoke(ctx)
+        except typer.Exit:  # an exit already decided (after a Ctrl-C: its line is written)
+            raise
         except Exception as exc:  # a RuntimeError raised from a Ctrl-C (zoo.core.stopping.from_ctrl_c)
             if from_ctrl_c(exc):
                 raise _interrupted() from None

@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 
 import zoo.cli
 from zoo.__main__ import run
-from zoo.core.stopping import StopRequested, from_ctrl_c
+from zoo.core.stopping import CTRL_C, StopRequested, ctrl_c_handler, from_ctrl_c
 
 
 @pytest.fixture
@@ -108,3 +108,35 @@ def test_the_package_imports_nothing_before_the_entry_point_handles_ctrl_c():
     import zoo
 
     assert zoo.hookimpl.project_name == "zoo"
+
+
+def test_an_error_after_ctrl_c_ends_as_ctrl_c_not_as_bad_input(entry_point, monkeypatch, capsys):
+    """A Ctrl-C inside an import during ``zoo train``'s transport check came out as ``TypeError:
+    expected a message argument``, reported as a bad setting (``error: streams.inference.transport=
+    'auto': the transport failed to load or build: ...``, status 2; test_interrupt[1s] under load).
+    zoo's SIGINT handler records the Ctrl-C, and any failure after it ends as the Ctrl-C."""
+    def check_then_fail(*args, **kwargs):
+        try:
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # the handler run() installed: Ctrl-C now
+        except KeyboardInterrupt:  # swallowed by a library, which raises something else instead
+            pass
+        raise zoo.cli._fail("streams.inference.transport='auto': the transport failed to load or build: "
+                            "TypeError: expected a message argument")
+
+    monkeypatch.setattr(TyperGroup, "invoke", check_then_fail)
+    with pytest.raises(SystemExit) as stop:
+        entry_point()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # stopping: set by the Ctrl-C line
+    assert stop.value.code == 130
+    assert capsys.readouterr() == ("", "error: interrupted (Ctrl-C)\n")
+    assert from_ctrl_c(TypeError("expected a message argument")) is True
+    CTRL_C.clear()
+    assert from_ctrl_c(TypeError("expected a message argument")) is False
+
+
+def test_zoos_handler_records_the_ctrl_c_and_raises_keyboard_interrupt():
+    assert not CTRL_C.is_set()
+    with pytest.raises(KeyboardInterrupt):
+        ctrl_c_handler(signal.SIGINT, None)
+    assert CTRL_C.is_set()
+    CTRL_C.clear()

@@ -38,11 +38,11 @@ def test_sighup_stops_when_not_ignored():
 
 
 def test_the_entry_point_takes_sigint_back_when_started_with_it_ignored():
-    # zoo.__main__.run installs Python's handler before anything else; `zoo.cli.main` replaced
-    # here by a report of the disposition it runs under.
-    code = ("import signal, sys, types; import zoo.__main__ as m; "
+    # zoo.__main__.run installs its handler (Python's KeyboardInterrupt + a record) before anything
+    # else; `zoo.cli.main` replaced here by a report of the disposition it runs under.
+    code = ("import signal, sys, types; import zoo.__main__ as m; import zoo.core.stopping as st; "
             "sys.modules['zoo.cli'] = types.SimpleNamespace(main=lambda: print(signal.getsignal(signal.SIGINT) "
-            "is signal.default_int_handler)); m.run()")
+            "is st.ctrl_c_handler)); m.run()")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert (out.returncode, out.stdout.strip()) == (0, "True"), out.stderr
