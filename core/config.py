@@ -307,6 +307,11 @@ class ExperimentConfig:
     spec: EnvSpec | None = field(default=None, repr=False, compare=False,
                                  metadata={NOT_OPTION: "is computed from the environment"})
     """Filled by :func:`build_config`; not an option (see the class docstring)."""
+    policies: Any = field(default=None, repr=False, compare=False,
+                          metadata={NOT_OPTION: "is built from [policies.NAME] tables and [[agents]] entries"})
+    """The run's policies (:class:`zoo.core.policies.Policies`), filled by :func:`build_config`;
+    None: the run's one implicit policy (its top-level ``algo``/``policy``/``trainer``).
+    :func:`config_to_dict` merges :func:`zoo.core.policies.policies_to_dict` of it."""
     resume: int = field(default=0, compare=False,
                         metadata={NOT_OPTION: "is set by zoo train --resume RUN_DIR and zoo resume NAME"})
     """0 for a fresh run; ``n`` >= 1 when the run continues in its run directory for the
@@ -852,14 +857,16 @@ def _jsonable(value: Any) -> Any:
 def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
     """The config as JSON-serialisable data for ``runs/<name>/config.json``.
 
-    Every field except ``spec`` and ``resume``, with ``algo``/``env`` as dicts of their fields, plus
+    Every field except ``spec``, ``resume`` and ``policies`` (named policies are merged as
+    ``policies`` and ``agents``), with ``algo``/``env`` as dicts of their fields, plus
     ``env_spec``: ``{env_id, agents, frame_skip, observation_space, action_space,
     resolved}`` (plus ``agent_spaces``, ``{agent: {observation_space, action_space}}``, for
     agents with different spaces: :attr:`EnvSpec.mixed`; spaces as their ``str``; ``resolved``
     holds what the env plugin resolved, e.g. Atari's frame-skip and sticky-action
     probability). Tuples become lists; values JSON cannot hold become strings.
     """
-    out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("spec", "resume")}
+    out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)
+           if f.name not in ("spec", "resume", "policies")}
     spec = cfg.spec
     if spec is not None:
         out["env_spec"] = {
@@ -874,6 +881,10 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
             out["env_spec"]["agent_spaces"] = {a: {"observation_space": {k: str(v) for k, v in obs.items()},
                                                    "action_space": str(act)}
                                                for a, (obs, act) in spec.agent_spaces.items()}
+    if cfg.policies is not None:
+        from zoo.core.policies import policies_to_dict
+
+        out.update(policies_to_dict(cfg.policies))
     return out
 
 

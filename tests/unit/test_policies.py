@@ -516,7 +516,8 @@ def test_zoo_train_still_refuses_policy_tables_as_unknown_options(registry, tmp_
     toml.write_text('[policies.hiders]\nalgo = "ppo"\n')
     with pytest.raises(ConfigError) as info:
         build_config(registry, "ppo", "CartPole-v1", config_file=toml, steps=20_000, name="t")
-    assert str(info.value).startswith(f"--config {toml}: unknown field 'policies.hiders.algo'")
+    assert str(info.value) == (f"--config {toml}: policies is not an option: it is built from [policies.NAME] "
+                               "tables and [[agents]] entries")
 
 
 def test_build_policies_leaves_the_global_torch_rng_alone(registry, adv_spec, tmp_path):
