@@ -511,6 +511,20 @@ def build_config(
         raise ConfigError("--steps and --frames are mutually exclusive: give the budget in env steps "
                           "or in frames, not both", field="env_steps")
     file_data = load_config_file(config_file) if config_file is not None else None
+    # Named policies ([policies.NAME], [[agents]], --set policies.*): taken out here, built last
+    # (zoo.core.policies, docs/policies.md); a resumed run's come from its config.json (base).
+    from zoo.core.policies import merge_policy_layers, split_policy_layers
+
+    file_data, overrides, layers = split_policy_layers(file_data, overrides, source=f"--config {config_file}")
+    if base and ("policies" in base or "agents" in base):
+        base = dict(base)
+        saved = {"policies": {n: {k: v for k, v in t.items() if k != "agents"}
+                              for n, t in (base.pop("policies", None) or {}).items()}}
+        if base.get("agents"):
+            saved["agents"] = base.pop("agents")
+        base.pop("agents", None)
+        _, _, saved_layers = split_policy_layers(saved, [], source="the run's config.json")
+        layers = merge_policy_layers(saved_layers, layers)
     algo_cls = algorithm_config_class(algo_component)
     env_cls = env_config_class(env_component)
 
@@ -563,6 +577,12 @@ def build_config(
     cfg.launcher_options = launcher_options(registry, cfg)
     if registry.names("worker") or cfg.workers:
         cfg.workers = worker_options(worker_kinds(registry), cfg)
+    if not layers.empty:
+        from zoo.core.policies import build_policies
+
+        run_dir = Path(cfg.runs_dir) / cfg.name if base else None  # a resume: POLICY@VERSION in its own folder
+        cfg.policies = build_policies(registry, cfg, layers, file_data=file_data, overrides=overrides,
+                                      run_dir=run_dir)
     return cfg
 
 
