@@ -232,7 +232,8 @@ class Controller:
 
         abandoned = self.supervisor.stop_all(self.poll, waiting, now)
         if abandoned:
-            remove_stale_tmp(checkpoint_dir(self.run_dir))
+            for tag in self.done_policies():  # each trainable policy's folder (named: checkpoints/<policy>)
+                remove_stale_tmp(checkpoint_dir(self.run_dir, tag))
         self.control.close()
         self._clean_up()
         return abandoned

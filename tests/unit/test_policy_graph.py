@@ -97,3 +97,26 @@ def test_a_policys_workers_run_on_its_view_and_the_implicit_policy_keeps_todays_
     assert not implicit.named and [p.tag for p in implicit.layout] == [""]
     assert "policies" not in implicit.to_dict()
     assert [implicit.policy_of(a) for a in range(4)] == [0, 1, 0, 1] and implicit.trainer_of(3) == 1
+
+
+def test_a_resuming_policy_cuts_only_its_own_trainer_rows_after_its_checkpoint(tmp_path):
+    from zoo.core.workers.metrics import cut_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    head = '{"type": "update", "policy": "lead", "updates": 1}\n'
+    tail = ['{"type": "update", "policy": "rest", "updates": 2}\n',
+            '{"type": "update", "policy": "lead", "updates": 2}\n',
+            '{"type": "restart", "role": "actor", "index": 0}\n',
+            '{"type": "episode", "policy": "lead", "return": 1}\n',
+            '{"type": "end", "policy": "rest", "updates": 3}\n',
+            '{"type": "update", "pol']
+    path.write_text(head + "".join(tail))
+    assert cut_metrics(str(path), len(head), "lead") == 3
+    assert path.read_text() == head + tail[0] + tail[2] + tail[4]
+
+
+def test_a_resume_may_change_a_policys_safe_options_only():
+    from zoo.core.resume import is_safe
+
+    assert is_safe("policies.lead.trainer.checkpoint_interval") and is_safe("policies.rest.policy.threads")
+    assert not is_safe("policies.lead.algo.lr") and not is_safe("policies.lead.agents") and not is_safe("agents")
