@@ -2,6 +2,7 @@
 resume cuts back the rows written after its checkpoint (:func:`cut_metrics`)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from typing import Any
@@ -18,9 +19,20 @@ def cut_metrics(path: str, size: int, policy: str = "") -> int:
 
     ``policy``: a named policy's trainer resumes: only its own trainer rows (``"policy":
     policy``) are dropped; the other policies' trainers' rows are kept like the controller's
-    (docs/policies.md)."""
+    (docs/policies.md). The cut holds an exclusive ``flock`` on the file, and a named policy's
+    :class:`MetricsWriter` a shared one around each row, so trainers of several policies that
+    resume at once neither undo each other's cuts nor lose a row appended during one."""
     if not os.path.exists(path) or os.path.getsize(path) <= size:
         return 0
+    with open(path, "rb") as lock:  # named policies' trainers cut and append at once: one at a time
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            return _cut(path, size, policy)
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _cut(path: str, size: int, policy: str) -> int:
     with open(path, "rb") as f:
         f.seek(size)
         tail = f.read().splitlines(keepends=True)
@@ -71,9 +83,15 @@ class MetricsWriter:
             self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=purge_step)
 
     def write(self, row: dict[str, Any], step: int, tensorboard: bool = True) -> None:
-        if self.policy:
+        if self.policy:  # a named policy's trainer: never append inside another's cut (cut_metrics)
             row = {**row, "policy": self.policy}
-        self.file.write((json.dumps(row) + "\n").encode())
+            fcntl.flock(self.file.fileno(), fcntl.LOCK_SH)
+            try:
+                self.file.write((json.dumps(row) + "\n").encode())
+            finally:
+                fcntl.flock(self.file.fileno(), fcntl.LOCK_UN)
+        else:
+            self.file.write((json.dumps(row) + "\n").encode())
         if self.tb is not None and tensorboard:
             prefix = row.get("type", "update") + (f"/{self.policy}" if self.policy else "")
             for k, v in row.items():
