@@ -120,3 +120,18 @@ def test_a_resume_may_change_a_policys_safe_options_only():
 
     assert is_safe("policies.lead.trainer.checkpoint_interval") and is_safe("policies.rest.policy.threads")
     assert not is_safe("policies.lead.algo.lr") and not is_safe("policies.lead.agents") and not is_safe("agents")
+
+
+def test_every_policys_workers_share_the_cores_in_the_thread_plan(registry, spread_spec):
+    from zoo.core.workers.threads import thread_plan
+
+    cfg = _teams(registry, spread_spec, {"lead": {"algo": "mappo", "policy": {"count": 2, "threads": 2}},
+                                         "rest": {"algo": "mappo", "trainer": {"count": 2}}})
+    cfg.policy.threads = 1
+    plan = thread_plan(cfg, cores=16)  # 3 actors x 1 + 2 lead workers x 2 + 1 rest worker x 1 = 8; 8 left / 3
+    assert (plan.policy_workers, plan.trainers, plan.trainer, plan.actor) == (3, 3, 2, 1)
+    assert thread_plan(policy_view(cfg, cfg.policies, "rest"), cores=16) == plan  # a trainer sees the same plan
+    inline = _teams(registry, spread_spec, {"lead": {"algo": "mappo", "policy": {"inline": True, "threads": 2}},
+                                            "rest": {"algo": "mappo", "policy": {"inline": True, "threads": 1}}})
+    plan = thread_plan(inline, cores=16)  # an actor runs both inline policies: 3 x 3 = 9; 7 left / 2
+    assert (plan.policy_workers, plan.actor, plan.trainers, plan.trainer) == (0, 3, 2, 3)
