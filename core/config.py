@@ -547,9 +547,14 @@ def build_config(
             cfg.env_steps, cfg.frames = 0, int(frames)
 
     # Pass 1: the user's layers alone decide the env options used to probe the spec.
+    def mixed_spaces(c: ExperimentConfig) -> None:  # named policies: agents of different spaces may be routed
+        if not layers.empty and hasattr(c.env, "mixed_spaces"):
+            c.env.mixed_spaces = True
+
     scratch = _fresh(algo_name, env_name, algo_cls, env_cls)
     _user_layers(scratch, file_data, config_file, overrides, base)
     finish(scratch)
+    mixed_spaces(scratch)
     validate(scratch, registry, check_budget=False)
     spec = _probe_spec(env_component, env_arg, scratch.env, scratch.seed, env_name)
 
@@ -561,6 +566,7 @@ def build_config(
         set_value(cfg, key, value, source=f"{algo_name} presets for {spec.env_id}")
     _user_layers(cfg, file_data, config_file, overrides, base)
     finish(cfg)
+    mixed_spaces(cfg)
     if cfg.env != scratch.env:
         spec = _probe_spec(env_component, env_arg, cfg.env, cfg.seed, env_name)
     cfg.spec = spec

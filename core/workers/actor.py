@@ -76,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.core.env import close_envs
+from zoo.core.env import PAD_SEP, close_envs
 from zoo.core.graph import Graph, endpoint
 from zoo.core.health import Meter
 from zoo.core.seeding import env_seeds
@@ -191,16 +191,21 @@ class SampleBuffer:
         return out
 
 
-def split_bundle(bundle: dict[str, Any], cols: np.ndarray, extras: dict[str, np.ndarray]) -> dict[str, Any]:
+def split_bundle(bundle: dict[str, Any], cols: np.ndarray, extras: dict[str, np.ndarray],
+                 keys: dict[str, str] | None = None) -> dict[str, Any]:
     """One named policy's sample out of a group's whole sample ``bundle`` (:meth:`SampleBuffer.bundle`):
     columns ``cols`` (int ``[S_P]``) of every ``[T(+1), S, ...]`` array, its truncated agents'
     final observations (``final_index`` column renumbered within ``cols``) and its own outputs
-    ``extras`` (``{key: [T, S_P, ...]}``)."""
+    ``extras`` (``{key: [T, S_P, ...]}``). ``keys``: agents with different spaces
+    (:class:`zoo.core.env.PaddedSpaces`): the observation keys of the policy's space group,
+    ``{padded key: its own key}``; the others are left out."""
     out: dict[str, Any] = {}
     for key, value in bundle.items():
         if key in ("final_obs", "final_index"):
             continue
-        if isinstance(value, dict):
+        if key == "obs" and keys is not None:
+            out[key] = {own: value[padded][:, cols] for padded, own in keys.items()}
+        elif isinstance(value, dict):
             out[key] = {k: v[:, cols] for k, v in value.items()}
         else:
             out[key] = value[:, cols]
@@ -208,7 +213,9 @@ def split_bundle(bundle: dict[str, Any], cols: np.ndarray, extras: dict[str, np.
     position[cols] = np.arange(len(cols))
     index = bundle["final_index"]
     keep = position[index[:, 1]] >= 0 if len(index) else np.zeros(0, bool)
-    out["final_obs"] = {k: v[keep] for k, v in bundle["final_obs"].items()}
+    final = bundle["final_obs"]
+    out["final_obs"] = ({own: final[padded][keep] for padded, own in keys.items()} if keys is not None
+                        else {k: v[keep] for k, v in final.items()})
     out["final_index"] = np.stack([index[keep, 0], position[index[keep, 1]]], axis=1) if keep.any() else \
         np.empty((0, 2), np.int64)
     out.update(extras)
@@ -569,8 +576,9 @@ class PolicyRequests:
     policy worker keys recurrent states by its own columns. Retries as :class:`InferenceRequests`."""
 
     def __init__(self, ctx: WorkerContext, client: Any, groups: list[EnvGroup], slots: list[np.ndarray],
-                 first_id: int, meter: Meter) -> None:
+                 first_id: int, meter: Meter, keys: dict[str, str] | None = None) -> None:
         self.ctx, self.client, self.groups, self.slots, self.meter = ctx, client, groups, slots, meter
+        self.keys = keys  # agents with different spaces: {padded key: the policy's own key} (split_bundle)
         self.next_id = first_id
         self.pending: dict[int, int] = {}  # request id -> group index
         self.request_id = [-1] * len(groups)
@@ -586,7 +594,9 @@ class PolicyRequests:
         active = group.active[cols]
         local = np.flatnonzero(active)
         rows = cols[local]
-        request = {"obs": {k: v[rows] for k, v in group.obs.items()}, "slot": local,
+        obs = ({own: group.obs[padded][rows] for padded, own in self.keys.items()} if self.keys is not None
+               else {k: v[rows] for k, v in group.obs.items()})
+        request = {"obs": obs, "slot": local,
                    "on_reset": group.on_reset[rows]}
         meta = {"request_id": rid, "rows": int(local.size), "group": g}
         t = time.perf_counter()
@@ -642,6 +652,13 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
         groups.append(group)
     slots = {n: [np.array([e * A + a for e in range(g.n_envs) for a in agent_ids[n]], np.int64) for g in groups]
              for n in names}
+    keys: dict[str, dict[str, str] | None] = {n: None for n in names}
+    if spec.mixed:  # PaddedSpaces: each policy reads its space group's keys (docs/policies.md)
+        space_groups = spec.space_groups()
+        for n in names:
+            first = policies.named[n].agents[0]
+            g = next(i for i, grp in enumerate(space_groups) if first in grp)
+            keys[n] = {f"{k}{PAD_SEP}{g}": k for k in spec.observation_space_of(first)}
     if ctx.meter is None:
         ctx.meter = Meter("actor")
     meter = ctx.meter
@@ -660,7 +677,8 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
             k = graph.trainer_for(ctx.index, n)
             if k is not None:
                 pushers[n] = ctx.transport("sample").pusher(endpoint("sample", k, p.tag))
-        requests = {n: PolicyRequests(ctx, clients[n], groups, slots[n], first_request_id(ctx), meter) for n in names}
+        requests = {n: PolicyRequests(ctx, clients[n], groups, slots[n], first_request_id(ctx), meter, keys[n])
+                    for n in names}
         outboxes = {n: SampleOutbox(ctx, pushers[n], cfg.actors.drop_when_full, meter, counts_steps=j == 0)
                     for j, n in enumerate(trainable)}
         writer = outboxes[trainable[0]]  # the episode writer: episodes ride on its samples only
@@ -711,7 +729,7 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                 if buf.full:
                     whole = buf.bundle()
                     for n in trainable:
-                        part = split_bundle(whole, slots[n][g], extras[g][n])
+                        part = split_bundle(whole, slots[n][g], extras[g][n], keys[n])
                         more = {"policy": n, "agent_ids": agent_ids[n].tolist()}
                         if not outboxes[n].push(part, g * per_group, len(agent_ids[n]), t, more):
                             return

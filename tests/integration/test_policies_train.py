@@ -91,3 +91,46 @@ def test_two_policies_train_by_agent_name_and_a_frozen_one_serves_its_weights_un
     actor = next(w for w in graph["workers"] if w["role"] == "actor")
     assert actor["pushes"] == {"rest": "sample-rest-0"}
     assert [p.name for p in (tmp_path / "runs").iterdir()] and marked_processes(mark) == []
+
+
+ADVERSARY = """
+sample_length = 25
+[actors]
+count = 1
+envs_per_actor = 4
+ring_size = 2
+[trainer]
+batch_samples = 8
+[policies.adversary]
+algo = "mappo"
+[policies.good]
+algo = "mappo"
+[[agents]]
+match = "adversary_*"
+policy = "adversary"
+[[agents]]
+match = "agent_*"
+policy = "good"
+"""
+
+
+def test_teams_whose_observations_differ_each_train_their_own_network(tmp_path):
+    """simple_adversary_v3: the adversary sees 8 numbers, the good agents 10 (PaddedSpaces)."""
+    mark = uuid.uuid4().hex
+    config = tmp_path / "adv.toml"
+    config.write_text(ADVERSARY)
+    proc = start("train", "mappo", "--env", "pettingzoo:mpe2.simple_adversary_v3", "--config", str(config),
+                 "--steps", "300", "--name", "adv", "--set", f"runs_dir={tmp_path}",
+                 env=subprocess_env(ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
+    assert proc.returncode == 0, err[-3000:]
+    run = tmp_path / "adv"
+    rows = read_metrics(run)
+    assert {r["policy"] for r in rows if r["type"] == "update"} == {"adversary", "good"}
+    episodes = [r for r in rows if r["type"] == "episode"]
+    assert episodes and all({"adversary_return", "good_return"} <= set(e) for e in episodes)
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["env"]["mixed_spaces"] is True
+    spaces = saved["env_spec"]["agent_spaces"]
+    assert spaces["adversary_0"]["observation_space"]["obs"] == "Box(-inf, inf, (8,), float32)"
+    assert marked_processes(mark) == [] and leftovers(proc.pid) == []

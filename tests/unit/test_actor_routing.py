@@ -41,3 +41,28 @@ def test_each_policys_part_holds_its_columns_outputs_and_final_observations():
     assert other["active"].tolist() == [[True, True, True, True], [True, True, False, True]]
     assert other["final_index"].tolist() == [[1, 2]] and other["final_obs"]["obs"].tolist() == [[8.0, 8.0]]
     assert "logp" not in other and other["policy_version"].tolist() == [[9, 9, 9, 9], [9, 9, 9, 9]]
+
+
+def test_padded_spaces_lay_each_space_group_out_under_its_own_keys_zero_elsewhere():
+    from mpe2 import simple_adversary_v3
+
+    from zoo.core.env import PaddedSpaces, PettingZooEnv
+
+    mixed = PettingZooEnv(simple_adversary_v3.parallel_env(max_cycles=3), "adv", mixed_spaces=True)
+    env = PaddedSpaces(mixed)
+    spec = env.spec
+    assert [(k, s.shape) for k, s in spec.observation_space.items() if not k.startswith("zoo:")] == [
+        ("obs@0", (8,)), ("obs@1", (10,))]
+    assert spec.subset(["agent_0", "agent_1"]).observation_space["obs"].shape == (10,)
+    plain = PettingZooEnv(simple_adversary_v3.parallel_env(max_cycles=3), "adv", mixed_spaces=True)
+    ref, _ = plain.reset(seed=4)
+    obs, _ = env.reset(seed=4)
+    assert obs["obs@0"].shape == (3, 8) and obs["obs@1"].shape == (3, 10)
+    assert np.array_equal(obs["obs@0"][0], ref[0]["obs"][0]) and not obs["obs@0"][1:].any()
+    assert np.array_equal(obs["obs@1"][1:], ref[1]["obs"]) and not obs["obs@1"][0].any()
+    action = np.array([1, 2, 3])
+    stepped = env.step(action)
+    expected = plain.step([action[[0]], action[[1, 2]]])
+    assert np.array_equal(stepped[1], expected[1]) and np.array_equal(stepped[0]["obs@1"][1:], expected[0][1]["obs"])
+    env.close()
+    plain.close()
