@@ -52,14 +52,16 @@ class CheckpointError(RuntimeError):
     """A checkpoint could not be written or read; the message names the path and the reason."""
 
 
-def checkpoint_dir(run_dir: str) -> str:
-    """``<run_dir>/checkpoints``."""
-    return os.path.join(run_dir, "checkpoints")
+def checkpoint_dir(run_dir: str, policy: str = "") -> str:
+    """``<run_dir>/checkpoints``; named policy ``policy``'s: ``<run_dir>/checkpoints/<policy>``."""
+    base = os.path.join(run_dir, "checkpoints")
+    return os.path.join(base, policy) if policy else base
 
 
-def latest_path(run_dir: str) -> str:
-    """``<run_dir>/checkpoints/latest.pt``: the checkpoint a resume or a trainer restart starts from."""
-    return os.path.join(checkpoint_dir(run_dir), LATEST)
+def latest_path(run_dir: str, policy: str = "") -> str:
+    """``<run_dir>/checkpoints/latest.pt`` (named policy ``policy``: ``checkpoints/<policy>/latest.pt``):
+    the checkpoint a resume or a trainer restart starts from."""
+    return os.path.join(checkpoint_dir(run_dir, policy), LATEST)
 
 
 def nonfinite_tensors(state: Any, prefix: str = "") -> list[str]:

@@ -307,6 +307,11 @@ class ExperimentConfig:
     spec: EnvSpec | None = field(default=None, repr=False, compare=False,
                                  metadata={NOT_OPTION: "is computed from the environment"})
     """Filled by :func:`build_config`; not an option (see the class docstring)."""
+    policies: Any = field(default=None, repr=False, compare=False,
+                          metadata={NOT_OPTION: "is built from [policies.NAME] tables and [[agents]] entries"})
+    """The run's policies (:class:`zoo.core.policies.Policies`), filled by :func:`build_config`;
+    None: the run's one implicit policy (its top-level ``algo``/``policy``/``trainer``).
+    :func:`config_to_dict` merges :func:`zoo.core.policies.policies_to_dict` of it."""
     resume: int = field(default=0, compare=False,
                         metadata={NOT_OPTION: "is set by zoo train --resume RUN_DIR and zoo resume NAME"})
     """0 for a fresh run; ``n`` >= 1 when the run continues in its run directory for the
@@ -506,6 +511,20 @@ def build_config(
         raise ConfigError("--steps and --frames are mutually exclusive: give the budget in env steps "
                           "or in frames, not both", field="env_steps")
     file_data = load_config_file(config_file) if config_file is not None else None
+    # Named policies ([policies.NAME], [[agents]], --set policies.*): taken out here, built last
+    # (zoo.core.policies, docs/policies.md); a resumed run's come from its config.json (base).
+    from zoo.core.policies import merge_policy_layers, split_policy_layers
+
+    file_data, overrides, layers = split_policy_layers(file_data, overrides, source=f"--config {config_file}")
+    if base and ("policies" in base or "agents" in base):
+        base = dict(base)
+        saved = {"policies": {n: {k: v for k, v in t.items() if k != "agents"}
+                              for n, t in (base.pop("policies", None) or {}).items()}}
+        if base.get("agents"):
+            saved["agents"] = base.pop("agents")
+        base.pop("agents", None)
+        _, _, saved_layers = split_policy_layers(saved, [], source="the run's config.json")
+        layers = merge_policy_layers(saved_layers, layers)
     algo_cls = algorithm_config_class(algo_component)
     env_cls = env_config_class(env_component)
 
@@ -528,9 +547,14 @@ def build_config(
             cfg.env_steps, cfg.frames = 0, int(frames)
 
     # Pass 1: the user's layers alone decide the env options used to probe the spec.
+    def mixed_spaces(c: ExperimentConfig) -> None:  # named policies: agents of different spaces may be routed
+        if not layers.empty and hasattr(c.env, "mixed_spaces"):
+            c.env.mixed_spaces = True
+
     scratch = _fresh(algo_name, env_name, algo_cls, env_cls)
     _user_layers(scratch, file_data, config_file, overrides, base)
     finish(scratch)
+    mixed_spaces(scratch)
     validate(scratch, registry, check_budget=False)
     spec = _probe_spec(env_component, env_arg, scratch.env, scratch.seed, env_name)
 
@@ -542,6 +566,7 @@ def build_config(
         set_value(cfg, key, value, source=f"{algo_name} presets for {spec.env_id}")
     _user_layers(cfg, file_data, config_file, overrides, base)
     finish(cfg)
+    mixed_spaces(cfg)
     if cfg.env != scratch.env:
         spec = _probe_spec(env_component, env_arg, cfg.env, cfg.seed, env_name)
     cfg.spec = spec
@@ -558,6 +583,12 @@ def build_config(
     cfg.launcher_options = launcher_options(registry, cfg)
     if registry.names("worker") or cfg.workers:
         cfg.workers = worker_options(worker_kinds(registry), cfg)
+    if not layers.empty:
+        from zoo.core.policies import build_policies
+
+        run_dir = Path(cfg.runs_dir) / cfg.name if base else None  # a resume: POLICY@VERSION in its own folder
+        cfg.policies = build_policies(registry, cfg, layers, file_data=file_data, overrides=overrides,
+                                      run_dir=run_dir)
     return cfg
 
 
@@ -857,14 +888,16 @@ def _jsonable(value: Any) -> Any:
 def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
     """The config as JSON-serialisable data for ``runs/<name>/config.json``.
 
-    Every field except ``spec`` and ``resume``, with ``algo``/``env`` as dicts of their fields, plus
+    Every field except ``spec``, ``resume`` and ``policies`` (named policies are merged as
+    ``policies`` and ``agents``), with ``algo``/``env`` as dicts of their fields, plus
     ``env_spec``: ``{env_id, agents, frame_skip, observation_space, action_space,
     resolved}`` (plus ``agent_spaces``, ``{agent: {observation_space, action_space}}``, for
     agents with different spaces: :attr:`EnvSpec.mixed`; spaces as their ``str``; ``resolved``
     holds what the env plugin resolved, e.g. Atari's frame-skip and sticky-action
     probability). Tuples become lists; values JSON cannot hold become strings.
     """
-    out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name not in ("spec", "resume")}
+    out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)
+           if f.name not in ("spec", "resume", "policies")}
     spec = cfg.spec
     if spec is not None:
         out["env_spec"] = {
@@ -879,6 +912,10 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
             out["env_spec"]["agent_spaces"] = {a: {"observation_space": {k: str(v) for k, v in obs.items()},
                                                    "action_space": str(act)}
                                                for a, (obs, act) in spec.agent_spaces.items()}
+    if cfg.policies is not None:
+        from zoo.core.policies import policies_to_dict
+
+        out.update(policies_to_dict(cfg.policies))
     return out
 
 

@@ -119,7 +119,8 @@ class Controller:
                 self.transports.append(transport_for(registry, cfg, stream, self.run_id, create=True,
                                                      choice=self.streams[stream], resolver=self.resolver))
             self.control = self.transports[-1].puller("control")
-            self.supervisor = Supervisor(launcher, self.context, cfg.supervision, kinds=self.graph.kinds)
+            self.supervisor = Supervisor(launcher, self.context, cfg.supervision, kinds=self.graph.kinds,
+                                         finishers=self.finishers())
         except BaseException:
             self._clean_up()
             raise
@@ -141,13 +142,22 @@ class Controller:
         process (a restarted worker of a ``from-checkpoint`` kind, the trainer, continues from
         the run's last checkpoint: ``cfg.resume``, as ``zoo resume``)."""
         kind = self.graph.kind(role)
-        cfg = self.cfg
+        cfg, spec, policy, local = self.cfg, self.spec, "", -1
+        view_spec: EnvSpec | None = None
+        found = self.graph.policy_of_worker(role, index) if self.graph.named else None
+        if found is not None:  # a named policy's worker runs on that policy's view of the config
+            from zoo.core.policies import policy_view
+
+            pol, local = found
+            cfg = policy_view(cfg, cfg.policies, pol.name)
+            view_spec, policy = cfg.spec, pol.tag
+            spec = view_spec if view_spec is not None else spec
         if kind.restart == "from-checkpoint" and attempt > 0:
             cfg = copy.copy(cfg)
             cfg.resume = (self.cfg.resume or 0) + attempt
-        return WorkerContext(role, index, cfg, self.spec, self.run_id, self.run_dir, attempt=attempt, entry=kind.entry,
+        return WorkerContext(role, index, cfg, spec, self.run_id, self.run_dir, attempt=attempt, entry=kind.entry,
                              controller_pid=os.getpid(), controller_host=socket.gethostname(),
-                             streams=self.streams)
+                             policy=policy, local=local, streams=self.streams)
 
     def start(self) -> None:
         self.supervisor.start_all(self.graph.workers())
@@ -165,6 +175,18 @@ class Controller:
             self.graph_file.on_message(meta)
             msg = self.control.recv(0)
         return out
+
+    def finishers(self) -> list[tuple[str, int]]:
+        """The workers whose exit with 0 ends the run: trainer 0, or with named policies every
+        trainable policy's rank 0 (docs/policies.md, "When the run is done")."""
+        lead = self.graph.lead()
+        if not self.graph.named:
+            return [lead]
+        return [(lead[0], p.first_trainer) for p in self.graph.layout if p.trainers]
+
+    def done_policies(self) -> set[str]:
+        """The policies (their endpoint tags; "" the implicit one) whose ``done`` ends the run."""
+        return {p.tag for p in self.graph.layout if p.trainers}
 
     def trainer_finished(self) -> bool:
         return self.supervisor.trainer_finished()
@@ -210,7 +232,8 @@ class Controller:
 
         abandoned = self.supervisor.stop_all(self.poll, waiting, now)
         if abandoned:
-            remove_stale_tmp(checkpoint_dir(self.run_dir))
+            for tag in self.done_policies():  # each trainable policy's folder (named: checkpoints/<policy>)
+                remove_stale_tmp(checkpoint_dir(self.run_dir, tag))
         self.control.close()
         self._clean_up()
         return abandoned
@@ -288,6 +311,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     with _signals_stop_the_run():
         try:
             controller.start()
+            awaited = controller.done_policies()  # every trainable policy says done (named: its rank 0)
+            finished: set[str] = set()
             while True:
                 done = False
                 for meta in controller.poll(POLL_S):
@@ -295,7 +320,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                     if meta["type"] == "status":
                         pacer.offer(meta)
                     elif meta["type"] == "done":
-                        done = True
+                        finished.add(str(meta.get("policy", "")))
+                        done = finished >= awaited
                     elif meta["type"] == "warning":
                         show_warning(meta, warnings_shown, time.monotonic())
                 controller.graph_file.complete(controller.supervisor.handles)

@@ -319,13 +319,16 @@ class TrainerGroup:
 
     @classmethod
     def join(cls, rank: int, world: int, device: str, devices: list[str], run_id: str, resolver: Any,
-             timeout_s: float, stop: Callable[[], bool], heartbeat: Callable[[], None]) -> TrainerGroup | None:
+             timeout_s: float, stop: Callable[[], bool], heartbeat: Callable[[], None],
+             store_key: str = STORE_KEY) -> TrainerGroup | None:
         """Rendezvous with the other trainers and initialise the process group.
 
         ``device``: this rank's torch device; ``devices``: every rank's as this rank resolves
         them (unused: the ranks exchange their own devices and physical GPUs, which choose the
         backend, :func:`choose_backend`; kept in :attr:`devices` and :attr:`gpus`);
-        ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`.
+        ``resolver``: the run's :class:`~zoo.core.resolver.Resolver`; ``store_key``: the
+        resolver key of rank 0's store under the run (a named policy's group:
+        ``trainers.<policy>.store``).
         Returns None when a stop was requested before every rank arrived (and they gave the
         start up: :meth:`wait_for_peers`).
 
@@ -343,7 +346,7 @@ class TrainerGroup:
         from zoo.core.resolver import run_key
 
         timeout = datetime.timedelta(seconds=timeout_s)
-        key = run_key(run_id, STORE_KEY)
+        key = run_key(run_id, store_key)
         if rank == 0:
             store = dist.TCPStore(HOST, 0, world, True, timeout=timeout, wait_for_workers=False)
             resolver.publish(key, {"host": HOST, "port": int(store.port), "world_size": world})

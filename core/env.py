@@ -523,6 +523,65 @@ SLOW_CLOSE_S = 2.0
 """A single ``close()`` longer than this is reported as slow."""
 
 
+PAD_SEP = "@"
+"""``<key>@<g>``: observation key ``key`` of space group ``g`` in :class:`PaddedSpaces`' layout."""
+
+
+class PaddedSpaces:
+    """An env whose agents have different observation spaces (a ``mixed_spaces=True``
+    :class:`PettingZooEnv`) in the one layout the actor drives: every space group ``g``'s
+    observation key ``k`` becomes key ``k@g`` with an ``[A, ...]`` array, zero in the rows of
+    the agents of other groups; ``step`` takes one action array ``[A, ...]``. Named policies
+    route each policy's agents' rows of its group's keys, renamed back to ``k``
+    (docs/policies.md), so no network ever sees the padding.
+
+    ``spec``: the env's spec with the padded observation space (``agent_spaces`` kept, so
+    :meth:`EnvSpec.subset` still gives each policy its agents' own spaces).
+
+    Raises:
+        TypeError: the agents' action spaces differ (padding covers observations only).
+    """
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        spec = env.spec
+        self.groups = spec.space_groups()
+        self.rows = [np.array([spec.agents.index(a) for a in g], np.int64) for g in self.groups]
+        action = spec.action_space_of(spec.agents[0])
+        for a in spec.agents[1:]:
+            if spec.action_space_of(a) != action:
+                raise TypeError(f"env {spec.env_id!r}: agents {spec.agents[0]!r} and {a!r} have different action "
+                                f"spaces ({_space_str(action)} vs {_space_str(spec.action_space_of(a))}); named "
+                                "policies drive agents whose observation spaces differ, not yet their actions")
+        obs = {f"{k}{PAD_SEP}{g}": space for g, grp in enumerate(self.groups)
+               for k, space in spec.observation_space_of(grp[0]).items()}
+        self.spec = dataclasses.replace(spec, observation_space=obs)
+
+    def _pad(self, per_group: Any) -> dict[str, np.ndarray]:
+        if isinstance(per_group, dict):  # one group: the env's layout is already the plain one
+            per_group = [per_group]
+        A = len(self.spec.agents)
+        out: dict[str, np.ndarray] = {}
+        for g, arrays in enumerate(per_group):
+            for k, v in arrays.items():
+                full = np.zeros((A, *v.shape[1:]), v.dtype)
+                full[self.rows[g]] = v
+                out[f"{k}{PAD_SEP}{g}"] = full
+        return out
+
+    def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed)
+        return self._pad(obs), info
+
+    def step(self, action: np.ndarray):
+        actions = [action[rows] for rows in self.rows] if len(self.rows) > 1 else action
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        return self._pad(obs), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.env.close()
+
+
 def close_envs(envs: list, budget_s: float = CLOSE_BUDGET_S, slow_s: float = SLOW_CLOSE_S,
                report: Callable[[str], object] | None = None) -> list[str]:
     """Call every env's ``close()`` (in order, in one daemon thread) within ``budget_s`` seconds.

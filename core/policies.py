@@ -108,6 +108,7 @@ __all__ = [
     "DEFAULT_POLICY", "POLICY_NAME_RULE", "NamedPolicy", "AgentRule", "Policies", "PolicyLayers",
     "split_policy_layers", "build_policies", "agent_policies", "policies_to_dict", "policies_from_saved",
     "resolve_weights", "weights_problems", "duplicate_table_message", "policy_name_problem", "policy_view",
+    "merge_policy_layers",
 ]
 
 DEFAULT_POLICY = "default"
@@ -195,6 +196,19 @@ class PolicyLayers:
     @property
     def empty(self) -> bool:
         return not self.tables and self.agents is None and not self.problems
+
+
+def merge_policy_layers(under: PolicyLayers, over: PolicyLayers) -> PolicyLayers:
+    """``over``'s policy settings over ``under``'s (a resumed run's saved policies under the
+    command line's): each policy's entries in order (``under``'s first, so ``over``'s win),
+    ``[[agents]]`` from ``over`` when it gives them, problems of both."""
+    out = PolicyLayers(tables={n: list(e) for n, e in under.tables.items()}, agents=under.agents,
+                       agents_source=under.agents_source, problems=under.problems + over.problems)
+    for name, entries in over.tables.items():
+        out.tables.setdefault(name, []).extend(entries)
+    if over.agents is not None:
+        out.agents, out.agents_source = over.agents, over.agents_source
+    return out
 
 
 # ----------------------------------------------------------------------------- names

@@ -50,8 +50,33 @@ SAFE_TO_CHANGE = (
 
 
 def is_safe(key: str) -> bool:
-    """Whether ``key`` (dotted, e.g. ``log.interval_s``) may differ on resume (:data:`SAFE_TO_CHANGE`)."""
+    """Whether ``key`` (dotted, e.g. ``log.interval_s``) may differ on resume (:data:`SAFE_TO_CHANGE`);
+    a named policy's ``policies.P.<rest>`` when ``<rest>`` may."""
+    if key.startswith("policies."):
+        parts = key.split(".", 2)
+        return len(parts) == 3 and parts[2] != "agents" and is_safe(parts[2])
     return any(key.startswith(s) if s.endswith(".") else key == s for s in SAFE_TO_CHANGE)
+
+
+def _load_checkpoints(run_dir: str, saved: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint a resume continues from: ``checkpoints/latest.pt``, or with named policies
+    each trainable policy's ``checkpoints/<policy>/latest.pt`` (all must exist), of which the
+    one with the fewest env steps is returned, its ``resumes`` the largest of theirs.
+
+    Raises:
+        ConfigError: a checkpoint is missing or unreadable (named).
+    """
+    tables = saved.get("policies") or {}
+    names = [n for n, t in tables.items() if t.get("trainable", True)] or [""]
+    loaded = []
+    for name in names:
+        try:
+            loaded.append(load_checkpoint(latest_path(run_dir, name)))
+        except CheckpointError as exc:
+            what = f"policy {name}'s checkpoint: " if name else ""
+            raise ConfigError(f"cannot resume {run_dir}: {what}{exc}", field="resume") from None
+    ckpt = min(loaded, key=lambda c: int(c["env_steps"]))
+    return {**ckpt, "resumes": max(int(c.get("resumes", 0)) for c in loaded)}
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -136,10 +161,7 @@ def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str |
     if pid is not None:
         raise ConfigError(f"{run_dir} is still running (controller pid {pid} on this host, per status.json); "
                           "stop it first (Ctrl-C or kill PID), then resume it", field="resume")
-    try:
-        ckpt = load_checkpoint(latest_path(run_dir))
-    except CheckpointError as exc:
-        raise ConfigError(f"cannot resume {run_dir}: {exc}", field="resume") from None
+    ckpt = _load_checkpoints(run_dir, saved)
     named = [(k, saved.get(k), v) for k, v in (("algo_name", algo), ("env_name", env)) if v not in (None, saved.get(k))]
     if named:  # another algorithm or env: its options would not even fit the saved ones
         raise ConfigError(f"cannot resume {run_dir} as another run: "

@@ -114,7 +114,8 @@ class Supervisor:
     """
 
     def __init__(self, launcher: Launcher, make_context: Callable[[str, int, int], Any], sv: Any = None,
-                 clock: Callable[[], float] = time.monotonic, kinds: Iterable[Any] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, kinds: Iterable[Any] | None = None,
+                 finishers: Iterable[tuple[str, int]] | None = None) -> None:
         from zoo.core.config import SupervisionConfig
         from zoo.core.kinds import by_name, lead_kind
 
@@ -127,6 +128,9 @@ class Supervisor:
         self.kinds = by_name(kinds)
         self.lead = (lead_kind(self.kinds.values()).name, 0)
         """``(kind, 0)`` of the worker whose exit with 0 ends the run (trainer 0)."""
+        self.finishers = list(finishers) if finishers is not None else [self.lead]
+        """The workers that must all exit with 0 for the run to be finished: trainer 0, or with
+        named policies every trainable policy's rank 0 (docs/policies.md)."""
         self.workers: dict[tuple[str, int], Worker] = {}
         self.stopped = False
 
@@ -244,11 +248,15 @@ class Supervisor:
         return out
 
     def trainer_finished(self) -> bool:
-        """The leading worker (trainer 0) exited with code 0: it reached the budget (its ``done``
+        """The leading worker (trainer 0; named policies: every trainable policy's rank 0,
+        :attr:`finishers`) exited with code 0: it reached the budget (its ``done``
         control message can be lost: nng drops what is still queued when the sender closes at once)."""
-        w = self.workers.get(self.lead)
-        return (w is not None and w.handle is not None and w.restart_at is None and w.handle.exitcode() == 0
-                and w.error is None)
+        for key in self.finishers:
+            w = self.workers.get(key)
+            if not (w is not None and w.handle is not None and w.restart_at is None and w.handle.exitcode() == 0
+                    and w.error is None):
+                return False
+        return True
 
     def crashed(self, poll: Callable[[float], Any] = lambda timeout: None) -> WorkerCrashed | None:
         """:meth:`check`, returning the crash instead of raising it (restarts are not reported)."""

@@ -427,12 +427,20 @@ def train_command(
     unit = (f"{cfg.frames:,} frames = {total:,} env steps (frame-skip {spec.frame_skip})" if cfg.frames
             else f"{total:,} env steps")
     policy_workers = "policy inline in each actor" if cfg.policy.inline else _plural(cfg.policy.count, "policy worker")
+    trainers = _plural(cfg.trainer.count, 'trainer') + ", "
+    if cfg.policies is not None and not cfg.policies.implicit:  # named policies: each one's workers
+        policy_workers = "policies " + ", ".join(
+            f"{n} ({_plural(len(p.agents), 'agent')}, "
+            + ("inline" if p.policy.inline else _plural(p.policy.count, "policy worker"))
+            + (f", {_plural(p.trainer.count, 'trainer')})" if p.trainable else ", frozen)")
+            for n, p in cfg.policies.named.items())
+        trainers = ""
     console.print(
         Text.assemble(("zoo train ", "bold"), (cfg.name, "bold cyan"),
                       f": {algo} on {env} ({env_component.name}), seed {cfg.seed}, budget {unit}, "
                       f"{_plural(cfg.actors.count, 'actor')} x {_plural(cfg.actors.envs_per_actor, 'env')}, "
                       f"{policy_workers}, "
-                      f"{_plural(cfg.trainer.count, 'trainer')}, {_plugin_workers(cfg, host.registry)}"
+                      f"{trainers}{_plugin_workers(cfg, host.registry)}"
                       f"run dir {Path(cfg.runs_dir) / cfg.name}"),
         soft_wrap=True, highlight=False)
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_presets", None)
@@ -554,7 +562,10 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
         raise _fail(f"interrupted (signal {signum})", 128 + signum) from None
     if not code:
         last = final_status(display.last, os.path.join(run_dir, "metrics.jsonl"))
-        console.print(format_summary(last, time.monotonic() - started, run_dir, start),
+        kept = "checkpoints/latest.pt"
+        if cfg.policies is not None and not cfg.policies.implicit:
+            kept = ", ".join(f"checkpoints/{n}/latest.pt" for n in cfg.policies.trainable)
+        console.print(format_summary(last, time.monotonic() - started, run_dir, start, kept),
                       markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))
 

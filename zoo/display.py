@@ -376,7 +376,7 @@ class Display:
 
 
 def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str,
-                   start: dict[str, Any] | None = None) -> str:
+                   start: dict[str, Any] | None = None, checkpoints: str = "checkpoints/latest.pt") -> str:
     """The line ``zoo train`` prints when a run reaches its budget, e.g.
 
     ``done: 200,192 env steps (200,192 frames) in 5m06s, 654 env steps/s, 640 trained env
@@ -391,7 +391,8 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
     the total comes first, then this segment's steps, time and rates, labelled
     (``done: 300,000 env steps (...); resume #1: 100,000 env steps in 2m30s, 667 env steps/s, ...``).
     ``dropped`` is ``dropped_fraction``: agent-slot samples dropped (stale at the trainer, or at
-    the actors) over those dropped plus those trained on.
+    the actors) over those dropped plus those trained on. ``checkpoints``: what the run keeps
+    (named policies: ``checkpoints/<policy>/latest.pt``).
     """
     minutes, seconds = divmod(int(round(elapsed_s)), 60)
     took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
@@ -415,7 +416,7 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
         shown = [f"{label}={text}" for label, text in _fields(status) if label in ("return", "episodes", "version")]
         if shown:
             head += "; " + " ".join(shown)
-    return f"{head}; run dir {run_dir}: metrics.jsonl, tensorboard/, checkpoints/latest.pt"
+    return f"{head}; run dir {run_dir}: metrics.jsonl, tensorboard/, {checkpoints}"
 
 
 def final_status(shown: dict[str, Any] | None, metrics_path: str, tail_bytes: int = 1 << 16) -> dict[str, Any] | None:

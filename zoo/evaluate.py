@@ -141,6 +141,12 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
         from zoo.core.plugins import get_registry
 
         registry = get_registry()
+    folder = Path(run if run is not None else target)
+    if (folder / "config.json").is_file():  # issue 22: every policy playing its agents is a later step
+        named = read_config(folder).get("policies")
+        if named:
+            raise RunError(f"run {str(folder)!r} names policies ({', '.join(named)}): zoo eval plays a run of one "
+                           "policy; evaluating named policies is not built yet (docs/policies.md, 'Not yet')")
     if run is not None:
         run_dir = resolve_run(run)
         path = Path(target)

@@ -76,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.core.env import close_envs
+from zoo.core.env import PAD_SEP, close_envs
 from zoo.core.graph import Graph, endpoint
 from zoo.core.health import Meter
 from zoo.core.seeding import env_seeds
@@ -136,6 +136,33 @@ class SampleBuffer:
         self.on_reset[t] = on_reset
         return self.action[t]
 
+    def record_part(self, cols: np.ndarray, reply: dict[str, np.ndarray], version: int, active: np.ndarray,
+                    on_reset: np.ndarray, extras: dict[str, np.ndarray] | None) -> None:
+        """Record one named policy's outputs for step ``t`` (routed actor, docs/policies.md):
+        ``cols`` int ``[S_P]`` are its agent-slots of the group, ``reply`` rows its active ones
+        (``active``/``on_reset`` bool ``[S_P]``, over ``cols``). Actions go to :attr:`action`
+        (every slot's, what the env steps with); its other outputs to ``extras`` (``{key: [T,
+        S_P, ...]}``, filled in place; None for a frozen policy, whose outputs are not kept).
+        Call once per policy of the group, then read ``action[t]``."""
+        t = self.t
+        if self.action is None:
+            S = self.active.shape[1]
+            self.action = np.zeros((self.T, S, *reply["action"].shape[1:]), reply["action"].dtype)
+        rows = cols[active]
+        self.action[t][cols] = 0
+        self.action[t][rows] = reply["action"]
+        if extras is not None:
+            for k, v in reply.items():
+                if k == "action":
+                    continue
+                if k not in extras:
+                    extras[k] = np.zeros((self.T, len(cols), *v.shape[1:]), v.dtype)
+                extras[k][t] = 0
+                extras[k][t][active] = v
+        self.policy_version[t][cols] = version
+        self.active[t][cols] = active
+        self.on_reset[t][cols] = on_reset
+
     def record_step(self, reward, terminated, truncated, next_obs) -> None:
         t = self.t
         self.reward[t] = reward
@@ -162,6 +189,37 @@ class SampleBuffer:
             out["final_obs"] = {k: np.empty((0, *v.shape[2:]), v.dtype) for k, v in self.obs.items()}
             out["final_index"] = np.empty((0, 2), np.int64)
         return out
+
+
+def split_bundle(bundle: dict[str, Any], cols: np.ndarray, extras: dict[str, np.ndarray],
+                 keys: dict[str, str] | None = None) -> dict[str, Any]:
+    """One named policy's sample out of a group's whole sample ``bundle`` (:meth:`SampleBuffer.bundle`):
+    columns ``cols`` (int ``[S_P]``) of every ``[T(+1), S, ...]`` array, its truncated agents'
+    final observations (``final_index`` column renumbered within ``cols``) and its own outputs
+    ``extras`` (``{key: [T, S_P, ...]}``). ``keys``: agents with different spaces
+    (:class:`zoo.core.env.PaddedSpaces`): the observation keys of the policy's space group,
+    ``{padded key: its own key}``; the others are left out."""
+    out: dict[str, Any] = {}
+    for key, value in bundle.items():
+        if key in ("final_obs", "final_index"):
+            continue
+        if key == "obs" and keys is not None:
+            out[key] = {own: value[padded][:, cols] for padded, own in keys.items()}
+        elif isinstance(value, dict):
+            out[key] = {k: v[:, cols] for k, v in value.items()}
+        else:
+            out[key] = value[:, cols]
+    position = np.full(bundle["reward"].shape[1], -1, np.int64)
+    position[cols] = np.arange(len(cols))
+    index = bundle["final_index"]
+    keep = position[index[:, 1]] >= 0 if len(index) else np.zeros(0, bool)
+    final = bundle["final_obs"]
+    out["final_obs"] = ({own: final[padded][keep] for padded, own in keys.items()} if keys is not None
+                        else {k: v[keep] for k, v in final.items()})
+    out["final_index"] = np.stack([index[keep, 0], position[index[keep, 1]]], axis=1) if keep.any() else \
+        np.empty((0, 2), np.int64)
+    out.update(extras)
+    return out
 
 
 class NonFiniteEnvError(FloatingPointError):
@@ -197,6 +255,7 @@ class EnvGroup:
         # reward normalisation: R = gamma R + r per agent-slot, reset when the agent's episode ends
         self.return_gamma = return_gamma
         self.disc_ret = np.zeros(n * self.A, np.float64)
+        self.teams: dict[str, np.ndarray] = {}  # named policies: P -> its agents' indices (episode rows' <P>_return)
 
     @staticmethod
     def _stack(obs: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -292,6 +351,8 @@ class EnvGroup:
 
     def _episode_stats(self, i: int, info: dict[str, Any]) -> list[dict[str, Any]]:
         stats: dict[str, Any] = {"return": float(self.ep_return[i].mean()), "length": int(self.ep_length[i])}
+        for team, agents in self.teams.items():  # per-policy returns; an env statistic of the same name wins
+            stats[f"{team}_return"] = float(self.ep_return[i][agents].mean())
         self.ep_return[i] = 0
         self.ep_length[i] = 0
         stats.update({k: float(v) for k, v in info.get("stats", {}).items()})
@@ -349,8 +410,11 @@ class VectorEnvGroup(EnvGroup):
 
     def _episodes_ended(self, ended: np.ndarray, info: dict[str, Any], episodes: list[dict[str, Any]]) -> None:
         if not self.spec.reports_episodes:
-            episodes.extend({"return": float(r), "length": int(n)}
-                            for r, n in zip(self.ep_return[ended].mean(axis=1), self.ep_length[ended], strict=True))
+            for e in ended:
+                row = {"return": float(self.ep_return[e].mean()), "length": int(self.ep_length[e])}
+                row.update({f"{team}_return": float(self.ep_return[e][agents].mean())
+                            for team, agents in self.teams.items()})
+                episodes.append(row)
         self.ep_return[ended] = 0
         self.ep_length[ended] = 0
         whole = info.get("episode")
@@ -465,8 +529,10 @@ class SampleOutbox:
     dropped otherwise (its counts go with the next one that gets through); else the actor
     waits, with heartbeats, until the trainer takes it."""
 
-    def __init__(self, ctx: WorkerContext, pusher: Any, drop_when_full: bool, meter: Meter) -> None:
+    def __init__(self, ctx: WorkerContext, pusher: Any, drop_when_full: bool, meter: Meter,
+                 counts_steps: bool = True) -> None:
         self.ctx, self.pusher, self.drop_when_full, self.meter = ctx, pusher, drop_when_full, meter
+        self.counts_steps = counts_steps  # routed actor: one outbox per policy, the first one meters the steps
         self.episodes: list[dict[str, Any]] = []  # finished since the last sample sent (EnvGroup.step appends)
         self.env_steps = 0
         self.dropped = 0
@@ -474,14 +540,18 @@ class SampleOutbox:
     def stepped(self, n_envs: int) -> None:
         """Count one step of ``n_envs`` envs."""
         self.env_steps += n_envs
-        self.meter.counts["env_steps"] += n_envs
+        if self.counts_steps:
+            self.meter.counts["env_steps"] += n_envs
 
-    def push(self, bundle: dict[str, Any], env_offset: int, agents: int, t: float) -> bool:
+    def push(self, bundle: dict[str, Any], env_offset: int, agents: int, t: float,
+             more: dict[str, Any] | None = None) -> bool:
         """Send the sample ``bundle`` of the group at ``env_offset`` (``agents`` per env) with the
-        counts not yet sent; ``t``: ``time.perf_counter()`` the push time is counted from.
+        counts not yet sent; ``t``: ``time.perf_counter()`` the push time is counted from;
+        ``more``: meta added (a named policy's ``policy`` and ``agent_ids``).
         Returns False when a stop request came while waiting for the trainer."""
         meta = {"actor": self.ctx.index, "env_offset": env_offset, "agents": agents,
-                "env_steps": self.env_steps, "episodes": self.episodes, "dropped_at_actor": self.dropped}
+                "env_steps": self.env_steps, "episodes": self.episodes, "dropped_at_actor": self.dropped,
+                **(more or {})}
         if self.drop_when_full:  # never wait for the trainer
             sent = self.pusher.send(bundle, meta, DROP_WAIT_S)
         else:
@@ -499,11 +569,190 @@ class SampleOutbox:
         return True
 
 
+class PolicyRequests:
+    """A routed actor's inference requests to one named policy (docs/policies.md): per ring
+    group one request at most, carrying the group's active agent-slots among ``slots[g]`` (int
+    ``[S_P]``, the policy's columns), numbered ``0..S_P-1`` within them (``slot``), so its
+    policy worker keys recurrent states by its own columns. Retries as :class:`InferenceRequests`."""
+
+    def __init__(self, ctx: WorkerContext, client: Any, groups: list[EnvGroup], slots: list[np.ndarray],
+                 first_id: int, meter: Meter, keys: dict[str, str] | None = None) -> None:
+        self.ctx, self.client, self.groups, self.slots, self.meter = ctx, client, groups, slots, meter
+        self.keys = keys  # agents with different spaces: {padded key: the policy's own key} (split_bundle)
+        self.next_id = first_id
+        self.pending: dict[int, int] = {}  # request id -> group index
+        self.request_id = [-1] * len(groups)
+        self.sent_at = [0.0] * len(groups)
+
+    def send(self, g: int) -> None:
+        """Ask for the actions of the policy's acting agents of group ``g`` (waiting, with
+        heartbeats, while the stream is full; returns early on a stop request)."""
+        group, cols = self.groups[g], self.slots[g]
+        self.request_id[g] = rid = self.next_id
+        self.pending[rid] = g
+        self.next_id += 1
+        active = group.active[cols]
+        local = np.flatnonzero(active)
+        rows = cols[local]
+        obs = ({own: group.obs[padded][rows] for padded, own in self.keys.items()} if self.keys is not None
+               else {k: v[rows] for k, v in group.obs.items()})
+        request = {"obs": obs, "slot": local,
+                   "on_reset": group.on_reset[rows]}
+        meta = {"request_id": rid, "rows": int(local.size), "group": g}
+        t = time.perf_counter()
+        while not self.client.send(request, meta, REQUEST_TIMEOUT_S):
+            if self.ctx.stop:
+                return
+            t = self.meter.lap("inference", t)
+            self.ctx.heartbeat()
+        self.meter.lap("inference", t)
+        self.meter.counts["requests"] += 1
+        self.sent_at[g] = time.monotonic()
+
+    def answered(self, request_id: int) -> int | None:
+        return self.pending.pop(request_id, None)
+
+    def retry_stale(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for g in range(len(self.groups)):
+            if self.request_id[g] in self.pending and now - self.sent_at[g] > REQUEST_RETRY_S:
+                del self.pending[self.request_id[g]]
+                self.send(g)
+
+
+ROUTED_WAIT_S = 0.002
+"""A routed actor with nothing received from any policy waits this long on each client in turn."""
+
+
+def run_routed(ctx: WorkerContext, graph: Graph) -> None:
+    """The actor's loop with named policies (docs/policies.md, "The actor"): each ring group's
+    agent-slots are split by policy; one request per policy per group (to its worker ``i mod
+    M_P``, or inline); the group steps once every policy answered; its sample is split by
+    policy and each trainable policy's part pushed to its trainer ``i mod K_P`` (a frozen
+    policy's part is not sent). Every trainable policy's samples carry the env steps; episodes
+    (with ``<P>_return`` per policy) ride on the first trainable policy's."""
+    from zoo.core.policies import policy_view
+
+    cfg, spec = ctx.cfg, ctx.spec
+    n_groups = cfg.actors.ring_size
+    per_group = cfg.actors.envs_per_actor // n_groups
+    A = spec.num_agents
+    policies = cfg.policies
+    names = [p.name for p in graph.layout]
+    agent_ids = {n: np.array([spec.agents.index(a) for a in policies.named[n].agents], np.int64) for n in names}
+    trainable = [n for n in names if graph.policy(n).trainers]
+    views = {n: policy_view(cfg, policies, n) for n in names}
+    gammas = [float(views[n].algo.gamma) for n in trainable if getattr(views[n].algo, "norm_reward", False)]
+    return_gamma = gammas[0] if gammas else None  # the group's running return: the first such policy's gamma
+    all_seeds = actor_env_seeds(ctx)
+    groups: list[EnvGroup] = []
+    for i in range(n_groups):
+        group = make_group(ctx, all_seeds[i * per_group:(i + 1) * per_group], i * per_group, return_gamma)
+        group.teams = dict(agent_ids)
+        groups.append(group)
+    slots = {n: [np.array([e * A + a for e in range(g.n_envs) for a in agent_ids[n]], np.int64) for g in groups]
+             for n in names}
+    keys: dict[str, dict[str, str] | None] = {n: None for n in names}
+    if spec.mixed:  # PaddedSpaces: each policy reads its space group's keys (docs/policies.md)
+        space_groups = spec.space_groups()
+        for n in names:
+            first = policies.named[n].agents[0]
+            g = next(i for i, grp in enumerate(space_groups) if first in grp)
+            keys[n] = {f"{k}{PAD_SEP}{g}": k for k in spec.observation_space_of(first)}
+    if ctx.meter is None:
+        ctx.meter = Meter("actor")
+    meter = ctx.meter
+    clients: dict[str, Any] = {}
+    pushers: dict[str, Any] = {}
+    try:
+        for n in names:
+            p = graph.policy(n)
+            m = graph.policy_worker_for(ctx.index, n)
+            if m is None:
+                from zoo.core.workers.inline import InlineClient
+
+                clients[n] = InlineClient(ctx, policy=n)
+            else:
+                clients[n] = ctx.transport("inference").request_client(endpoint("inference", m, p.tag), ctx.index)
+            k = graph.trainer_for(ctx.index, n)
+            if k is not None:
+                pushers[n] = ctx.transport("sample").pusher(endpoint("sample", k, p.tag))
+        requests = {n: PolicyRequests(ctx, clients[n], groups, slots[n], first_request_id(ctx), meter, keys[n])
+                    for n in names}
+        outboxes = {n: SampleOutbox(ctx, pushers[n], cfg.actors.drop_when_full, meter, counts_steps=j == 0)
+                    for j, n in enumerate(trainable)}
+        writer = outboxes[trainable[0]]  # the episode writer: episodes ride on its samples only
+        buffers = [SampleBuffer(cfg.sample_length, g.obs, return_gamma is not None) for g in groups]
+        extras: list[dict[str, dict[str, np.ndarray]]] = [{n: {} for n in trainable} for _ in groups]
+        replies: list[dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]] = [{} for _ in groups]
+        for g in range(n_groups):
+            for n in names:
+                requests[n].send(g)
+        turn = 0
+        while not ctx.stop:
+            ctx.heartbeat()
+            t = time.perf_counter()
+            got = False
+            for n in names:
+                msg = clients[n].recv(0)
+                while msg is not None:
+                    got = True
+                    answered = requests[n].answered(msg[1]["request_id"])
+                    if answered is not None:
+                        replies[answered][n] = msg
+                    msg = clients[n].recv(0)
+            if not got:  # no select across transports: wait a little on each client in turn
+                n = names[turn % len(names)]
+                turn += 1
+                msg = clients[n].recv(ROUTED_WAIT_S)
+                answered = requests[n].answered(msg[1]["request_id"]) if msg is not None else None
+                if answered is not None and msg is not None:
+                    replies[answered][n] = msg
+            t = meter.lap("inference", t)
+            for n in names:
+                requests[n].retry_stale()
+            for g in range(n_groups):
+                if len(replies[g]) < len(names):
+                    continue
+                group, buf = groups[g], buffers[g]
+                for n in names:
+                    reply, meta = replies[g][n]
+                    cols = slots[n][g]
+                    buf.record_part(cols, reply, int(meta["policy_version"]), group.active[cols],
+                                    group.on_reset[cols], extras[g].get(n))
+                replies[g] = {}
+                assert buf.action is not None
+                group.step(buf.action[buf.t], buf, writer.episodes)
+                t = meter.lap("env", t)
+                for outbox in outboxes.values():
+                    outbox.stepped(group.n_envs)
+                if buf.full:
+                    whole = buf.bundle()
+                    for n in trainable:
+                        part = split_bundle(whole, slots[n][g], extras[g][n], keys[n])
+                        more = {"policy": n, "agent_ids": agent_ids[n].tolist()}
+                        if not outboxes[n].push(part, g * per_group, len(agent_ids[n]), t, more):
+                            return
+                    buffers[g] = SampleBuffer(cfg.sample_length, group.obs, return_gamma is not None)
+                    extras[g] = {n: {} for n in trainable}
+                for n in names:
+                    requests[n].send(g)
+    finally:
+        for c in clients.values():
+            c.close()
+        for pusher in pushers.values():
+            pusher.close()
+        close_envs([env for group in groups for env in group.envs],
+                   report=lambda line: ctx.send_control("warning", timeout=0.5, key="env-close", message=line))
+
+
 def run(ctx: WorkerContext) -> None:
     """The actor's loop (module docstring): send each env group's inference request; on each
     reply, step that group's envs with the actions, push the sample when it is full, request
-    again."""
+    again. With named policies: :func:`run_routed`."""
     cfg = ctx.cfg
+    if getattr(cfg, "policies", None) is not None and not cfg.policies.implicit:
+        return run_routed(ctx, Graph.from_config(cfg))
     n_groups = cfg.actors.ring_size
     per_group = cfg.actors.envs_per_actor // n_groups
     # reward normalisation (an algorithm option norm_reward with its gamma): samples carry disc_return

@@ -82,6 +82,12 @@ class WorkerContext:
     stop: bool = False
     orphaned: bool = False
     """True once the controller is gone (see the module doc)."""
+    policy: str = ""
+    """The named policy a policy worker or trainer serves: what its endpoint names carry
+    (:func:`zoo.core.graph.endpoint`); "" for the run's implicit policy and for other kinds.
+    Its ``cfg`` and ``spec`` are then that policy's view (:func:`zoo.core.policies.policy_view`)."""
+    local: int = -1
+    """Its index within its policy (trainer rank, policy worker m of the policy); -1: ``index``."""
     streams: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     """The transport (name, options) each stream resolved to for this run (``auto`` resolved
     from the placement; :func:`zoo.core.placement.resolve_streams`); a stream not in it uses the config."""
@@ -99,6 +105,11 @@ class WorkerContext:
         state = dict(self.__dict__)
         state.update(registry=None, control=None, meter=None, _lock=None, _transports=[])
         return state
+
+    @property
+    def rank(self) -> int:
+        """Its index within its policy (:attr:`local`), or :attr:`index` where that is unset."""
+        return self.local if self.local >= 0 else self.index
 
     def transport(self, stream: str):
         """The transport of ``stream`` (its listeners publish through the run's resolver)."""

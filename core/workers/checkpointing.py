@@ -119,9 +119,10 @@ def set_rng_state(state: dict[str, Any]) -> str | None:
     return None
 
 
-def prepare_dir(run_dir: str) -> None:
-    """Make ``<run_dir>/checkpoints`` and remove the temporary files a crashed write left there."""
-    ckpt_dir = checkpoint_dir(run_dir)
+def prepare_dir(run_dir: str, policy: str = "") -> None:
+    """Make ``<run_dir>/checkpoints`` (named policy: ``checkpoints/<policy>``) and remove the
+    temporary files a crashed write left there."""
+    ckpt_dir = checkpoint_dir(run_dir, policy)
     os.makedirs(ckpt_dir, exist_ok=True)
     remove_stale_tmp(ckpt_dir)
 
@@ -133,8 +134,8 @@ class Checkpointer:
     seconds, ``time.monotonic`` unless a test gives its own."""
 
     def __init__(self, run_dir: str, every_updates: int, every_s: float = 0.0, keep: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.dir, self.latest = checkpoint_dir(run_dir), latest_path(run_dir)
+                 clock: Callable[[], float] = time.monotonic, policy: str = "") -> None:
+        self.dir, self.latest = checkpoint_dir(run_dir, policy), latest_path(run_dir, policy)
         self.every_updates, self.every_s, self.keep, self.clock = every_updates, float(every_s or 0), keep, clock
         self.last = clock()  # when the last checkpoint was written (the trainer's start before the first)
 
@@ -177,7 +178,7 @@ class Start:
     resumed: bool = False
 
 
-def start_from_checkpoint(run_dir: str, resume: int, attempt: int, algo: Any, state: Any) -> Start:
+def start_from_checkpoint(run_dir: str, resume: int, attempt: int, algo: Any, state: Any, policy: str = "") -> Start:
     """Load ``<run_dir>/checkpoints/latest.pt`` into ``algo`` and ``state`` (a
     :class:`~zoo.core.workers.accounting.TrainerState`) when this segment resumes
     (``resume`` >= 1) or restarts (``attempt`` >= 1) and the file exists (module docstring).
@@ -193,7 +194,7 @@ def start_from_checkpoint(run_dir: str, resume: int, attempt: int, algo: Any, st
     """
     if not (resume or attempt):
         return Start()
-    latest = latest_path(run_dir)
+    latest = latest_path(run_dir, policy)  # named policy: checkpoints/<policy>/latest.pt
     truncate_to = purge_step = None
     if os.path.exists(latest):
         ckpt = load_resume(latest, algo)

@@ -63,19 +63,31 @@ class InlineClient:
         params: the parameter subscriber (tests pass one); None: ``ctx``'s ``parameter`` stream.
     """
 
-    def __init__(self, ctx: WorkerContext, net: Any = None, params: Any = None) -> None:
-        from zoo.core.graph import PARAMETER_ENDPOINT
-        from zoo.core.workers.policy import Inference, StallWatch
+    def __init__(self, ctx: WorkerContext, net: Any = None, params: Any = None, policy: str = "") -> None:
+        from zoo.core.graph import parameter_endpoint
+        from zoo.core.workers.policy import Inference, StallWatch, frozen_weights
 
         self.ctx = ctx
-        self.net = net if net is not None else Inference(ctx, ctx.index)
-        self.params = params if params is not None else ctx.transport("parameter").subscriber(PARAMETER_ENDPOINT)
+        cfg, spec = ctx.cfg, getattr(ctx, "spec", None)
+        if policy:  # a named policy run inline: its view of the config (docs/policies.md)
+            from zoo.core.policies import policy_view
+
+            cfg = policy_view(ctx.cfg, ctx.cfg.policies, policy)
+            spec = cfg.spec
+        self.cfg = cfg
+        self.net = net if net is not None else Inference(ctx, ctx.index, cfg, spec)
+        weights = frozen_weights(cfg, policy)
+        if weights is not None and net is None:  # frozen: loaded once, nothing to pull
+            self.net.load_frozen(weights)
+        if params is None and weights is None:
+            params = ctx.transport("parameter").subscriber(parameter_endpoint(policy))
+        self.params = params
         self.sample_length = int(ctx.cfg.sample_length)
         self.waiting: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # group -> (request, meta)
         self.answered: list[tuple[int, dict[str, np.ndarray], dict[str, Any]]] = []  # (group, reply, meta) not taken
         self.passes = 0  # forward passes so far
-        cfg = ctx.cfg
-        self.watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic()) if cfg.trainer.learn else None
+        learns = cfg.trainer.learn and weights is None
+        self.watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic()) if learns else None
 
     def send(self, request: dict[str, Any], meta: dict[str, Any], timeout: float) -> bool:
         """Queue ``request`` of ring group ``meta["group"]``; never blocks, always True.
@@ -119,7 +131,7 @@ class InlineClient:
     def _refresh(self) -> bool:
         """Before a pass that starts a rollout: load newer parameters (the first ones: wait
         for them). False when asked to stop while waiting."""
-        if self.passes % self.sample_length:
+        if self.passes % self.sample_length or self.params is None:  # frozen: nothing to pull
             return True
         loaded = self.net.refresh(self.params, 0)
         while self.net.version < 0:
@@ -131,7 +143,7 @@ class InlineClient:
             if loaded:
                 self.watch.new_version(time.monotonic())
             elif self.watch.due(now := time.monotonic()):
-                cfg = self.ctx.cfg
+                cfg = self.cfg
                 message = (f"no new parameters for {now - self.watch.since:.0f} s: still acting with policy version "
                            f"{self.net.version} (inline inference, {self.watch.batches} forward passes since it "
                            "arrived); the policy lag grows (samples older than "
@@ -142,5 +154,6 @@ class InlineClient:
         return True
 
     def close(self) -> None:
-        self.params.close()
+        if self.params is not None:
+            self.params.close()
 

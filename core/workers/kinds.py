@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
+from zoo.core.graph import PARAMETER_ENDPOINT, endpoint, parameter_endpoint
 
 ACTOR, POLICY, TRAINER = "actor", "policy", "trainer"
 PLUGIN = "zoo.workers"
 """The built-in plugin that registers them (:mod:`zoo.core.workers.plugin`)."""
 
 
-def _inline(cfg: Any) -> bool:
-    return bool(getattr(cfg.policy, "inline", False))
+def _named(cfg: Any) -> bool:
+    policies = getattr(cfg, "policies", None)
+    return policies is not None and not policies.implicit
 
 
 def actor_count(cfg: Any) -> int:
@@ -27,32 +28,64 @@ def actor_count(cfg: Any) -> int:
 
 
 def policy_count(cfg: Any) -> int:
-    """``policy.count``; 0 with ``policy.inline`` (the actors run the policy)."""
-    return 0 if _inline(cfg) else int(cfg.policy.count)
+    """``policy.count``; 0 with ``policy.inline`` (the actors run the policy). Named policies:
+    the sum of every policy's (docs/policies.md)."""
+    if _named(cfg):
+        from zoo.core.graph import policy_layout
+
+        return sum(p.policy_workers for p in policy_layout(cfg))
+    return 0 if bool(getattr(cfg.policy, "inline", False)) else int(cfg.policy.count)
 
 
 def trainer_count(cfg: Any) -> int:
-    """``trainer.count``."""
+    """``trainer.count``. Named policies: the sum of every trainable policy's."""
+    if _named(cfg):
+        from zoo.core.graph import policy_layout
+
+        return sum(p.trainers for p in policy_layout(cfg))
     return int(cfg.trainer.count)
 
 
 def actor_connects(graph: Any) -> tuple[str, ...]:
-    """inference (to its policy worker) and sample (to its trainer); inline (no policy worker):
-    sample and parameter."""
-    return ("sample", "parameter") if graph.inline else ("inference", "sample")
+    """inference (to its policy workers) and sample (to its trainers); parameter when a policy
+    runs inline (implicit inline policy: sample and parameter)."""
+    inline = any(p.inline for p in graph.layout)
+    served = any(p.policy_workers for p in graph.layout)
+    return (("inference",) if served else ()) + ("sample",) + (("parameter",) if inline else ())
 
 
 def describe_trainer(graph: Any, index: int) -> dict[str, Any]:
-    return {"rank": index, "pulls": endpoint("sample", index), "publishes": PARAMETER_ENDPOINT if index == 0 else None,
-            "actors": graph.actors_of_trainer(index)}
+    found = graph.policy_of_worker(TRAINER, index)
+    if found is None or not graph.named:
+        return {"rank": index, "pulls": endpoint("sample", index),
+                "publishes": PARAMETER_ENDPOINT if index == 0 else None, "actors": graph.actors_of_trainer(index)}
+    p, k = found
+    return {"policy": p.name, "rank": k, "pulls": endpoint("sample", k, p.tag),
+            "publishes": parameter_endpoint(p.tag) if k == 0 else None, "actors": graph.actors_of_trainer(index)}
 
 
 def describe_policy(graph: Any, index: int) -> dict[str, Any]:
-    return {"serves": endpoint("inference", index), "subscribes": PARAMETER_ENDPOINT,
+    found = graph.policy_of_worker(POLICY, index)
+    if found is None or not graph.named:
+        return {"serves": endpoint("inference", index), "subscribes": PARAMETER_ENDPOINT,
+                "actors": graph.actors_of_policy(index)}
+    p, m = found
+    source = {"subscribes": parameter_endpoint(p.tag)} if p.trainable else {"loads": p.weights}
+    return {"policy": p.name, "local": m, "serves": endpoint("inference", m, p.tag), **source,
             "actors": graph.actors_of_policy(index)}
 
 
 def describe_actor(graph: Any, index: int) -> dict[str, Any]:
+    if graph.named:
+        requests: dict[str, str] = {}
+        pushes: dict[str, str] = {}
+        for p in graph.layout:
+            m = graph.policy_worker_for(index, p.name)
+            requests[p.name] = "inline" if m is None else endpoint("inference", m, p.tag)
+            k = graph.trainer_for(index, p.name)
+            if k is not None:
+                pushes[p.name] = endpoint("sample", k, p.tag)
+        return {"requests": requests, "pushes": pushes}
     policy = graph.policy_of(index)
     inference: dict[str, Any]
     if policy is None:  # inline: the policy runs in the actor, which pulls the parameters itself

@@ -3,6 +3,9 @@
 Policy worker ``m`` of ``policy.count`` serves the actors assigned to it
 (:mod:`zoo.core.graph`: actor i -> worker i mod M) on its own endpoint ``inference-<m>``,
 and pulls parameters by itself from the one ``parameter`` endpoint trainer 0 publishes on.
+A named policy P's worker m serves ``inference-P-<m>`` and pulls ``parameter-P``; a frozen
+policy's loads its weights file once at start (:meth:`Inference.load_frozen`) and pulls
+nothing (docs/policies.md).
 
 Loop: take the first pending request (waiting up to 0.2 s), then keep collecting until
 ``policy.max_batch`` agent-slots are gathered or ``policy.max_wait_ms`` has passed;
@@ -27,6 +30,7 @@ batch's first request received to its last reply sent: gathering included), and 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -138,13 +142,14 @@ class Inference:
             (:class:`RecurrentStates`), or None for a feed-forward policy.
     """
 
-    def __init__(self, ctx: WorkerContext, index: int) -> None:
+    def __init__(self, ctx: WorkerContext, index: int, cfg: Any = None, spec: Any = None) -> None:
         import torch
 
         from zoo.core.devices import choose_precision, use_device
         from zoo.core.graph import worker_device
 
-        cfg = ctx.cfg
+        cfg = ctx.cfg if cfg is None else cfg  # an inline actor's named policy: that policy's view
+        spec = ctx.spec if spec is None else spec
         torch.set_num_threads(cfg.policy.threads)
         # Sampled actions come from torch's generator: seeded per policy worker (zoo.core.seeding).
         torch.manual_seed(derive_seed(cfg.seed, "policy", index, resume=int(getattr(cfg, "resume", 0) or 0),
@@ -153,7 +158,7 @@ class Inference:
         use_device(self.device)  # before any tensor on cuda:N: no stray context on GPU 0
         self.precision = choose_precision(cfg.policy.precision, self.device)
         algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
-        self.policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(self.device)
+        self.policy = algo_cls.build_policy(cfg.algo, spec).to(self.device)
         self.policy.eval()
         cast_for_precision(self.policy, self.precision)
         state_shape = getattr(self.policy, "state_shape", None)
@@ -161,7 +166,22 @@ class Inference:
         self.autocast = inference_autocast(self.precision, self.device)
         self.version, self.attempt = -1, 0
         # policies that act per env (Ape-X's per-env epsilon) get each row's global env index
-        self.env_index = EnvIndex.from_config(cfg, ctx.spec) if getattr(self.policy, "wants_env_index", False) else None
+        self.env_index = EnvIndex.from_config(cfg, spec) if getattr(self.policy, "wants_env_index", False) else None
+
+    def load_frozen(self, path: str) -> None:
+        """Load a frozen policy's weights once from checkpoint file ``path`` (its
+        ``["algorithm"]["policy"]`` state dict, the same ``load_state_dict`` path as parameters;
+        converted to the dtype of each tensor); :attr:`version` becomes the checkpoint's
+        ``policy_version`` (0 when it has none).
+
+        Raises:
+            CheckpointError: the file cannot be read.
+        """
+        from zoo.core.checkpoint import load_checkpoint
+
+        ckpt = load_checkpoint(path)
+        self.policy.load_state_dict(ckpt["algorithm"]["policy"])
+        self.version, self.attempt = int(ckpt.get("policy_version", 0) or 0), 0
 
     def refresh(self, params, timeout: float) -> bool:
         """Load the newest value of the parameter subscriber ``params`` (waiting up to
@@ -213,12 +233,17 @@ def run(ctx: WorkerContext) -> None:
     """The policy worker's loop (module docstring): wait for the first parameters, then receive
     inference requests, batch them (:func:`gather`), act, reply, load newer parameters, warn
     when they stop arriving."""
-    from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
+    from zoo.core.graph import endpoint, parameter_endpoint
 
     cfg = ctx.cfg
     net = Inference(ctx, ctx.index)
-    server = ctx.transport("inference").reply_server(endpoint("inference", ctx.index))
-    params = ctx.transport("parameter").subscriber(PARAMETER_ENDPOINT)
+    server = ctx.transport("inference").reply_server(endpoint("inference", ctx.rank, ctx.policy))
+    weights = frozen_weights(cfg, ctx.policy)
+    if weights is not None:  # a frozen policy: its weights, once; it subscribes to nothing
+        net.load_frozen(weights)
+        params = None
+    else:
+        params = ctx.transport("parameter").subscriber(parameter_endpoint(ctx.policy))
     max_wait = cfg.policy.max_wait_ms / 1000
     watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic())
     if ctx.meter is None:
@@ -242,6 +267,8 @@ def run(ctx: WorkerContext) -> None:
                 counts["batches"] += 1
                 counts["rows"] += rows
                 watch.served()
+            if params is None:
+                continue
             start = time.perf_counter()
             if net.refresh(params, 0):  # newer weights, or the first of a restarted trainer
                 meter.lap("busy", start)
@@ -252,7 +279,18 @@ def run(ctx: WorkerContext) -> None:
                     watch.warned()
     finally:
         server.close()
-        params.close()
+        if params is not None:
+            params.close()
+
+
+def frozen_weights(cfg: Any, policy: str) -> str | None:
+    """The weights file a frozen named policy ``policy`` serves (resolved when the config was
+    built), or None for a trainable or the implicit ("") policy."""
+    policies = getattr(cfg, "policies", None)
+    if not policy or policies is None:
+        return None
+    pol = policies.named[policy]
+    return None if pol.trainable else pol.weights
 
 
 class EnvIndex:

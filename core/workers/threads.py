@@ -21,6 +21,10 @@ Measured on 2 cores (benchmarks/RESULTS.md, issue 13): at CleanRL's Pong workloa
 threads 345 with the cores 99% busy; at CleanRL's CartPole workload (1 inline actor of 4 envs)
 1 trainer thread 8,928, 2 threads 5,403.
 
+With named policies (docs/policies.md) the counts are every policy's together: policy workers
+(each with its policy's ``policy.threads``), trainers of every trainable policy, and an actor
+runs one thread per env core plus, for each inline policy, its ``policy.threads`` (at least 1).
+
 ``cores`` is the CPUs this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where
 that is missing). With a launcher that places roles on several hosts, each trainer counts the
 cores of its own host as if every role ran there.
@@ -87,10 +91,21 @@ def thread_plan(cfg: Any, cores: int | None = None) -> ThreadPlan:
     inline = bool(getattr(cfg.policy, "inline", False))
     actor = policy if inline else 1
     policy_workers = 0 if inline else int(cfg.policy.count)
+    policy_threads = policy_workers * policy
     trainers = int(cfg.trainer.count)
+    named = getattr(cfg, "policies", None)
+    if named is not None and not named.implicit:  # every policy's workers share the machine
+        pols = [named.named[n] for n in named.named]
+        inline_threads = sum(int(p.policy.threads) for p in pols if p.policy.inline)
+        actor = inline_threads or 1
+        served = [p for p in pols if not p.policy.inline]
+        policy_workers = sum(int(p.policy.count) for p in served)
+        policy_threads = sum(int(p.policy.count) * int(p.policy.threads) for p in served)
+        policy = max((int(p.policy.threads) for p in served), default=policy)
+        trainers = sum(int(p.trainer.count) for p in pols if p.trainable)
     explicit = int(cfg.trainer.threads or 0)
     images = image_observations(getattr(cfg, "spec", None))
-    left = cores if images else cores - actors * actor - policy_workers * policy
+    left = cores if images else cores - actors * actor - policy_threads
     trainer = explicit or max(1, left // trainers)
     return ThreadPlan(cores, actors, actor, policy_workers, policy, trainers, trainer, not explicit, images)
 

@@ -55,7 +55,7 @@ import numpy as np
 from zoo.core import devices as zdevices
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import latest_path
-from zoo.core.graph import PARAMETER_ENDPOINT, endpoint
+from zoo.core.graph import endpoint, parameter_endpoint
 from zoo.core.health import Meter
 from zoo.core.seeding import derive_seed
 from zoo.core.workers.accounting import RECENT_EPISODES, TrainerState  # noqa: F401  (re-exported)
@@ -152,19 +152,22 @@ def _devices(cfg: Any, count: int) -> list[str] | None:
 
 def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
     """The trainer's algorithm (``cfg.algo_name`` with ``cfg.algo``) on this rank's device
-    (``devices[ctx.index]``; None: the algorithm has no ``device`` option), after setting
+    (``devices[ctx.rank]``; None: the algorithm has no ``device`` option), after setting
     torch's threads (:mod:`zoo.core.workers.threads`) and seed."""
     import dataclasses
 
     import torch
 
-    cfg, rank = ctx.cfg, ctx.index
+    cfg, rank = ctx.cfg, ctx.rank
     torch.set_num_threads(thread_plan(cfg).trainer)
     # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
     # so they all start from the same weights.
     # A restarted trainer (ctx.attempt >= 1) draws new ones: it does not replay the crashed attempt
     # (its checkpoint, when there is one, then restores the state it continues from).
-    seed = derive_seed(cfg.seed, "trainer", 0, attempt=ctx.attempt)
+    # Named policies: the policy's position in the run's declaration order, so two policies of one
+    # algorithm start from different weights.
+    which = list(cfg.policies.named).index(ctx.policy) if ctx.policy else 0
+    seed = derive_seed(cfg.seed, "trainer", which, attempt=ctx.attempt)
     torch.manual_seed(seed)
     algo_cfg = cfg.algo
     if devices is not None and devices[rank] != algo_cfg.device:
@@ -176,7 +179,7 @@ def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
 
 # ----------------------------------------------------------------------------- the worker
 class Trainer:
-    """One trainer worker (rank ``ctx.index`` of ``trainer.count``): the algorithm and its parts.
+    """One trainer worker (rank ``ctx.rank`` of its policy's ``trainer.count``): the algorithm and its parts.
 
     Rank 0 (``lead``) alone publishes parameters, writes ``metrics.jsonl`` and checkpoints,
     and reports to the controller; on the other ranks :meth:`publish`, :meth:`log`,
@@ -189,17 +192,18 @@ class Trainer:
 
         cfg, spec = ctx.cfg, ctx.spec
         self.ctx, self.cfg, self.spec = ctx, cfg, spec
-        K, rank = cfg.trainer.count, ctx.index
+        K, rank = cfg.trainer.count, ctx.rank
         self.lead = rank == 0  # publishes parameters, writes metrics and checkpoints, reports to the controller
         self.learn = bool(cfg.trainer.learn)
         devices = _devices(cfg, K)
         self.algo = make_algorithm(ctx, devices)
         if self.lead:
-            prepare_dir(ctx.run_dir)
+            prepare_dir(ctx.run_dir, ctx.policy)
         self.state = st = TrainerState()
         self.resume = int(getattr(cfg, "resume", 0) or 0)
         self.attempt = int(getattr(ctx, "attempt", 0) or 0)
-        self.start_from = start_from_checkpoint(ctx.run_dir, self.resume, self.attempt, self.algo, st)
+        self.start_from = start_from_checkpoint(ctx.run_dir, self.resume, self.attempt, self.algo, st,
+                                                ctx.policy)
         if self.lead and st.rng_note:
             ctx.send_control("warning", timeout=0.05, key="rng", message=st.rng_note)
         if not self.lead:  # the samples waiting in the checkpoint were rank 0's
@@ -209,21 +213,22 @@ class Trainer:
         self.meter = ctx.meter  # time waiting for samples, pulls, updates: sent with heartbeats
         counts = self.meter.counts
         self.samples = SampleReceiver(
-            ctx.transport("sample").puller(endpoint("sample", rank)), cfg.trainer.batch_samples,
+            ctx.transport("sample").puller(endpoint("sample", rank, ctx.policy)), cfg.trainer.batch_samples,
             cfg.trainer.max_policy_lag, spec.num_agents, collate,
             lambda meta, sample: sample_origin(meta, sample, spec.num_agents),
             on_pull=lambda meta: counts.__setitem__("samples_pulled", counts["samples_pulled"] + 1),
             pending=st.pending, origins=st.origins, share=st.pending_share, version=st.version)
         st.drop_pending()  # handed to the receiver
-        self.params = ctx.transport("parameter").publisher(PARAMETER_ENDPOINT) if self.lead else None
+        self.params = ctx.transport("parameter").publisher(parameter_endpoint(ctx.policy)) if self.lead else None
         self.metrics = (MetricsWriter(ctx.run_dir, cfg.log.tensorboard, self.start_from.truncate_to,
-                                      self.start_from.purge_step) if self.lead else None)
+                                      self.start_from.purge_step, ctx.policy) if self.lead else None)
         _, self.budget_steps = budget(cfg, spec)
         self.test_delay_s = float(os.environ.get(TEST_DELAY_ENV) or 0)
         self.guard = NonFiniteGuard(st, getattr(cfg.trainer, "max_nonfinite_updates", 1), self.learn)
         self.start = time.monotonic()
         self.checkpoints = Checkpointer(ctx.run_dir, cfg.trainer.checkpoint_interval,
-                                        getattr(cfg.trainer, "checkpoint_interval_s", 0), cfg.trainer.keep_checkpoints)
+                                        getattr(cfg.trainer, "checkpoint_interval_s", 0), cfg.trainer.keep_checkpoints,
+                                        policy=ctx.policy)
         self.republish = Republisher(self.publish if self.lead else None, REPUBLISH_S)
         self.sync: SoloSync | GroupSync = (SoloSync() if K == 1
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
@@ -245,6 +250,8 @@ class Trainer:
             self.samples.start()  # receives and collates the next batch while each update runs
             finished = self.loop()
             self.finish(finished)
+            if finished and self.ctx.policy:
+                self.drain()
         finally:
             self.sync.close()
             if self.metrics is not None:
@@ -307,7 +314,20 @@ class Trainer:
                   "episode_return_mean": self.state.return_mean()})
         if finished:
             self.report()
-            self.ctx.send_control("done", timeout=2.0, **self.counters(), **self.state.flow(time.monotonic()))
+            self.ctx.send_control("done", timeout=2.0, **self.counters(), **self.state.flow(time.monotonic()),
+                                  **self.named())
+
+    def drain(self) -> None:
+        """A named policy that reached the budget before the others keeps taking its samples and
+        discards them (``samples_discarded`` on its heartbeats; no update, no publish) until the
+        run is stopped, so the actors, which wait for room on every policy's sample stream, are
+        never held back by it (docs/policies.md, "When the run is done")."""
+        counts = self.meter.counts
+        while not self.ctx.stop:
+            self.ctx.heartbeat()
+            ready, _ = self.samples.take(RECV_S, updating=False)
+            if ready is not None:
+                counts["samples_discarded"] = counts.get("samples_discarded", 0) + len(ready[1])
 
     # ------------------------------------------------------------------ receive
     def receive(self) -> tuple | None:
@@ -358,7 +378,7 @@ class Trainer:
             self.ctx.send_control("warning", timeout=0.05, key="nonfinite", message=skip.warning())
         if skip.last:
             self.checkpoint()
-            raise self.guard.error(skip, latest_path(self.ctx.run_dir))
+            raise self.guard.error(skip, latest_path(self.ctx.run_dir, self.ctx.policy))
 
     # ------------------------------------------------------------------ publish, log, checkpoint, report
     def publish(self) -> None:
@@ -370,6 +390,10 @@ class Trainer:
         self.params.publish(state, {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps,
                                     "trainer_attempt": self.ctx.attempt})
         self.republish.published(time.monotonic())
+
+    def named(self) -> dict[str, str]:
+        """``{"policy": P}`` for a named policy's trainer (status and done messages), else ``{}``."""
+        return {"policy": self.ctx.policy} if self.ctx.policy else {}
 
     def counters(self) -> dict[str, int]:
         return self.state.counters(self.spec.frame_skip)
@@ -424,7 +448,7 @@ class Trainer:
             extra["nonfinite_updates"] = st.nonfinite_updates
         self.ctx.send_control("status", timeout=0.05, **self.counters(), **st.flow(time.monotonic()),
                               budget_env_steps=self.budget_steps, episode_return_mean=st.return_mean(),
-                              **st.recent_means(), **extra)
+                              **st.recent_means(), **extra, **self.named())
 
 
 def _join_group(trainer: Trainer, devices: list[str] | None) -> Any:
@@ -433,11 +457,12 @@ def _join_group(trainer: Trainer, devices: list[str] | None) -> Any:
     from zoo.core import distributed as zdist
     from zoo.core.resolver import resolver_from_config
 
-    ctx, cfg, rank, K = trainer.ctx, trainer.cfg, trainer.ctx.index, trainer.cfg.trainer.count
+    ctx, cfg, rank, K = trainer.ctx, trainer.cfg, trainer.ctx.rank, trainer.cfg.trainer.count
     resolver = ctx.resolver or resolver_from_config(ctx.registry, cfg)  # the one the transports use
     return zdist.TrainerGroup.join(rank, K, devices[rank] if devices else "cpu", devices or ["cpu"] * K,
                                    ctx.run_id, resolver, cfg.trainer.collective_timeout_s,
-                                   stop=lambda: ctx.stop, heartbeat=lambda: trainer.republish.tick(ctx.heartbeat))
+                                   stop=lambda: ctx.stop, heartbeat=lambda: trainer.republish.tick(ctx.heartbeat),
+                                   store_key=f"trainers.{ctx.policy}.store" if ctx.policy else zdist.STORE_KEY)
 
 
 def _run(ctx: WorkerContext) -> None:
@@ -445,7 +470,7 @@ def _run(ctx: WorkerContext) -> None:
 
 
 def run(ctx: WorkerContext) -> None:
-    """The trainer worker's loop (module docstring); trainer ``ctx.index`` is rank ``ctx.index``
+    """The trainer worker's loop (module docstring); trainer ``ctx.index`` is rank ``ctx.rank``
     of ``trainer.count``.
 
     Raises:

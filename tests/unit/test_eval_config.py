@@ -20,3 +20,12 @@ def test_a_config_without_algo_or_env_name_is_refused_naming_the_key(tmp_path, c
         load_evaluation(tmp_path)
     assert str(err.value) == (f"run {str(tmp_path)!r} cannot be rebuilt: its config.json has no {key} (a name, got "
                               f"{got}); take the config from a run that zoo train wrote with --run RUN")
+
+
+def test_a_run_of_named_policies_is_refused_in_one_line_naming_them(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"algo_name": "mappo", "env_name": "hide-and-seek",
+                                                      "policies": {"hiders": {}, "seekers": {}}}))
+    with pytest.raises(RunError) as err:
+        load_evaluation(tmp_path)
+    assert str(err.value) == (f"run {str(tmp_path)!r} names policies (hiders, seekers): zoo eval plays a run of one "
+                              "policy; evaluating named policies is not built yet (docs/policies.md, 'Not yet')")

@@ -15,7 +15,14 @@ import torch
 from mpe2 import simple_adversary_v3, simple_spread_v3
 
 from zoo.core.checkpoint import FORMAT, latest_path, write_checkpoint
-from zoo.core.config import ConfigError, ExperimentConfig, algorithm_config_class, build_config, load_config_file
+from zoo.core.config import (
+    ConfigError,
+    ExperimentConfig,
+    algorithm_config_class,
+    build_config,
+    config_to_dict,
+    load_config_file,
+)
 from zoo.core.env import PettingZooEnv
 from zoo.core.plugins import get_registry
 from zoo.core.policies import (
@@ -511,12 +518,21 @@ def test_a_run_made_before_named_policies_resumes_as_its_one_default_policy(regi
     assert pols.agents == {"agent_0": "default"} and policies_to_dict(pols) == {}
 
 
-def test_zoo_train_still_refuses_policy_tables_as_unknown_options(registry, tmp_path):
+def test_zoo_train_reads_named_policies_from_the_file_and_set_and_names_a_bad_key(registry, tmp_path):
     toml = tmp_path / "teams.toml"
-    toml.write_text('[policies.hiders]\nalgo = "ppo"\n')
+    toml.write_text('[policies.hiders]\nalgo = "ppo"\ntrainer.batch_samples = 8\n')
+    cfg = build_config(registry, "ppo", "CartPole-v1", config_file=toml, steps=20_000, name="t",
+                       overrides=["policies.hiders.policy.count=1"])
+    assert list(cfg.policies.named) == ["hiders"] and not cfg.policies.implicit
+    assert cfg.policies["hiders"].trainer.batch_samples == 8 and cfg.policies["hiders"].agents == ("agent_0",)
+    saved = config_to_dict(cfg)
+    assert saved["policies"]["hiders"]["trainer"]["batch_samples"] == 8 and saved["agents"] == []
+    plain = build_config(registry, "ppo", "CartPole-v1", steps=20_000, name="t")
+    assert plain.policies is None and "policies" not in config_to_dict(plain)
+    toml.write_text('[policies.hiders]\nalgo = "ppo"\ntrainer.batch_sample = 8\n')
     with pytest.raises(ConfigError) as info:
         build_config(registry, "ppo", "CartPole-v1", config_file=toml, steps=20_000, name="t")
-    assert str(info.value).startswith(f"--config {toml}: unknown field 'policies.hiders.algo'")
+    assert info.value.field == "policies.hiders.trainer.batch_sample"
 
 
 def test_build_policies_leaves_the_global_torch_rng_alone(registry, adv_spec, tmp_path):

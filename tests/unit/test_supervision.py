@@ -263,3 +263,21 @@ def test_supervision_values_are_checked_up_front():
         "its torch.distributed group); set --set supervision.trainer_restarts=0 and resume a stopped run with "
         "zoo resume NAME"]
 
+
+
+def test_with_named_policies_the_run_is_finished_when_every_trainable_policys_rank_0_exited_0():
+    from tests.unit.fakes import Clock, FakeLauncher
+
+    graph = [("trainer", 0), ("trainer", 1), ("trainer", 2), ("policy", 0), ("actor", 0)]
+    s = Supervisor(FakeLauncher(), lambda role, index, attempt: (role, index, attempt),
+                   SupervisionConfig(heartbeat_timeout_s=10.0, start_timeout_s=30.0), Clock(),
+                   finishers=[("trainer", 0), ("trainer", 1)])  # policy A: trainer 0; policy B: trainers 1, 2
+    s.start_all(graph)
+    for role, index in graph:
+        beat(s, role, index)
+    s.workers[("trainer", 0)].handle.code = 0
+    assert s.check() == [] and s.trainer_finished() is False  # policy B still trains
+    s.workers[("trainer", 2)].handle.code = 0  # a rank that is not B's rank 0: the run is not finished
+    assert s.check() == [] and s.trainer_finished() is False
+    s.workers[("trainer", 1)].handle.code = 0
+    assert s.trainer_finished() is True

@@ -1,0 +1,136 @@
+"""`zoo train --config` with named policies, end to end (docs/policies.md): two policies on
+mpe2's simple_spread_v3 by agent name both update, each with its own checkpoint folder and
+per-policy returns; then one of them frozen at the first run's weights serves them unchanged."""
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import pytest
+
+from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start
+
+pytestmark = pytest.mark.integration
+
+ENV = "pettingzoo:mpe2.simple_spread_v3"
+TEAMS = """
+sample_length = 25
+[actors]
+count = 1
+envs_per_actor = 4
+ring_size = 2
+[trainer]
+batch_samples = 8
+[policies.lead]
+algo = "mappo"
+{lead}
+[policies.rest]
+algo_name = "mappo"
+algo.epochs = 2
+[[agents]]
+match = "agent_0"
+policy = "lead"
+[[agents]]
+match = "*"
+policy = "rest"
+"""
+
+
+def _train(tmp_path, name, lead, steps, mark):
+    config = tmp_path / f"{name}.toml"
+    config.write_text(TEAMS.format(lead=lead))
+    proc = start("train", "mappo", "--env", ENV, "--config", str(config), "--steps", str(steps), "--name", name,
+                 "--set", f"runs_dir={tmp_path / 'runs'}", env=subprocess_env(ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
+    assert proc.returncode == 0, err[-3000:]
+    assert marked_processes(mark) == [] and leftovers(proc.pid) == []
+    return tmp_path / "runs" / name, out
+
+
+def test_two_policies_train_by_agent_name_and_a_frozen_one_serves_its_weights_unchanged(tmp_path):
+    mark = uuid.uuid4().hex
+    run, out = _train(tmp_path, "teams", "", 600, mark)
+    assert "policies lead (1 agent, 1 policy worker, 1 trainer), rest (2 agents, 1 policy worker, 1 trainer)" in out
+    assert "checkpoints/lead/latest.pt, checkpoints/rest/latest.pt" in out
+    rows = read_metrics(run)
+    for policy in ("lead", "rest"):
+        updates = [r for r in rows if r["type"] == "update" and r.get("policy") == policy]
+        assert [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1)) and updates
+        ends = [r for r in rows if r["type"] == "end" and r.get("policy") == policy]
+        assert len(ends) == 1 and ends[0]["env_steps"] >= 600
+        assert (run / "checkpoints" / policy / "latest.pt").is_file()
+    assert not (run / "checkpoints" / "latest.pt").exists()
+    episodes = [r for r in rows if r["type"] == "episode"]
+    assert episodes and all({"return", "lead_return", "rest_return"} <= set(e) for e in episodes)
+    graph = json.loads((run / "graph.json").read_text())
+    assert graph["counts"] == {"trainer": 2, "policy": 2, "actor": 1}
+    assert graph["policies"]["rest"]["agents"] == ["agent_1", "agent_2"]
+    actor = next(w for w in graph["workers"] if w["role"] == "actor")
+    assert (actor["requests"], actor["pushes"]) == ({"lead": "inference-lead-0", "rest": "inference-rest-0"},
+                                                    {"lead": "sample-lead-0", "rest": "sample-rest-0"})
+    saved = json.loads((run / "config.json").read_text())
+    assert list(saved["policies"]) == ["lead", "rest"] and saved["policies"]["rest"]["algo"]["epochs"] == 2
+
+    # lead frozen at the first run's weights (a run folder: its policy of the same name)
+    weights = run / "checkpoints" / "lead" / "latest.pt"
+    before = hashlib.sha256(weights.read_bytes()).hexdigest()
+    frozen, out = _train(tmp_path, "frozen", f'trainable = false\nweights = "{run}"', 300, mark)
+    assert "lead (1 agent, 1 policy worker, frozen)" in out
+    rows = read_metrics(frozen)
+    assert {r.get("policy") for r in rows if r["type"] in ("update", "end")} == {"rest"}
+    assert [r for r in rows if r["type"] == "update"]
+    assert not (frozen / "checkpoints" / "lead").exists() and (frozen / "checkpoints" / "rest" / "latest.pt").is_file()
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == before
+    graph = json.loads((frozen / "graph.json").read_text())
+    lead = graph["policies"]["lead"]
+    assert (lead["weights"], lead["trainers"], lead["trainable"]) == (str(weights.resolve()), [], False)
+    served = next(w for w in graph["workers"] if w["role"] == "policy" and w["policy"] == "lead")
+    assert served["loads"] == str(weights.resolve()) and "subscribes" not in served
+    actor = next(w for w in graph["workers"] if w["role"] == "actor")
+    assert actor["pushes"] == {"rest": "sample-rest-0"}
+    assert [p.name for p in (tmp_path / "runs").iterdir()] and marked_processes(mark) == []
+
+
+ADVERSARY = """
+sample_length = 25
+[actors]
+count = 1
+envs_per_actor = 4
+ring_size = 2
+[trainer]
+batch_samples = 8
+[policies.adversary]
+algo = "mappo"
+[policies.good]
+algo = "mappo"
+[[agents]]
+match = "adversary_*"
+policy = "adversary"
+[[agents]]
+match = "agent_*"
+policy = "good"
+"""
+
+
+def test_teams_whose_observations_differ_each_train_their_own_network(tmp_path):
+    """simple_adversary_v3: the adversary sees 8 numbers, the good agents 10 (PaddedSpaces)."""
+    mark = uuid.uuid4().hex
+    config = tmp_path / "adv.toml"
+    config.write_text(ADVERSARY)
+    proc = start("train", "mappo", "--env", "pettingzoo:mpe2.simple_adversary_v3", "--config", str(config),
+                 "--steps", "300", "--name", "adv", "--set", f"runs_dir={tmp_path}",
+                 env=subprocess_env(ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
+    assert proc.returncode == 0, err[-3000:]
+    run = tmp_path / "adv"
+    rows = read_metrics(run)
+    assert {r["policy"] for r in rows if r["type"] == "update"} == {"adversary", "good"}
+    episodes = [r for r in rows if r["type"] == "episode"]
+    assert episodes and all({"adversary_return", "good_return"} <= set(e) for e in episodes)
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["env"]["mixed_spaces"] is True
+    spaces = saved["env_spec"]["agent_spaces"]
+    assert spaces["adversary_0"]["observation_space"]["obs"] == "Box(-inf, inf, (8,), float32)"
+    assert marked_processes(mark) == [] and leftovers(proc.pid) == []
