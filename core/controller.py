@@ -50,6 +50,7 @@ from zoo.core.stopping import (  # noqa: F401
     StopRequested,
     checkpoint_on_disk,
     kept_checkpoint,
+    raise_lost_stop,
     second_ctrl_c_stops_now,
 )
 from zoo.core.stopping import ignoring_stop_signals as _ignoring_stop_signals
@@ -314,6 +315,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
             awaited = controller.done_policies()  # every trainable policy says done (named: its rank 0)
             finished: set[str] = set()
             while True:
+                raise_lost_stop()  # a Ctrl-C or SIGTERM that code it interrupted swallowed: stop now
                 done = False
                 for meta in controller.poll(POLL_S):
                     health.on_control(meta)

@@ -44,11 +44,27 @@ CTRL_C = threading.Event()
 is the Ctrl-C's (:func:`from_ctrl_c`)."""
 
 
+RECEIVED: list[int] = []
+"""The stop signals zoo's handlers received, in order: SIGINT (:func:`ctrl_c_handler`), SIGTERM
+and SIGHUP (inside :func:`signals_stop_the_run`); read by :func:`raise_lost_stop`."""
+
+
 def ctrl_c_handler(signum: int, frame: object) -> None:
     """``zoo``'s SIGINT handler (installed by :func:`zoo.__main__.run`): records the Ctrl-C in
-    :data:`CTRL_C`, then raises KeyboardInterrupt as Python's own handler does."""
+    :data:`CTRL_C` and :data:`RECEIVED`, then raises KeyboardInterrupt as Python's own handler does."""
     CTRL_C.set()
+    RECEIVED.append(signum)
     raise KeyboardInterrupt
+
+
+def raise_lost_stop() -> None:
+    """Raise again a stop signal whose KeyboardInterrupt was lost: :class:`StopRequested` with
+    the first signal in :data:`RECEIVED`, if any. The controller's loop calls it on every pass:
+    the loop runs only while no stop was raised in it, so a signal recorded then was swallowed
+    by code it interrupted (seen: Ctrl-C while ``zoo train`` started its workers ignored, the run
+    going on to its budget and exit 0)."""
+    if RECEIVED:
+        raise StopRequested(RECEIVED[0])
 
 
 def from_ctrl_c(exc: BaseException) -> bool:
@@ -86,6 +102,7 @@ def signals_stop_the_run():
         return
 
     def stop(signum, frame):
+        RECEIVED.append(signum)
         raise StopRequested(signum)
 
     wanted = [sig for sig in (signal.SIGTERM, signal.SIGHUP)

@@ -74,9 +74,10 @@ def _restore_environment_signals_and_stop_clis():
             signal.signal(s, handler)
     if signal.pthread_sigmask(signal.SIG_BLOCK, set()) != BASELINE_MASK:
         signal.pthread_sigmask(signal.SIG_SETMASK, BASELINE_MASK)
-    from zoo.core.stopping import CTRL_C
+    from zoo.core.stopping import CTRL_C, RECEIVED
 
     CTRL_C.clear()  # a Ctrl-C recorded by zoo's handler in this process: later errors are not its
+    RECEIVED.clear()  # nor a later controller's loop's stop
     if dict(os.environ) != saved:
         os.environ.clear()
         os.environ.update(saved)

@@ -111,3 +111,80 @@ def test_a_run_whose_launch_fails_says_so_in_status_json(tmp_path, monkeypatch):
     with pytest.raises(LaunchError):
         controller.run(cfg, None, print, str(tmp_path))
     assert (tmp_path / "status.json").read_bytes() == before
+
+
+def test_a_ctrl_c_swallowed_while_the_workers_start_still_stops_the_run(tmp_path, monkeypatch):
+    """Seen under load (test_interrupt[workers-starting]): a Ctrl-C that landed while ``zoo train``
+    started its workers was lost, and the run went on to its budget and exit 0. zoo's handlers
+    record every stop signal; the controller's loop raises a recorded one it never saw."""
+    import json
+    import types
+
+    from zoo.core import controller
+    from zoo.core.config import ExperimentConfig
+    from zoo.core.stopping import RECEIVED, ctrl_c_handler
+
+    calls = []
+
+    class Swallowing:
+        """A controller whose worker start swallows the KeyboardInterrupt of a Ctrl-C, as code it
+        interrupts may; its workers never finish (the run would otherwise go on to its budget)."""
+
+        def __init__(self, cfg, spec, run_dir):
+            self.graph = types.SimpleNamespace(workers=lambda: [("trainer", 0)])
+            self.graph_file = types.SimpleNamespace(complete=lambda handles: None)
+            self.supervisor = types.SimpleNamespace(handles={})
+
+        def start(self):
+            try:
+                ctrl_c_handler(signal.SIGINT, None)  # Ctrl-C now, inside the start...
+            except KeyboardInterrupt:
+                calls.append("swallowed")  # ...lost in it
+
+        def done_policies(self):
+            return {""}
+
+        def poll(self, timeout):
+            calls.append("poll")
+            assert calls.count("poll") < 50, "the recorded Ctrl-C was never raised"
+            return []
+
+        def trainer_finished(self):
+            return False
+
+        def supervise(self):
+            return []
+
+        def restore_restart_rows(self):
+            pass
+
+        def stop(self, now=None):
+            calls.append("stop")
+            return False
+
+    monkeypatch.setattr(controller, "Controller", Swallowing)
+    cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", env_steps=10, name="r")
+    spec = types.SimpleNamespace(frame_skip=1)
+    try:
+        code = controller.run(cfg, spec, lambda status: None, str(tmp_path))
+    finally:
+        RECEIVED.clear()
+    assert code == 130
+    assert set(calls) == {"swallowed", "stop"} and calls[0] == "swallowed"  # raised before the first poll
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert (status["status"], status["exit_code"], status["reason"]) == ("stopped", 130, "Ctrl-C")
+
+
+def test_a_lost_sigterm_is_raised_as_sigterm():
+    import pytest
+
+    from zoo.core.stopping import RECEIVED, STOPS, StopRequested, raise_lost_stop
+
+    raise_lost_stop()  # nothing received: nothing raised
+    RECEIVED.append(signal.SIGTERM)
+    try:
+        with pytest.raises(StopRequested) as stop:
+            raise_lost_stop()
+    finally:
+        RECEIVED.clear()
+    assert STOPS[stop.value.signum] == ("SIGTERM", 143)
