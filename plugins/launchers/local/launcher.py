@@ -68,20 +68,23 @@ class LocalLauncher(Launcher):
 
 @contextlib.contextmanager
 def sigint_ignored_by_children():
-    """Processes started inside the block ignore SIGINT from their first instruction; a
-    Ctrl-C meanwhile stops this process only once the start is complete.
+    """Processes started inside the block hold SIGINT from their first instruction until
+    :func:`worker_main` ignores it; a Ctrl-C meanwhile stops this process only once the start
+    is complete.
 
     Ctrl-C reaches every process of the terminal's foreground group: a worker still
     importing its modules (before :func:`worker_main` ignores SIGINT itself) would print a
-    ``KeyboardInterrupt`` traceback. An ignored SIGINT stays ignored across ``exec`` (and
-    Python keeps it so), so SIGINT is ignored, and blocked in this thread, for the
-    ``fork``/``exec`` call itself (``multiprocessing.util.spawnv_passfds``, which the spawn
-    start method calls; milliseconds). A Ctrl-C landing in exactly that window can be lost
-    when another thread of this process (nng's, the live display's) takes it; pressing it
-    again works. The rest of the block only records a Ctrl-C (raising in the middle of
-    ``Process.start`` would leave the child without its start-up data: it would die with a
-    traceback) and hands it to the previous handler at the end. Main thread only
-    (elsewhere signals cannot be set): then nothing changes.
+    ``KeyboardInterrupt`` traceback. A blocked signal stays blocked across ``fork`` and
+    ``exec``, so SIGINT is blocked in this thread for the ``fork``/``exec`` call itself
+    (``multiprocessing.util.spawnv_passfds``, which the spawn start method calls); the child
+    keeps a Ctrl-C pending until :func:`worker_main` sets SIGINT to ignored (which drops it)
+    and unblocks it, as multiprocessing's resource tracker does. This process only blocks it:
+    a Ctrl-C in that window waits, or goes to another of its threads, and is recorded (it used
+    to set SIGINT to ignored there too, and a Ctrl-C in the window was discarded by the
+    kernel: under load ``zoo train`` then ran on to its budget). The rest of the block only
+    records a Ctrl-C (raising in the middle of ``Process.start`` would leave the child without
+    its start-up data: it would die with a traceback) and hands it to the previous handler at
+    the end. Main thread only (elsewhere signals cannot be set): then nothing changes.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -90,17 +93,16 @@ def sigint_ignored_by_children():
     record = lambda signum, frame: caught.append(signum)  # noqa: E731
     real = mp_util.spawnv_passfds
 
-    def spawn_ignoring_sigint(path, args, passfds):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def spawn_holding_sigint(path, args, passfds):
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             return real(path, args, passfds)
         finally:
-            signal.signal(signal.SIGINT, record)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            if signal.SIGINT not in blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     previous = signal.signal(signal.SIGINT, record)
-    mp_util.spawnv_passfds = spawn_ignoring_sigint
+    mp_util.spawnv_passfds = spawn_holding_sigint
     try:
         yield
     finally:
