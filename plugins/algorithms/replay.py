@@ -53,6 +53,27 @@ class SumTree:
         """Leaf values at ``idx`` (int ``[m]``), float64 ``[m]``."""
         return self.tree[self.size + np.asarray(idx, np.int64)]
 
+    def stratified(self, m: int, n_valid: int, beta: float, rng: np.random.Generator,
+                   who: str = "replay") -> tuple[np.ndarray, np.ndarray]:
+        """``m`` leaves drawn by priority, one from each of ``m`` equal slices of the total mass
+        (Schaul et al. 2016, "Prioritized Experience Replay", section 3.3), with their importance
+        weights ``(n_valid * P(i)) ** -beta`` scaled to a maximum of 1 (ibid., section 3.4).
+
+        Returns:
+            ``(idx, weight)``: int64 ``[m]`` leaf indices and float32 ``[m]`` weights.
+
+        Raises:
+            ValueError: ``n_valid`` is 0 or every priority is 0 (message starts with ``who``).
+        """
+        total = self.total
+        if n_valid == 0 or total <= 0:
+            raise ValueError(f"{who}: cannot sample from an empty replay")
+        mass = (np.arange(m) + rng.random(m)) * (total / m)
+        idx = self.find(np.minimum(mass, np.nextafter(total, 0)))
+        prob = self.leaves(idx) / total
+        weight = (n_valid * prob) ** (-beta)
+        return idx, (weight / weight.max()).astype(np.float32)
+
     def update(self, idx: np.ndarray, values: np.ndarray) -> None:
         """Set leaves ``idx`` (int ``[m]``) to ``values`` (``[m]``, >= 0, finite); the last one wins
         where ``idx`` repeats.
@@ -213,14 +234,7 @@ class Replay:
         Raises:
             ValueError: the replay holds no transition.
         """
-        total = self.tree.total
-        if self.n_valid == 0 or total <= 0:
-            raise ValueError("replay: cannot sample from an empty replay")
-        mass = (np.arange(m) + rng.random(m)) * (total / m)
-        idx = self.tree.find(np.minimum(mass, np.nextafter(total, 0)))
-        prob = self.tree.leaves(idx) / total
-        weight = (self.n_valid * prob) ** (-beta)
-        weight = (weight / weight.max()).astype(np.float32)
+        idx, weight = self.tree.stratified(m, self.n_valid, beta, rng)
         s = self.s_ref[idx] % self.obs_capacity
         b = self.boot_ref[idx] % self.obs_capacity
         assert self.action is not None, "a non-empty replay is allocated"

@@ -115,14 +115,7 @@ class SequenceReplay:
         Raises:
             ValueError: the replay holds no sequence.
         """
-        total = self.tree.total
-        if self.n_valid == 0 or total <= 0:
-            raise ValueError("r2d2 replay: cannot sample from an empty replay")
-        mass = (np.arange(m) + rng.random(m)) * (total / m)
-        idx = self.tree.find(np.minimum(mass, np.nextafter(total, 0)))
-        prob = self.tree.leaves(idx) / total
-        weight = (self.n_valid * prob) ** (-beta)
-        weight = (weight / weight.max()).astype(np.float32)
+        idx, weight = self.tree.stratified(m, self.n_valid, beta, rng, "r2d2 replay")
         refs = self.final_ref[idx]
         fpos = np.argwhere(refs >= 0)
         frows = refs[fpos[:, 0], fpos[:, 1]] % self.final_capacity
