@@ -125,6 +125,30 @@ def test_cut_sequences_hand_worked():
         cut_sequences(b, m=4, period=2, burn_in=1, gamma=0.5, n=2)
 
 
+
+def test_cut_sequences_a_step_both_terminated_and_truncated_needs_no_final_observation():
+    """CartPole's pole can fall on its 500th step: terminated and truncated both True. The actor
+    keeps no final observation for it (a terminated step bootstraps from nothing), so the cut
+    must neither ask for one nor bootstrap from one. T = 4, one column, m = 4, n = 2, gamma 0.5,
+    reward 1, step 1 terminated and truncated; the CI run of r2d2 on CartPole raised here."""
+    T, B = 4, 1
+    t = np.arange(T + 1)[:, None].astype(np.float32)
+    terminated = np.zeros((T, B), bool)
+    terminated[1, 0] = True
+    truncated = terminated.copy()
+    on_reset = np.zeros((T, B), bool)
+    on_reset[0] = on_reset[2] = True
+    b = {"obs": {"obs": t[..., None]}, "action": np.zeros((T, B), np.int64), "reward": np.ones((T, B), np.float32),
+         "terminated": terminated, "truncated": truncated, "active": np.ones((T, B), bool), "on_reset": on_reset,
+         "rnn_state": np.zeros((T, B, 2, 1), np.float32),
+         "final_obs": {"obs": np.zeros((0, 1), np.float32)}, "final_index": np.zeros((0, 2), np.int64)}
+    s = cut_sequences(b, m=4, period=2, burn_in=0, gamma=0.5, n=2)
+    assert s["ret"].tolist() == [[1.5, 1.0, 1.5, 1.0]]
+    assert s["disc"].tolist() == [[0.0, 0.0, 0.25, 0.5]]
+    assert s["from_final"].tolist() == [[False] * 4]
+    assert s["final_pos"].shape == (0, 2) and s["final_obs"]["obs"].shape == (0, 1)
+
+
 # -- the network ----------------------------------------------------------------------------
 
 def test_unroll_resets_the_state_at_on_reset_and_matches_stepping():

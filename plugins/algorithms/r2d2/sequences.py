@@ -101,8 +101,8 @@ def cut_sequences(batch: dict[str, Any], m: int, period: int, burn_in: int, gamm
         ``[M, m + 1]`` (``on_reset``; row ``m``: step ``m - 1`` ended the episode); ``active``
         bool ``[M, m]``; ``mask`` bool ``[M, m]`` (trained: ``t >= burn_in`` and active);
         ``final_obs`` dict of ``[K, ...]`` and ``final_pos`` int64 ``[K, 2]`` (sequence, step)
-        of every truncated step of every sequence (a step in two overlapping sequences is
-        listed for each), sequence-major.
+        of every truncated, not terminated, active step of every sequence (a step in two
+        overlapping sequences is listed for each), sequence-major.
 
     Raises:
         KeyError: ``rnn_state`` is missing (the acting policy was not recurrent).
@@ -139,7 +139,9 @@ def cut_sequences(batch: dict[str, Any], m: int, period: int, burn_in: int, gamm
     final_row = np.full((T, B), -1, np.int64)
     final_row[final_index[:, 0], final_index[:, 1]] = np.arange(final_index.shape[0])
     seq_rows = seq(final_row, t_idx)  # [M, m]
-    pos = np.argwhere(trunc_s)  # [K, 2] (sequence, step), sequence-major
+    # a step both terminated and truncated bootstraps from nothing: the actor keeps no final
+    # observation for it (nor for an inactive agent's step)
+    pos = np.argwhere(trunc_s & ~term_s & act_s)  # [K, 2] (sequence, step), sequence-major
     rows = seq_rows[pos[:, 0], pos[:, 1]]
     if bool((rows < 0).any()):
         raise ValueError("r2d2: a truncated step has no row in 'final_index'; every truncated step needs its final "
