@@ -55,6 +55,9 @@ JOIN_TIMEOUT_S = 300.0
 """Longest wait for rank 0's address and for every rank to arrive at the start (spawning K
 processes and importing torch on a loaded machine can take a minute)."""
 
+LEAVE_TIMEOUT_S = 30.0
+"""Longest wait, in :meth:`TrainerGroup.close`, for every rank to have left the process group."""
+
 _GROUP: TrainerGroup | None = None
 
 
@@ -482,8 +485,18 @@ class TrainerGroup:
         except RuntimeError as exc:
             raise PeerLost(f"trainer rank {self.rank}: receiving rank 0's initial weights failed: {exc}") from exc
 
-    def close(self) -> None:
-        """Leave the group (this process's side only; idempotent). Rank 0 removes its address."""
+    def close(self, leave: bool = True, leave_timeout_s: float = LEAVE_TIMEOUT_S) -> None:
+        """Leave the group (this process's side; idempotent). Rank 0 removes its address.
+
+        ``leave``: the ranks are ending together (the run finished or stopped at a sync point),
+        so after destroying its side of the process group each rank waits at the sync point
+        ``leave`` (:meth:`wait_for_peers`) until every rank has destroyed its side, for at most
+        ``leave_timeout_s`` seconds. Rank 0 hosts the rendezvous store: without this wait it could
+        exit, taking the store with it, while another rank is still tearing its gloo pairs down,
+        and that rank then died with SIGABRT ("terminate called without an active exception")
+        after its work was done. False (a peer was lost, an exception is on its way out): leave
+        at once. A peer that never arrives costs at most ``leave_timeout_s``; nothing is raised.
+        """
         global _GROUP
         import torch.distributed as dist
 
@@ -493,6 +506,11 @@ class TrainerGroup:
                 dist.destroy_process_group()
             except (RuntimeError, ValueError, AssertionError):
                 pass
+            if leave:
+                try:
+                    self.wait_for_peers("leave", leave_timeout_s)
+                except PeerLost:  # rank 0 left first (after every rank arrived), or a peer never came
+                    pass
         if self.rank == 0:
             try:
                 self.resolver.remove(self.key)

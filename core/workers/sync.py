@@ -158,7 +158,7 @@ class SoloSync:
         """A stop request ends the run in the middle of an update (after the test delay)."""
         return stop
 
-    def close(self) -> None:
+    def close(self, leave: bool = True) -> None:
         pass
 
 
@@ -233,6 +233,8 @@ class GroupSync:
         """Never: the others are already in this update; the stop is decided at the next sync point."""
         return False
 
-    def close(self) -> None:
+    def close(self, leave: bool = True) -> None:
+        """Leave the group; ``leave``: every rank is ending together, so wait (bounded) until
+        each has left (:meth:`~zoo.core.distributed.TrainerGroup.close`)."""
         if self.group is not None:
-            self.group.close()
+            self.group.close(leave=leave)

@@ -237,6 +237,7 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
         """Join the peers, announce, run :meth:`loop`, then the final checkpoint, ``end`` row and ``done``."""
+        together = False  # every rank ends here together (no exception on its way out)
         try:
             if not self.sync.join(self.algo.policy):
                 return  # stopped before every trainer arrived
@@ -252,8 +253,9 @@ class Trainer:
             self.finish(finished)
             if finished and self.ctx.policy:
                 self.drain()
+            together = True
         finally:
-            self.sync.close()
+            self.sync.close(leave=together)
             if self.metrics is not None:
                 self.metrics.close()
             self.samples.close()

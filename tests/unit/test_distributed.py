@@ -154,6 +154,61 @@ def test_two_ranks_hold_identical_weights_equal_to_one_trainer_on_both_shares(tm
     assert checksum[0] == checksum[1]
 
 
+
+def _leave_main(rank: int, run_id: str, run_dir: str) -> None:
+    import os
+    import time
+    from pathlib import Path
+
+    from zoo.core.distributed import TrainerGroup
+    from zoo.plugins.resolvers.files.resolver import FilesResolver
+
+    torch.set_num_threads(1)
+    folder = Path(run_dir)
+    group = TrainerGroup.join(rank, 2, "cpu", ["cpu", "cpu"], run_id, FilesResolver(run_dir), 30.0,
+                              stop=lambda: False, heartbeat=lambda: None)
+    t = torch.ones(2)
+    group.all_reduce_cpu(t)
+    if rank == 0:
+        (folder / "closing").touch()
+        group.close(leave_timeout_s=120.0)
+        (folder / "closed").touch()
+        return
+    deadline = time.monotonic() + 60
+    while not (folder / "closing").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # rank 0 is in close(): give it 3 s to come out (it did at once before it waited for the others)
+    deadline = time.monotonic() + 3
+    while not (folder / "closed").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (folder / "rank1").write_text(f"{t.tolist()} {(folder / 'closed').exists()}")
+    group.close()
+    os._exit(0)
+
+
+def test_rank_0_which_hosts_the_store_leaves_only_after_every_rank_has_left(tmp_path):
+    """Rank 0's store must outlive every rank's teardown: a rank still destroying its side of
+    the group when rank 0 exited once died with SIGABRT ("terminate called without an active
+    exception", CI) after its work was done. Rank 0 enters close() first; rank 1 sees it still
+    there 3 s later, then closes, and only then does rank 0 come out."""
+    run_id = f"leave-{uuid.uuid4().hex[:8]}"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_leave_main, args=(r, run_id, str(tmp_path))) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(240)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert (tmp_path / "rank1").read_text() == "[2.0, 2.0] False"
+    assert (tmp_path / "closed").exists()
+
+
 # ----------------------------------------------------------------------------- statistics that must agree
 NORM_SETTINGS = {  # observation and reward normalisation on; two passes over one minibatch
     "ppo": {"hidden": 8, "epochs": 2, "minibatches": 1, "norm_obs": True, "norm_reward": True},

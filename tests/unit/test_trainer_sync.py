@@ -72,8 +72,8 @@ class FakeGroup:
     def broadcast_module(self, module) -> None:
         self.broadcast.append(module)
 
-    def close(self) -> None:
-        self.closed = True
+    def close(self, leave: bool = True) -> None:
+        self.closed = "together" if leave else "at once"
 
 
 def peer(env_steps: int, stop: bool = False, **point) -> dict:
@@ -105,7 +105,7 @@ def test_data_parallel_ranks_keep_their_counts_for_the_sync_point_and_pool_them_
     assert sync.unshared == fresh_share()  # counted once
     assert sync.stop_in_update(True) is False
     sync.close()
-    assert group.closed
+    assert group.closed == "together"
 
 
 def test_data_parallel_ranks_end_together_at_a_sync_point():
