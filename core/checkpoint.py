@@ -58,6 +58,21 @@ def checkpoint_dir(run_dir: str, policy: str = "") -> str:
     return os.path.join(base, policy) if policy else base
 
 
+def trainable_policies(run_dir: str) -> list[str]:
+    """The run's trainable named policies, from its ``config.json`` (``[policies.NAME]`` whose
+    ``trainable`` is not false), in their order there; ``[""]`` (the one default policy,
+    ``checkpoints/latest.pt``) when it names none, or has no readable ``config.json``."""
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
+            tables = json.load(f).get("policies") or {}
+    except (OSError, ValueError, AttributeError):
+        return [""]
+    names = [str(n) for n, t in tables.items() if not isinstance(t, dict) or t.get("trainable", True) is not False]
+    return names or [""]
+
+
 def latest_path(run_dir: str, policy: str = "") -> str:
     """``<run_dir>/checkpoints/latest.pt`` (named policy ``policy``: ``checkpoints/<policy>/latest.pt``):
     the checkpoint a resume or a trainer restart starts from."""

@@ -271,13 +271,52 @@ def _count(n: Any) -> str:
 
 def what_was_saved(run_dir: str) -> str:
     """One true sentence on what a stopped run left: the final checkpoint and ``end`` row, an
-    earlier checkpoint, or none (checked on disk)."""
-    ckpt = os.path.join(run_dir, "checkpoints", "latest.pt")
-    end = last_row(os.path.join(run_dir, "metrics.jsonl"))
-    if end is not None and end.get("type") == "end" and os.path.exists(ckpt):
-        return (f"the trainer wrote its final checkpoint ({ckpt}, policy version {end.get('policy_version')}, "
-                f"{_count(end.get('env_steps'))} env steps) and the end row of metrics.jsonl")
-    if os.path.exists(ckpt):
-        return (f"the trainer did not finish (no end row); the last checkpoint is {ckpt}, written "
-                f"{time.strftime('%H:%M:%S', time.localtime(os.path.getmtime(ckpt)))}")
-    return f"no checkpoint was written; metrics so far are in {run_dir}"
+    earlier checkpoint, or none (checked on disk); with named policies one clause per trainable
+    policy (its ``checkpoints/<policy>/latest.pt`` and its own ``end`` row)."""
+    from zoo.core.checkpoint import latest_path, trainable_policies
+
+    metrics = os.path.join(run_dir, "metrics.jsonl")
+    policies = trainable_policies(run_dir)
+    if policies == [""]:
+        ckpt = latest_path(run_dir)
+        end = last_row(metrics)
+        if end is not None and end.get("type") == "end" and os.path.exists(ckpt):
+            return (f"the trainer wrote its final checkpoint ({ckpt}, policy version {end.get('policy_version')}, "
+                    f"{_count(end.get('env_steps'))} env steps) and the end row of metrics.jsonl")
+        if os.path.exists(ckpt):
+            return (f"the trainer did not finish (no end row); the last checkpoint is {ckpt}, written "
+                    f"{time.strftime('%H:%M:%S', time.localtime(os.path.getmtime(ckpt)))}")
+        return f"no checkpoint was written; metrics so far are in {run_dir}"
+    ends = _end_rows(metrics)
+    parts = []
+    for policy in policies:
+        ckpt = latest_path(run_dir, policy)
+        end = ends.get(policy)
+        if end is not None and os.path.exists(ckpt):
+            parts.append(f"policy {policy}: final checkpoint {ckpt} (policy version {end.get('policy_version')}, "
+                         f"{_count(end.get('env_steps'))} env steps) and its end row")
+        elif os.path.exists(ckpt):
+            parts.append(f"policy {policy}: did not finish (no end row); last checkpoint {ckpt}, written "
+                         f"{time.strftime('%H:%M:%S', time.localtime(os.path.getmtime(ckpt)))}")
+        else:
+            parts.append(f"policy {policy}: no checkpoint written")
+    return "; ".join(parts) + f"; metrics are in {metrics}"
+
+
+def _end_rows(path: str) -> dict[str, dict[str, Any]]:
+    """Each policy's last ``end`` row in ``path`` (key ``""``: rows without ``policy``)."""
+    ends: dict[str, dict[str, Any]] = {}
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if b'"end"' not in line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict) and row.get("type") == "end":
+                    ends[str(row.get("policy", ""))] = row
+    except OSError:
+        pass
+    return ends

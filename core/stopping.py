@@ -157,16 +157,26 @@ def kept_checkpoint(run_dir: str) -> str:
     """What a run stopped at once keeps, in words: ``"kept the last checkpoint PATH (policy
     version V, E env steps)"``, or ``"kept no checkpoint: none written yet"``."""
     what = checkpoint_on_disk(run_dir)
+    if what.startswith("policy "):  # named policies: "policy P: checkpoint ..." per policy
+        return f"kept the last checkpoint of each policy: {what}"
     return f"kept {what}" if what.startswith("no checkpoint") else f"kept the last {what}"
 
 
 def checkpoint_on_disk(run_dir: str) -> str:
     """The run's last complete checkpoint, in words: ``"checkpoint PATH (policy version V, E env
-    steps)"``, or ``"no checkpoint: none written yet"``. Reads ``checkpoints/latest.pt`` with
+    steps)"``, or ``"no checkpoint: none written yet"``; with named policies one such phrase per
+    trainable policy, ``"policy P: ..."``, joined by ``"; "``. Reads each ``latest.pt`` with
     ``torch.load(mmap=True)``: its counters only, the tensors are not read."""
-    from zoo.core.checkpoint import latest_path
+    from zoo.core.checkpoint import latest_path, trainable_policies
 
-    path = latest_path(run_dir)
+    policies = trainable_policies(run_dir)
+    parts = [_one_checkpoint(latest_path(run_dir, p)) for p in policies]
+    if policies == [""]:
+        return parts[0]
+    return "; ".join(f"policy {p}: {part}" for p, part in zip(policies, parts, strict=True))
+
+
+def _one_checkpoint(path: str) -> str:
     if not os.path.exists(path):
         return "no checkpoint: none written yet"
     try:

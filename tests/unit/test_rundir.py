@@ -95,6 +95,28 @@ def test_appended_rows_are_whole_lines_and_the_final_message_says_what_is_on_dis
         "and the end row of metrics.jsonl")
 
 
+def test_what_a_run_with_named_policies_saved_is_said_per_trainable_policy(tmp_path):
+    """Each trainable policy has its own checkpoint and end row (rows carry "policy"); the
+    sentence looked at checkpoints/latest.pt only and said none was written."""
+    import time
+
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"policies": {"lead": {}, "rest": {}, "third": {}, "fixed": {"trainable": False}}}))
+    for p in ("lead", "rest"):
+        (tmp_path / "checkpoints" / p).mkdir(parents=True)
+        (tmp_path / "checkpoints" / p / "latest.pt").write_bytes(b"x")
+    os.utime(tmp_path / "checkpoints" / "rest" / "latest.pt", (1_700_000_000, 1_700_000_000))
+    metrics = tmp_path / "metrics.jsonl"
+    append_row(str(metrics), {"type": "end", "policy": "lead", "policy_version": 5, "env_steps": 3000})
+    append_row(str(metrics), {"type": "update", "policy": "rest", "policy_version": 7})
+    written = time.strftime("%H:%M:%S", time.localtime(1_700_000_000))
+    assert what_was_saved(str(tmp_path)) == (
+        f"policy lead: final checkpoint {tmp_path}/checkpoints/lead/latest.pt (policy version 5, 3,000 env steps) "
+        f"and its end row; policy rest: did not finish (no end row); last checkpoint "
+        f"{tmp_path}/checkpoints/rest/latest.pt, written {written}; policy third: no checkpoint written; "
+        f"metrics are in {metrics}")
+
+
 def test_pid_alive_one_rule_for_every_reader():
     """One pid check serves the workers' controller watch, reclaim, `zoo runs`, `zoo watch`
     and resume: not an int > 0 is never alive; a zombie (killed, not yet reaped) is dead."""

@@ -92,3 +92,20 @@ def test_a_run_with_a_checkpoint_keeps_the_last_one(tmp_path):
     torch.save({"policy_version": 3, "env_steps": 1280}, tmp_path / "checkpoints" / "latest.pt")
     path = tmp_path / "checkpoints" / "latest.pt"
     assert kept_checkpoint(str(tmp_path)) == f"kept the last checkpoint {path} (policy version 3, 1,280 env steps)"
+
+
+def test_a_run_with_named_policies_names_each_policys_checkpoint(tmp_path):
+    """Named policies checkpoint under checkpoints/<policy>/ (the message read only
+    checkpoints/latest.pt and said "none written yet"); a frozen policy has none to keep."""
+    import json
+
+    import torch
+
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"policies": {"lead": {"algo": "mappo"}, "rest": {}, "fixed": {"trainable": False}}}))
+    (tmp_path / "checkpoints" / "lead").mkdir(parents=True)
+    lead = tmp_path / "checkpoints" / "lead" / "latest.pt"
+    torch.save({"policy_version": 4, "env_steps": 2048}, lead)
+    assert kept_checkpoint(str(tmp_path)) == (
+        f"kept the last checkpoint of each policy: policy lead: checkpoint {lead} (policy version 4, 2,048 env "
+        "steps); policy rest: no checkpoint: none written yet")
