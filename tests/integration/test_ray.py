@@ -94,6 +94,35 @@ def test_cartpole_on_ray_reaches_its_budget_and_leaves_nothing(ray_cluster, tmp_
     assert eventually_empty(ray_cluster, graph["controller"]["pid"]) == []
 
 
+def test_named_policies_on_ray_train_each_policy_and_leave_nothing(ray_cluster, tmp_path):
+    """Issue 22 item 4: two named policies (examples/policies/spread-two-policies.toml) under the
+    Ray launcher: each policy's policy worker and trainer is a Ray actor of its own, both train
+    and checkpoint under checkpoints/<policy>/, and nothing of the run is left."""
+    from zoo.core.testing.ray_cluster import ENV
+
+    env = {**os.environ, **ENV}
+    env.pop("RAY_ADDRESS", None)
+    example = Path(__file__).resolve().parents[2] / "examples" / "policies" / "spread-two-policies.toml"
+    proc = start("train", "mappo", "--env", "pettingzoo:mpe2.simple_spread_v3", "--config", str(example),
+                 "--name", "r", "--launcher", "ray", "--ray-address", ray_cluster, "--steps", "1200",
+                 "--set", f"runs_dir={tmp_path}", "--set", "actors.envs_per_actor=4", env=env)
+    code, out, err = finish(proc)
+    assert code == 0, err[-3000:]
+    run = tmp_path / "r"
+    graph = json.loads((run / "graph.json").read_text())
+    assert [(w["role"], w["index"], w.get("policy")) for w in graph["workers"]] == [
+        ("trainer", 0, "lead"), ("trainer", 1, "rest"), ("policy", 0, "lead"), ("policy", 1, "rest"),
+        ("actor", 0, None), ("actor", 1, None)]
+    assert [(w["role"], w["index"]) for w in graph["launcher"]["workers"]] == [
+        ("trainer", 0), ("trainer", 1), ("policy", 0), ("policy", 1), ("actor", 0), ("actor", 1)]
+    updates = rows(run, "update")
+    # 2 actors x 4 envs x 25 steps = 200 env steps a batch; 1,200 env steps -> each policy updates
+    assert {u["policy"] for u in updates} == {"lead", "rest"}
+    assert sorted(str(p.relative_to(run)) for p in run.glob("checkpoints/*/latest.pt")) == [
+        "checkpoints/lead/latest.pt", "checkpoints/rest/latest.pt"]
+    assert eventually_empty(ray_cluster, graph["controller"]["pid"]) == []
+
+
 def test_a_run_ray_cannot_place_is_refused_naming_what_is_missing(ray_cluster, tmp_path):
     proc = train(ray_cluster, tmp_path, "--steps", "512", "--set", "launcher_options.placement_timeout_s=2",
                  "--set", "launcher_options.policy_resources={'CPU': 1, 'GPU': 1}")
