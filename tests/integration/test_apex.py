@@ -53,3 +53,49 @@ def test_dqn_resume_keeps_the_replay(tmp_path):
     resumed = [u for u in updates if u["updates"] > n]
     # the first update after the resume inserts into the restored replay and keeps its 32 steps
     assert resumed[0]["replay_size"] == 128 * (n + 1) and resumed[0]["gradient_steps"] == 32.0
+
+
+MIXED = """
+[actors]
+count = 1
+envs_per_actor = 4
+[policies.lead]
+algo = "apex-dqn"
+[policies.rest]
+algo = "mappo"
+[[agents]]
+match = "agent_0"
+policy = "lead"
+[[agents]]
+match = "*"
+policy = "rest"
+"""
+
+
+def test_a_replay_policy_and_an_on_policy_one_train_side_by_side(tmp_path):
+    """Issue 24 item 4, named policies: agent_0 of simple_spread learns with apex-dqn (replay,
+    rate limiter, target network), agents 1 and 2 with mappo, in one run; each has its own
+    rows and checkpoint. apex-dqn alone on all three agents trains them as independent learners
+    sharing one Q-network."""
+    config = tmp_path / "mixed.toml"
+    config.write_text(MIXED)
+    result = zoo("train", "mappo", "--env", "pettingzoo:mpe2.simple_spread_v3", "--config", str(config),
+                 "--steps", "3000", "--name", "mixed", "--set", f"runs_dir={tmp_path}", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "mixed" / "metrics.jsonl").read_text().splitlines()]
+    lead = [r for r in rows if r["type"] == "update" and r.get("policy") == "lead"]
+    rest = [r for r in rows if r["type"] == "update" and r.get("policy") == "rest"]
+    assert lead and rest
+    # the run's layout is mappo's MPE presets': a batch is 48 samples of 25 steps, 1,200 transitions
+    assert [u["replay_size"] for u in lead[:3]] == [1200.0, 2400.0, 3600.0]
+    assert "replay_size" not in rest[-1] and rest[-1]["policy_version"] == len(rest)
+    assert sorted(p.parent.name for p in (tmp_path / "mixed" / "checkpoints").glob("*/latest.pt")) == ["lead", "rest"]
+    solo = zoo("train", "apex-dqn", "--env", "pettingzoo:mpe2.simple_spread_v3", "--steps", "1000",
+               "--name", "solo", "--set", f"runs_dir={tmp_path}", "--set", "actors.count=1",
+               "--set", "actors.envs_per_actor=2", timeout=600)
+    assert solo.returncode == 0, solo.stderr[-3000:]
+    updates = [json.loads(line) for line in (tmp_path / "solo" / "metrics.jsonl").read_text().splitlines()]
+    updates = [u for u in updates if u["type"] == "update"]
+    # apex-dqn's presets: 16 steps a sample, 8 agent-slot samples a batch; they come 3 at a time
+    # (one env of 3 agents per ring group), so a batch holds 9 columns: 9 x 16 = 144 transitions
+    assert [u["replay_size"] for u in updates[:2]] == [144.0, 288.0]

@@ -202,12 +202,23 @@ def test_act_uses_the_env_epsilon():
     assert torch.equal(algo.policy.act(obs)["action"], greedy)  # no env index: eval_epsilon 0
 
 
-def test_refuses_box_actions_and_multi_agent():
+def test_refuses_box_actions_and_action_masks_and_trains_several_agents():
+    """Several agents share the Q-network as independent learners (each agent-slot a column of
+    the batch, as PPO trains them); an inactive agent's step is no transition. Action masks are
+    refused: a greedy or epsilon-random action could be illegal."""
     with pytest.raises(TypeError, match=r"apex-dqn needs a Discrete action space; env 'Toy-v0' has Box"):
         ApeX.build_policy(ApeXConfig(), spec(spaces.Box(-1, 1, (2,), np.float32)))
+    masked = EnvSpec("Masked-v0", ("a", "b"), {**spec().observation_space,
+                                               "zoo:action_mask": spaces.Box(0, 1, (2,), np.int8)}, spaces.Discrete(2))
+    with pytest.raises(TypeError, match="apex-dqn does not apply action masks; env 'Masked-v0' has 'zoo:action_mask'"):
+        ApeX(ApeXConfig(), masked, seed=0)
     two = EnvSpec("Two-v0", ("a", "b"), spec().observation_space, spaces.Discrete(2))
-    with pytest.raises(TypeError, match="'Two-v0' has 2 agents"):
-        ApeX(ApeXConfig(), two, seed=0)
+    algo = ApeX(ApeXConfig(), two, seed=0)
+    # one env, two agents: columns (env 0, a) and (env 0, b); b is inactive at step 2 (it left)
+    b = batch(3, 2, seed=1, terminated=np.zeros((3, 2), bool))
+    b["active"][2, 1] = False
+    algo.update(b)
+    assert algo.inserted == 5
 
 
 # -- the rate limiter ---------------------------------------------------------------------

@@ -63,7 +63,7 @@ class ApeX:
 
     @classmethod
     def check_spec(cls, spec: EnvSpec) -> None:
-        """Raises ``TypeError`` unless ``spec`` has a Discrete action space and one agent. Called by
+        """Raises ``TypeError`` unless ``spec`` has a Discrete action space and no action mask. Called by
         :meth:`presets` (so ``zoo train`` refuses the env before any process starts),
         :meth:`build_policy` and ``__init__``."""
         from gymnasium import spaces
@@ -71,16 +71,18 @@ class ApeX:
         if not isinstance(spec.action_space, spaces.Discrete):
             raise TypeError(f"apex-dqn needs a Discrete action space; env {spec.env_id!r} has {spec.action_space} "
                             "(use ppo or impala for other action spaces)")
-        if spec.num_agents != 1:
-            raise TypeError(f"apex-dqn trains single-agent envs; env {spec.env_id!r} has {spec.num_agents} agents "
-                            "(use mappo)")
+        from zoo.core.spaces import ACTION_MASK_KEY
+
+        if ACTION_MASK_KEY in spec.observation_space:  # a greedy or random action could be illegal
+            raise TypeError(f"apex-dqn does not apply action masks; env {spec.env_id!r} has {ACTION_MASK_KEY!r} "
+                            "(use ppo or mappo, which sample legal actions only)")
 
     @classmethod
     def build_policy(cls, config: ApeXConfig, spec: EnvSpec) -> QNetwork:
         """The Q-network for ``spec`` (networks.py).
 
         Raises:
-            TypeError: the action space is not Discrete, or the env has more than one agent.
+            TypeError: the action space is not Discrete, or the env masks actions.
         """
         cls.check_spec(spec)
         return QNetwork(spec, hidden=config.hidden, dueling=config.dueling, epsilon_base=config.epsilon_base,

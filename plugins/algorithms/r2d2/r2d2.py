@@ -52,22 +52,25 @@ class R2D2:
 
     @classmethod
     def check_spec(cls, spec: EnvSpec) -> None:
-        """Raises ``TypeError`` unless ``spec`` has a Discrete action space and one agent."""
+        """Raises ``TypeError`` unless ``spec`` has a Discrete action space and no action mask.
+        Several agents share the network (independent learners, as PPO does)."""
         from gymnasium import spaces
 
         if not isinstance(spec.action_space, spaces.Discrete):
             raise TypeError(f"r2d2 needs a Discrete action space; env {spec.env_id!r} has {spec.action_space} "
                             "(use ppo or impala for other action spaces)")
-        if spec.num_agents != 1:
-            raise TypeError(f"r2d2 trains single-agent envs; env {spec.env_id!r} has {spec.num_agents} agents "
-                            "(use mappo)")
+        from zoo.core.spaces import ACTION_MASK_KEY
+
+        if ACTION_MASK_KEY in spec.observation_space:  # a greedy or random action could be illegal
+            raise TypeError(f"r2d2 does not apply action masks; env {spec.env_id!r} has {ACTION_MASK_KEY!r} "
+                            "(use ppo or mappo, which sample legal actions only)")
 
     @classmethod
     def build_policy(cls, config: R2D2Config, spec: EnvSpec) -> RecurrentQNetwork:
         """The recurrent Q-network for ``spec`` (networks.py).
 
         Raises:
-            TypeError: the action space is not Discrete, or the env has more than one agent.
+            TypeError: the action space is not Discrete, or the env masks actions.
         """
         cls.check_spec(spec)
         return RecurrentQNetwork(spec, hidden=config.hidden, lstm=config.lstm, epsilon_base=config.epsilon_base,

@@ -117,7 +117,7 @@ class SAC:
 
     @classmethod
     def check_spec(cls, spec: EnvSpec) -> None:
-        """Raises ``TypeError`` unless ``spec`` has one agent and a Box action space with finite
+        """Raises ``TypeError`` unless ``spec`` has a Box action space with finite
         bounds. Called by :meth:`presets` (before any process starts), :meth:`build_policy` and
         ``__init__``."""
         from gymnasium import spaces
@@ -129,9 +129,6 @@ class SAC:
         if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
             raise TypeError(f"sac squashes actions into the action space's bounds; env {spec.env_id!r} has "
                             f"unbounded actions {space} (use ppo, or wrap the env with finite bounds)")
-        if spec.num_agents != 1:
-            raise TypeError(f"sac trains single-agent envs; env {spec.env_id!r} has {spec.num_agents} agents "
-                            "(use mappo)")
 
     @classmethod
     def build_policy(cls, config: SACConfig, spec: EnvSpec) -> SquashedGaussianPolicy:
@@ -149,7 +146,7 @@ class SAC:
         """Experiment-config overrides for ``spec``.
 
         Raises:
-            ConfigError: the action space is not a bounded Box, or the env has several agents.
+            ConfigError: the action space is not a bounded Box.
 
         Vector observations (MuJoCo-like; Pendulum): CleanRL's hyperparameters (the config
         defaults: batch 256, one gradient step per env step, 1M replay, learning after 5,000)
