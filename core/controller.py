@@ -37,6 +37,7 @@ from typing import Any
 from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
+from zoo.core.policy_status import PolicyStatuses
 from zoo.core.rundir import (
     RunStatus,
     append_missing_restarts,
@@ -305,6 +306,9 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     status = RunStatus(run_dir)
     status.start()
     pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
+    # named policies: the status shown merges every policy's latest (one row each on the display)
+    graph = controller.graph
+    statuses = PolicyStatuses({p.name: p.trainable for p in graph.layout} if getattr(graph, "named", False) else {})
     # live.json, the workers table and the bottleneck; supervision reports restarts to it
     health = Health(controller.graph.workers(), run_dir, cfg.log.interval_s, on_status)
     warnings_shown: dict[tuple, float] = {}
@@ -320,7 +324,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                 for meta in controller.poll(POLL_S):
                     health.on_control(meta)
                     if meta["type"] == "status":
-                        pacer.offer(meta)
+                        pacer.offer(statuses.offer(meta))
                     elif meta["type"] == "done":
                         finished.add(str(meta.get("policy", "")))
                         done = finished >= awaited
