@@ -485,7 +485,7 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
     the total comes first, then this segment's steps, time and rates, labelled
     (``done: 300,000 env steps (...); resume #1: 100,000 env steps in 2m30s, 667 env steps/s, ...``).
     Named policies (``status["policies"]``) add each one's version and return after the
-    run's: ``...; return=-30.5 episodes=60; lead version=12 return=-25.0, opponent return=-40.0 frozen``.
+    run's: ``...; return=-30.5 episodes=60; lead version=12 return=-25.0, opponent frozen return=-40.0``.
     ``dropped`` is ``dropped_fraction``: agent-slot samples dropped (stale at the trainer, or at
     the actors) over those dropped plus those trained on. ``checkpoints``: what the run keeps
     (named policies: ``checkpoints/<policy>/latest.pt``).
@@ -512,8 +512,9 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
         shown = [f"{label}={text}" for label, text in _fields(status) if label in ("return", "episodes", "version")]
         if shown:
             head += "; " + " ".join(shown)
-        named = [" ".join([name] + [f"{label}={text}" for label, text in policy_fields(entry)
-                                    if label in ("version", "return")] + (["frozen"] if entry.get("frozen") else []))
+        named = [" ".join([name] + (["frozen"] if entry.get("frozen") else [])
+                          + [f"{label}={text}" for label, text in policy_fields(entry)
+                             if label in ("version", "return")])
                  for name, entry in _policies(status).items()]
         if named:
             head += "; " + ", ".join(named)

@@ -141,10 +141,11 @@ def test_the_last_frame_of_named_policies_comes_from_each_ones_end_row(tmp_path)
     assert final["policies"]["rest"]["episode_return_mean"] == -33.0
     assert final["policies"]["opp"] == {"frozen": True}
     assert final_status(final, str(tmp_path / "metrics.jsonl")) is final  # nothing newer
+    final["policies"]["opp"]["episode_return_mean"] = -40.0
     assert format_summary(final, 12.0, "runs/spread", checkpoints="checkpoints/lead/latest.pt") == (
         "done: 3,072 env steps (3,072 frames) in 12s, 256 env steps/s, 192 trained env steps/s; "
         "return=-29.0 episodes=30; lead version=15 return=-21.0, rest version=14 return=-33.0, "
-        "opp frozen; run dir runs/spread: metrics.jsonl, tensorboard/, checkpoints/lead/latest.pt")
+        "opp frozen return=-40.0; run dir runs/spread: metrics.jsonl, tensorboard/, checkpoints/lead/latest.pt")
 
 
 def test_watch_shows_a_line_per_policy_of_a_finished_run(tmp_path):
