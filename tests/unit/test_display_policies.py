@@ -218,3 +218,18 @@ def test_runs_shows_each_named_policy_under_its_run_and_a_single_policy_run_as_b
         "policy rest | mappo | | version 14 | 3,008 | -33.00 | | -",
         "policy opp | ppo | | frozen | - | - | | -",
         f"single | mappo | {env} | finished | 3,008 / 3,000 | -29.00 (lead -21.00, rest -33.00) | 12s | -"]
+
+
+def test_after_ctrl_c_the_last_frame_shows_each_policys_end_row(tmp_path):
+    write_metrics(tmp_path / "metrics.jsonl", ROWS)
+    out = io.StringIO()
+    display = Display(Console(file=out, width=300), live=False)
+    display(merged())
+    display.catch_up(str(tmp_path / "metrics.jsonl"))
+    assert out.getvalue().splitlines()[-4:] == [
+        "env_steps=3,072/3,000 (100.0%) trained=2,304 frames=3,072 return=-29.0 episodes=30",
+        "policy lead: version=15 updates=15 return=-21.0 lag=0.4/1 dropped=0 (0.0%) pg_loss=-0.0123 v_loss=0.5",
+        "policy rest: version=14 updates=14 return=-33.0 lag=0.5/2 dropped=64 (1.5%) pg_loss=0.0042 v_loss=1.2",
+        "policy opp: frozen"]
+    display.catch_up(str(tmp_path / "metrics.jsonl"))  # nothing newer: nothing printed again
+    assert len(out.getvalue().splitlines()) == 8
