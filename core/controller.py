@@ -295,6 +295,19 @@ class StatusPacer:
         return status
 
 
+def served_versions(graph: Any, health: Health) -> dict[str, int]:
+    """``{frozen policy: the version its first policy worker serves}`` for the frozen named
+    policies whose policy worker has reported it (inline ones have none): their row on the
+    live display shows it (:class:`~zoo.core.policy_status.PolicyStatuses`)."""
+    if not getattr(graph, "named", False):
+        return {}
+    out = {}
+    for p in graph.layout:
+        if not p.trainable and p.policy_workers and (v := health.served_version(p.first_policy_worker)) is not None:
+            out[p.name] = v
+    return out
+
+
 def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
     """Run one experiment to its budget; returns the process exit code (see module doc)."""
     run_dir = run_dir or prepare_run_dir(cfg)
@@ -324,6 +337,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                 for meta in controller.poll(POLL_S):
                     health.on_control(meta)
                     if meta["type"] == "status":
+                        statuses.served.update(served_versions(graph, health))
                         pacer.offer(statuses.offer(meta))
                     elif meta["type"] == "done":
                         finished.add(str(meta.get("policy", "")))

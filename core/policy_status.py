@@ -15,7 +15,8 @@ declaration order. A trainable policy's entry holds the :data:`POLICY_KEYS` of i
 status (nothing before its first), every loss and :data:`STATUS_STATS` key it carries, and
 ``episode_return_mean``: ``<P>_return`` of the episode writer's status (the mean of P's
 agents' returns over the recent episodes; absent before any episode). A frozen policy's entry
-is ``{"frozen": true}`` and its return.
+is ``{"frozen": true}``, its return and ``policy_version``: the version its first policy
+worker serves (the checkpoint's; :attr:`PolicyStatuses.served`, once that worker reported it).
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ class PolicyStatuses:
         self.writer = next((n for n, t in self.policies.items() if t), None)
         self.latest: dict[str, dict[str, Any]] = {}
         self.newest: dict[str, Any] | None = None
+        self.served: dict[str, int] = {}
+        """``{frozen policy: the version its policy worker serves}``, as the controller learns them."""
 
     def offer(self, status: dict[str, Any]) -> dict[str, Any]:
         """Take one ``status`` message; the status to show (a new dict when policies are named)."""
@@ -81,6 +84,8 @@ class PolicyStatuses:
         for name, trainable in self.policies.items():
             own = self.latest.get(name) or {}
             entry: dict[str, Any] = {k: v for k, v in own.items() if _own(k)} if trainable else {"frozen": True}
+            if not trainable and name in self.served:
+                entry["policy_version"] = self.served[name]
             if f"{name}_return" in base:
                 entry["episode_return_mean"] = base[f"{name}_return"]
             entries[name] = entry

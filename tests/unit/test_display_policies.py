@@ -233,3 +233,29 @@ def test_after_ctrl_c_the_last_frame_shows_each_policys_end_row(tmp_path):
         "policy opp: frozen"]
     display.catch_up(str(tmp_path / "metrics.jsonl"))  # nothing newer: nothing printed again
     assert len(out.getvalue().splitlines()) == 8
+
+
+def test_a_frozen_policys_row_shows_the_version_its_policy_worker_serves():
+    from types import SimpleNamespace
+
+    from zoo.core.controller import served_versions
+    from zoo.core.graph import PolicyCounts
+    from zoo.core.health import Health
+
+    layout = [PolicyCounts("lead", "lead", True, False, 1, 1, 0, 0),
+              PolicyCounts("opp", "opp", False, False, 2, 0, 1, 1),  # frozen, its policy workers 1 and 2
+              PolicyCounts("inl", "inl", False, True, 0, 0, 3, 1)]  # frozen and inline: no policy worker
+    graph = SimpleNamespace(named=True, layout=layout)
+    health = Health([("trainer", 0), ("policy", 0), ("policy", 1), ("policy", 2)], run_dir=None, interval_s=2.0,
+                    listener=None, clock=lambda: 0.0, wall=lambda: 0.0)
+    assert served_versions(graph, health) == {}  # before opp's policy worker reported
+    health.on_control({"type": "heartbeat", "role": "policy", "index": 1, "pid": 7, "host": "h", "clock_s": 1.0,
+                       "time_s": {}, "counts": {}, "policy_version": 120}, now=1.0)
+    assert health.served_version(1) == 120 and health.served_version(0) is None
+    assert served_versions(graph, health) == {"opp": 120}
+    assert served_versions(SimpleNamespace(named=False, layout=layout), health) == {}
+    statuses = PolicyStatuses(POLICIES)
+    statuses.served.update({"opp": 120})
+    shown = statuses.offer(dict(LEAD))
+    assert shown["policies"]["opp"] == {"frozen": True, "policy_version": 120}
+    assert format_status_line(shown).splitlines()[-1] == "policy opp: frozen version=120"
