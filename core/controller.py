@@ -37,6 +37,7 @@ from typing import Any
 from zoo.core.checkpoint import checkpoint_dir, remove_stale_tmp
 from zoo.core.env import EnvSpec
 from zoo.core.health import Health
+from zoo.core.policy_status import PolicyStatuses
 from zoo.core.rundir import (
     RunStatus,
     append_missing_restarts,
@@ -294,6 +295,19 @@ class StatusPacer:
         return status
 
 
+def served_versions(graph: Any, health: Health) -> dict[str, int]:
+    """``{frozen policy: the version its first policy worker serves}`` for the frozen named
+    policies whose policy worker has reported it (inline ones have none): their row on the
+    live display shows it (:class:`~zoo.core.policy_status.PolicyStatuses`)."""
+    if not getattr(graph, "named", False):
+        return {}
+    out = {}
+    for p in graph.layout:
+        if not p.trainable and p.policy_workers and (v := health.served_version(p.first_policy_worker)) is not None:
+            out[p.name] = v
+    return out
+
+
 def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir: str | None = None) -> int:
     """Run one experiment to its budget; returns the process exit code (see module doc)."""
     run_dir = run_dir or prepare_run_dir(cfg)
@@ -305,6 +319,9 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
     status = RunStatus(run_dir)
     status.start()
     pacer = StatusPacer(cfg.log.interval_s, spec.frame_skip)
+    # named policies: the status shown merges every policy's latest (one row each on the display)
+    graph = controller.graph
+    statuses = PolicyStatuses({p.name: p.trainable for p in graph.layout} if getattr(graph, "named", False) else {})
     # live.json, the workers table and the bottleneck; supervision reports restarts to it
     health = Health(controller.graph.workers(), run_dir, cfg.log.interval_s, on_status)
     warnings_shown: dict[tuple, float] = {}
@@ -320,7 +337,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                 for meta in controller.poll(POLL_S):
                     health.on_control(meta)
                     if meta["type"] == "status":
-                        pacer.offer(meta)
+                        statuses.served.update(served_versions(graph, health))
+                        pacer.offer(statuses.offer(meta))
                     elif meta["type"] == "done":
                         finished.add(str(meta.get("policy", "")))
                         done = finished >= awaited

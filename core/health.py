@@ -308,6 +308,13 @@ class Health:
                 self.retired[name] = self.retired.get(name, 0) + w.beats[-1].counts.get(name, 0)
         w.beats.clear()
 
+    def served_version(self, index: int) -> int | None:
+        """The ``policy_version`` policy worker ``index`` said it serves in its last heartbeat
+        that carried one (None before)."""
+        w = self.workers.get(("policy", index))
+        version = w.extra.get("policy_version") if w is not None else None
+        return int(version) if isinstance(version, (int, float)) else None
+
     def show(self, status: dict[str, Any]) -> None:
         """The controller shows ``status`` (the trainer's, with rates added): kept for
         ``live.json`` and forwarded to the listener."""

@@ -25,6 +25,14 @@ key                         meaning
 ``mean_env_steps_per_s``    env steps per second since the first update (float)
 ``mean_trained_env_steps_per_s``  the same for trained env steps (float)
 ``updates``                 trainer updates done (int)
+``replay_size``             replay algorithms (apex-dqn, sac, r2d2): transitions or sequences
+                            held (int), shown with ``replay_fill`` (fraction of the capacity)
+``replay_ratio``            replayed per inserted over the run (float)
+``gradient_steps``          gradient steps of the last update (int)
+``rate_limit_waits``        waits of the rate limiter (int), when the algorithm reports them
+``policies``                named policies (``zoo.core.policy_status``): ``{name: entry}``, one
+                            row each (:func:`policy_fields`); the keys of one policy (version,
+                            updates, lag, dropped, losses, replay) are in its entry only
 anything else, numeric      shown too, under its own name (e.g. ``hider_return``);
                             ``type``, ``role``, ``index``, ``time`` are ignored
 ==========================  ===============================================================
@@ -33,8 +41,8 @@ On a terminal it draws a rich progress bar with the figures below it and, from t
 controller's health snapshots (:meth:`Display.show_live`, the content of ``live.json``:
 ``docs/live.md``), a table of every worker (role, index, pid, heartbeat age, restarts, its
 rates and load) and the bottleneck in plain words. Otherwise it prints one plain line per
-status (see :func:`format_status_line`) and nothing for the snapshots. Missing keys are
-skipped.
+status (see :func:`format_status_line`; with named policies, one more line per policy) and
+nothing for the snapshots. Missing keys are skipped.
 """
 from __future__ import annotations
 
@@ -53,8 +61,8 @@ from rich.text import Text
 
 from zoo.core.health import percent
 
-__all__ = ["Display", "STATUS_KEYS", "final_status", "format_status_line", "format_summary", "health_view",
-           "status_extras", "worker_activity"]
+__all__ = ["Display", "REPLAY_KEYS", "STATUS_KEYS", "final_status", "format_policy_line", "format_status_line",
+           "format_summary", "health_view", "policy_fields", "status_extras", "worker_activity"]
 
 STATUS_KEYS = (
     "env_steps", "frames", "budget_env_steps", "env_steps_per_s", "frames_per_s", "episode_return_mean",
@@ -62,6 +70,8 @@ STATUS_KEYS = (
     "actor_dropped_samples", "dropped_fraction", "trained_env_steps", "trained_env_steps_per_s", "trained_samples",
     "mean_env_steps_per_s", "mean_trained_env_steps_per_s",
 )
+REPLAY_KEYS = ("replay_size", "replay_fill", "replay_ratio", "gradient_steps", "rate_limit_waits")
+"""The replay's figures (``zoo.core.policy_status.STATUS_STATS``), shown after ``updates``."""
 
 
 def _is_number(value: Any) -> TypeGuard[float]:
@@ -102,9 +112,44 @@ IGNORED_KEYS = ("type", "role", "index", "attempt", "time", "timestamp")
 
 
 def status_extras(status: dict[str, Any]) -> dict[str, Any]:
-    """The numeric entries of ``status`` not in :data:`STATUS_KEYS` or :data:`IGNORED_KEYS`, in order."""
+    """The numeric entries of ``status`` not in :data:`STATUS_KEYS`, :data:`REPLAY_KEYS` or
+    :data:`IGNORED_KEYS`, in order."""
     return {k: v for k, v in status.items()
-            if k not in STATUS_KEYS and k not in IGNORED_KEYS and (_is_number(v) or v is None)}
+            if k not in STATUS_KEYS and k not in REPLAY_KEYS and k not in IGNORED_KEYS and (_is_number(v) or v is None)}
+
+
+def _lag(s: dict[str, Any]) -> list[tuple[str, str]]:
+    if "policy_lag_mean" not in s and "policy_lag_max" not in s:
+        return []
+    lag = s.get("policy_lag_mean")
+    mean = f"{float(lag):.1f}" if _is_number(lag) else "n/a"
+    return [("lag", mean + (f"/{_count(s['policy_lag_max'])}" if "policy_lag_max" in s else ""))]
+
+
+def _dropped(s: dict[str, Any]) -> list[tuple[str, str]]:
+    if "dropped_samples" not in s and "actor_dropped_samples" not in s:
+        return []
+    dropped = _count(int(s.get("dropped_samples") or 0) + int(s.get("actor_dropped_samples") or 0))
+    if _is_number(s.get("dropped_fraction")):
+        dropped += f" ({100.0 * float(s['dropped_fraction']):.1f}%)"
+    return [("dropped", dropped)]
+
+
+def _replay(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """``replay=12,800 (64.0% full) replay_ratio=2.00 gradient_steps=4 rate_limit_waits=3`` parts."""
+    out: list[tuple[str, str]] = []
+    size, fill = s.get("replay_size"), s.get("replay_fill")
+    full = f"{100.0 * float(fill):.1f}% full" if _is_number(fill) else None
+    if _is_number(size):
+        out.append(("replay", _count(size) + (f" ({full})" if full else "")))
+    elif full:
+        out.append(("replay", full))
+    if _is_number(s.get("replay_ratio")):
+        out.append(("replay_ratio", f"{float(s['replay_ratio']):.2f}"))
+    for key in ("gradient_steps", "rate_limit_waits"):
+        if _is_number(s.get(key)):
+            out.append((key, _count(s[key])))
+    return out
 
 
 def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
@@ -130,20 +175,46 @@ def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
     ):
         if key in s:
             out.append((label, fmt(s[key])))
-    if "policy_lag_mean" in s or "policy_lag_max" in s:
-        lag = s.get("policy_lag_mean")
-        mean = f"{float(lag):.1f}" if _is_number(lag) else "n/a"
-        out.append(("lag", mean + (f"/{_count(s['policy_lag_max'])}" if "policy_lag_max" in s else "")))
-    if "dropped_samples" in s or "actor_dropped_samples" in s:
-        dropped = _count(int(s.get("dropped_samples") or 0) + int(s.get("actor_dropped_samples") or 0))
-        if _is_number(s.get("dropped_fraction")):
-            dropped += f" ({100.0 * float(s['dropped_fraction']):.1f}%)"
-        out.append(("dropped", dropped))
+    out += _lag(s) + _dropped(s)
     if "updates" in s:
         out.append(("updates", _count(s["updates"])))
+    out += _replay(s)
     for key, value in status_extras(s).items():
         out.append((key, _real(value)))
     return out
+
+
+def _policies(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    policies = status.get("policies")
+    return {str(k): v for k, v in policies.items() if isinstance(v, dict)} if isinstance(policies, dict) else {}
+
+
+def policy_fields(entry: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(label, text)`` pairs of one named policy's entry of a status, in display order:
+    ``version``, ``updates``, ``return`` (the mean return of its agents), ``lag``, ``dropped``,
+    the replay's figures, then its other numeric keys (its losses) under their own names. A
+    frozen policy (``"frozen": true``) has ``frozen`` and its return. Absent keys are skipped."""
+    out: list[tuple[str, str]] = []
+    for key, label, fmt in (("policy_version", "version", _count), ("updates", "updates", _count),
+                            ("episode_return_mean", "return", _real)):
+        if key in entry:
+            out.append((label, fmt(entry[key])))
+    if entry.get("frozen"):
+        return out
+    out += _lag(entry) + _dropped(entry) + _replay(entry)
+    for key, value in status_extras(entry).items():
+        out.append((key, _real(value)))
+    return out
+
+
+def format_policy_line(name: str, entry: dict[str, Any]) -> str:
+    """The plain line of one named policy, e.g. ``policy rest: version=12 updates=12
+    return=-31.2 lag=0.4/1 dropped=0 (0.0%) pg_loss=0.0123 v_loss=0.512``; a frozen policy:
+    ``policy opponent: frozen return=-20.0``; nothing heard from it yet: ``policy rest:
+    waiting for its first update``."""
+    parts = ["frozen"] if entry.get("frozen") else []
+    parts += [f"{label}={text}" for label, text in policy_fields(entry)]
+    return f"policy {name}: " + (" ".join(parts) if parts else "waiting for its first update")
 
 
 def format_status_line(status: dict[str, Any]) -> str:
@@ -156,9 +227,14 @@ def format_status_line(status: dict[str, Any]) -> str:
     followed by any extra numeric keys as ``name=value``. ``dropped`` counts the agent-slot
     samples dropped by the trainer and the actors, with ``dropped_fraction`` in brackets. Counts
     and rates are rounded to whole numbers with thousands separators; a return of None prints
-    as ``n/a``; lag is ``mean/max`` in policy versions (mean with one decimal).
+    as ``n/a``; lag is ``mean/max`` in policy versions (mean with one decimal). A replay
+    algorithm's figures follow ``updates``: ``replay=12,800 (64.0% full) replay_ratio=2.00
+    gradient_steps=4`` (and ``rate_limit_waits=N`` when reported). With named policies
+    (``status["policies"]``) one line per policy follows (:func:`format_policy_line`), each
+    on its own line.
     """
-    return " ".join(f"{label}={text}" for label, text in _fields(status))
+    line = " ".join(f"{label}={text}" for label, text in _fields(status))
+    return "\n".join([line] + [format_policy_line(n, e) for n, e in _policies(status).items()])
 
 
 def _pct(value: Any) -> str | None:
@@ -364,12 +440,30 @@ class Display:
             grid.add_row(*row)
         return grid
 
+    def _policy_table(self, policies: dict[str, dict[str, Any]]) -> Table:
+        """One row per named policy: its name (``(frozen)``), then a column per figure any has."""
+        rows = {name: dict(policy_fields(entry)) for name, entry in policies.items()}
+        labels: list[str] = []
+        for fields in rows.values():
+            labels += [label for label in fields if label not in labels]
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        table.add_column("policy", no_wrap=True, style="bold")
+        for label in labels:
+            table.add_column(label, justify="right", no_wrap=True)
+        for name, fields in rows.items():
+            frozen = policies[name].get("frozen")
+            cells = [fields.get(label, "frozen" if frozen and label == "version" else "") for label in labels]
+            table.add_row(name + (" (frozen)" if frozen else ""), *cells)
+        return table
+
     def __rich__(self) -> Group:
         parts: list[Any] = []
         if self._progress is not None:
             parts.append(self._progress)
         if self.last:
             parts.append(self._table())
+            if policies := _policies(self.last):
+                parts.append(self._policy_table(policies))
         if self.health is not None or self.note:
             parts.append(health_view(self.health or {}, self.note))
         return Group(*parts)
@@ -390,6 +484,8 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
     checkpoint's ``env_steps``, ``trained_env_steps`` and the segment's ``resume`` number):
     the total comes first, then this segment's steps, time and rates, labelled
     (``done: 300,000 env steps (...); resume #1: 100,000 env steps in 2m30s, 667 env steps/s, ...``).
+    Named policies (``status["policies"]``) add each one's version and return after the
+    run's: ``...; return=-30.5 episodes=60; lead version=12 return=-25.0, opponent frozen return=-40.0``.
     ``dropped`` is ``dropped_fraction``: agent-slot samples dropped (stale at the trainer, or at
     the actors) over those dropped plus those trained on. ``checkpoints``: what the run keeps
     (named policies: ``checkpoints/<policy>/latest.pt``).
@@ -416,7 +512,78 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
         shown = [f"{label}={text}" for label, text in _fields(status) if label in ("return", "episodes", "version")]
         if shown:
             head += "; " + " ".join(shown)
+        named = [" ".join([name] + (["frozen"] if entry.get("frozen") else [])
+                          + [f"{label}={text}" for label, text in policy_fields(entry)
+                             if label in ("version", "return")])
+                 for name, entry in _policies(status).items()]
+        if named:
+            head += "; " + ", ".join(named)
     return f"{head}; run dir {run_dir}: metrics.jsonl, tensorboard/, {checkpoints}"
+
+
+def _tail_rows(metrics_path: str, tail_bytes: int) -> list[dict[str, Any]] | None:
+    """The JSON object rows of the last ``tail_bytes`` of ``metrics_path`` (None: unreadable)."""
+    try:
+        with open(metrics_path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - tail_bytes))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # the first line of the tail may be cut
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+RUN_KEYS = ("env_steps", "frames", "episodes", "episode_return_mean", "trained_env_steps", "trained_samples",
+            "mean_env_steps_per_s", "mean_trained_env_steps_per_s")
+"""The run-level keys a named policy's ``end``/``update`` row gives the merged status (its
+episode writer's, the first trainable policy)."""
+RECENT_EPISODES = 20  # as the trainer's episode_return_mean
+
+
+def _entry_keys(key: str) -> bool:
+    from zoo.core.policy_status import POLICY_KEYS
+
+    return key in POLICY_KEYS or key in REPLAY_KEYS or "loss" in key
+
+
+def _named_final(shown: dict[str, Any] | None, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The merged status of named policies (``zoo.core.policy_status``) updated from their last
+    ``end``/``update`` rows, when any has more env steps than the policy's entry in ``shown``;
+    per-policy returns from the last episode rows' ``<P>_return``."""
+    last: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.get("type") in ("end", "update") and row.get("policy") and _is_number(row.get("env_steps")):
+            last[str(row["policy"])] = row
+    entries = {n: dict(e) for n, e in _policies(shown or {}).items()}
+    for name in last:
+        entries.setdefault(name, {})
+    writer = next((n for n, e in entries.items() if not e.get("frozen")), None)
+    out = {k: v for k, v in (shown or {}).items() if k != "policies"}
+    changed = shown is None
+    for name, row in last.items():
+        entry = entries[name]
+        if _is_number(entry.get("env_steps")) and row["env_steps"] <= entry["env_steps"]:
+            continue
+        changed = True
+        entry.update({k: v for k, v in row.items() if _entry_keys(k)})
+        if name == writer:
+            out.update({k: v for k, v in row.items() if k in RUN_KEYS})
+    if not changed:
+        return shown
+    episodes = [r for r in rows if r.get("type") == "episode"][-RECENT_EPISODES:]
+    for name, entry in entries.items():
+        values = [float(r[f"{name}_return"]) for r in episodes if _is_number(r.get(f"{name}_return"))]
+        if values:
+            entry["episode_return_mean"] = sum(values) / len(values)
+    out["policies"] = entries
+    return out
 
 
 def final_status(shown: dict[str, Any] | None, metrics_path: str, tail_bytes: int = 1 << 16) -> dict[str, Any] | None:
@@ -424,22 +591,22 @@ def final_status(shown: dict[str, Any] | None, metrics_path: str, tail_bytes: in
     trainer writes ``end`` with its final counters) when it has more env steps than the last
     status shown, else ``shown``.
 
+    With named policies (rows carrying ``policy``) the merged status of every policy: each
+    policy's entry from its own last row when that has more env steps than the entry shown,
+    the run-level keys from the first policy's (the episode writer's), each policy's return
+    from the last 20 episode rows' ``<P>_return`` (a new dict; ``shown`` when nothing is newer).
+
     The trainer's last status message can be lost (its control socket may close before it
     is delivered); the metrics file is written before it and flushed on exit. Only the last
     ``tail_bytes`` of the file are read; a missing or unreadable file gives ``shown``.
     """
-    try:
-        with open(metrics_path, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - tail_bytes))
-            lines = f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
+    rows = _tail_rows(metrics_path, tail_bytes)
+    if rows is None:
         return shown
-    for line in reversed(lines):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # the first line of the tail may be cut
-        if isinstance(row, dict) and row.get("type") in ("end", "update") and _is_number(row.get("env_steps")):
+    if _policies(shown or {}) or any(r.get("policy") and r.get("type") in ("end", "update") for r in rows):
+        return _named_final(shown, rows)
+    for row in reversed(rows):
+        if row.get("type") in ("end", "update") and _is_number(row.get("env_steps")):
             newer = shown is None or not _is_number(shown.get("env_steps")) or row["env_steps"] > shown["env_steps"]
             return row if newer else shown
     return shown

@@ -11,7 +11,9 @@ A run directory ``<runs_dir>/<name>/`` holds (written by ``zoo train``):
   the readers below);
 - ``status.json`` (``docs/looking-at-runs.md``): ``running``, ``finished``, ``stopped`` or
   ``crashed``, the controller's pid and host, start and end times, the failed worker;
-- ``checkpoints/latest.pt`` (and ``policy-v<version>.pt`` snapshots).
+- ``checkpoints/latest.pt`` (and ``policy-v<version>.pt`` snapshots); with named policies
+  (``config.json``'s ``policies``, ``docs/policies.md``) ``checkpoints/<policy>/latest.pt``,
+  and the trainers' rows carry ``"policy": <policy>``.
 
 Everything here only reads; nothing imports torch. Errors a user can fix raise
 :class:`RunError` (the CLI prints it on one line and exits 2).
@@ -37,7 +39,7 @@ LATEST = "latest.pt"
 STATUSES = ("running", "finished", "stopped", "crashed")
 RECENT_EPISODES = 20  # as the trainer's episode_return_mean
 
-__all__ = ["RunError", "RunInfo", "resolve_run", "resolve_target", "read_config", "read_metrics",
+__all__ = ["PolicyInfo", "RunError", "RunInfo", "resolve_run", "resolve_target", "read_config", "read_metrics",
            "run_info", "find_runs", "latest_checkpoint"]
 
 
@@ -151,6 +153,60 @@ def _budget_env_steps(cfg: dict[str, Any]) -> int | None:
 
 
 @dataclass
+class PolicyInfo:
+    """One named policy of a run, as ``zoo runs`` shows it (None where unknown).
+
+    ``version``, ``env_steps``: its trainer's last ``update`` or ``end`` row (None for a frozen
+    policy, which writes none); ``return_mean``: the mean of the episode rows' ``<name>_return``
+    (its agents' mean return) over the last :data:`RECENT_EPISODES`; ``checkpoint``: its
+    ``checkpoints/<name>/latest.pt`` when it exists.
+    """
+
+    name: str
+    algo: str | None = None
+    trainable: bool = True
+    version: int | None = None
+    env_steps: int | None = None
+    return_mean: float | None = None
+    checkpoint: Path | None = None
+    checkpoint_mtime: float | None = None
+
+
+def _policy_infos(run_dir: Path, cfg: dict[str, Any], rows: list[dict[str, Any]],
+                  recent: list[dict[str, Any]]) -> list[PolicyInfo]:
+    """Every named policy of ``config.json``, in declaration order (``[]``: none named)."""
+    named = cfg.get("policies")
+    if not isinstance(named, dict) or not named:
+        return []
+    last: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r.get("type") in ("end", "update") and r.get("policy") in named:
+            last[str(r["policy"])] = r
+    out = []
+    for name, saved in named.items():
+        saved = saved if isinstance(saved, dict) else {}
+        pol = PolicyInfo(name=str(name), algo=saved.get("algo_name"),
+                         trainable=saved.get("trainable", True) is not False)
+        row = last.get(pol.name, {})
+        if isinstance(row.get("policy_version"), (int, float)):
+            pol.version = int(row["policy_version"])
+        if isinstance(row.get("env_steps"), (int, float)):
+            pol.env_steps = int(row["env_steps"])
+        values = [float(r[f"{name}_return"]) for r in recent if isinstance(r.get(f"{name}_return"), (int, float))]
+        if values:
+            pol.return_mean = sum(values) / len(values)
+        ckpt = Path(run_dir) / CHECKPOINTS / pol.name / LATEST
+        if ckpt.is_file():
+            pol.checkpoint = ckpt
+            try:
+                pol.checkpoint_mtime = ckpt.stat().st_mtime
+            except OSError:
+                pass
+        out.append(pol)
+    return out
+
+
+@dataclass
 class RunInfo:
     """What ``zoo runs`` shows for one run directory (None where unknown).
 
@@ -161,7 +217,10 @@ class RunInfo:
     ``env_steps``: the last counter logged; ``return_mean``: the last
     ``episode_return_mean`` (mean return of the trainer's recent episodes); ``team_returns``:
     for envs that log per-team returns (episode fields ``<team>_return``), each team's mean
-    over the last :data:`RECENT_EPISODES` episode rows;
+    over the last :data:`RECENT_EPISODES` episode rows (with named policies, not theirs:
+    ``policies`` has them); ``policies``: the run's named policies (:class:`PolicyInfo`; empty
+    for a run of one implicit policy); ``checkpoint``: ``checkpoints/latest.pt`` (named
+    policies: the newest of their ``checkpoints/<policy>/latest.pt``);
     ``duration_s``: wall time from start to end (or to now while running), summed over the
     segments of a resumed run (``status.json``'s ``earlier_s``).
     """
@@ -180,6 +239,7 @@ class RunInfo:
     checkpoint_mtime: float | None = None
     failed_worker: dict[str, Any] | None = field(default=None)
     team_returns: dict[str, float] = field(default_factory=dict)
+    policies: list[PolicyInfo] = field(default_factory=list)
 
 
 def _last_line(text: Any) -> str:
@@ -225,7 +285,9 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
             info.return_mean = float(r["episode_return_mean"])
             break
     recent = [r for r in rows if r.get("type") == "episode"][-RECENT_EPISODES:]
-    for key in sorted({k for r in recent for k in r if k.endswith("_return")}):
+    info.policies = _policy_infos(run_dir, cfg, rows, recent)
+    own = {f"{p.name}_return" for p in info.policies}
+    for key in sorted({k for r in recent for k in r if k.endswith("_return") and k not in own}):
         values = [float(r[key]) for r in recent if isinstance(r.get(key), (int, float))]
         if values:
             info.team_returns[key.removesuffix("_return")] = sum(values) / len(values)
@@ -261,6 +323,11 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
             if r.get("type") in ("end", "update") and isinstance(r.get("time_s"), (int, float)):
                 info.duration_s = float(r["time_s"])
                 break
+    kept = [p for p in info.policies if p.checkpoint is not None]
+    if kept:
+        newest = max(kept, key=lambda p: p.checkpoint_mtime or 0.0)
+        info.checkpoint, info.checkpoint_mtime = newest.checkpoint, newest.checkpoint_mtime
+        return info
     ckpt = latest_checkpoint(run_dir)
     if ckpt is not None:
         info.checkpoint = ckpt

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from zoo.core.rundir import RunNotFound, find_run_dir, pid_alive
-from zoo.display import Display, final_status, format_status_line
+from zoo.display import Display, _tail_rows, final_status, format_status_line
 
 __all__ = ["NO_LIVE_WAIT_S", "RunNotFound", "find_run_dir", "pid_alive", "read_json", "run_over", "wait_for_run",
            "watch"]
@@ -44,9 +44,10 @@ def read_json(path: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def _metrics_ended(run_dir: Path) -> bool:
-    """metrics.jsonl ends with the trainer's ``end`` row."""
-    row = final_status(None, str(run_dir / "metrics.jsonl"))
-    return row is not None and row.get("type") == "end"
+    """metrics.jsonl's last ``end`` or ``update`` row is an ``end`` row (the trainer's last)."""
+    rows = _tail_rows(str(run_dir / "metrics.jsonl"), 1 << 16) or []
+    last = next((r for r in reversed(rows) if r.get("type") in ("end", "update")), None)
+    return last is not None and last.get("type") == "end"
 
 
 def run_over(run_dir: Path, live: dict[str, Any] | None, status: dict[str, Any] | None, now: float,

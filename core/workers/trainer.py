@@ -57,6 +57,7 @@ from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import latest_path
 from zoo.core.graph import endpoint, parameter_endpoint
 from zoo.core.health import Meter
+from zoo.core.policy_status import status_stats
 from zoo.core.seeding import derive_seed
 from zoo.core.workers.accounting import RECENT_EPISODES, TrainerState  # noqa: F401  (re-exported)
 from zoo.core.workers.base import WorkerContext
@@ -233,6 +234,7 @@ class Trainer:
         self.sync: SoloSync | GroupSync = (SoloSync() if K == 1
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
         self.lag: tuple[float, float] = (0.0, 0.0)  # the last update point's policy lag, mean and max
+        self.shown_stats: dict[str, float] = {}  # the last update's stats that status messages carry (status_stats)
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
@@ -425,6 +427,7 @@ class Trainer:
                "policy_lag_mean": self.lag[0], "policy_lag_max": self.lag[1], **st.flow(time.monotonic()),
                "episode_return_mean": st.return_mean(), **{k: float(v) for k, v in stats.items()}}
         self.metrics.write(row, st.env_steps)
+        self.shown_stats = status_stats(stats, named=bool(self.ctx.policy))
 
     def checkpoint(self) -> None:
         """Rank 0: ``latest.pt`` with the algorithm's state, the counters and the samples received
@@ -450,7 +453,7 @@ class Trainer:
             extra["nonfinite_updates"] = st.nonfinite_updates
         self.ctx.send_control("status", timeout=0.05, **self.counters(), **st.flow(time.monotonic()),
                               budget_env_steps=self.budget_steps, episode_return_mean=st.return_mean(),
-                              **st.recent_means(), **extra, **self.named())
+                              **st.recent_means(), **extra, **self.shown_stats, **self.named())
 
 
 def _join_group(trainer: Trainer, devices: list[str] | None) -> Any:

@@ -11,6 +11,7 @@ import pytest
 
 from zoo.core.testing import subprocess_env
 from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start
+from zoo.runinfo import run_info
 
 pytestmark = pytest.mark.integration
 
@@ -72,6 +73,20 @@ def test_two_policies_train_by_agent_name_and_a_frozen_one_serves_its_weights_un
                                                     {"lead": "sample-lead-0", "rest": "sample-rest-0"})
     saved = json.loads((run / "config.json").read_text())
     assert list(saved["policies"]) == ["lead", "rest"] and saved["policies"]["rest"]["algo"]["epochs"] == 2
+    # the display (plain: stdout is a pipe), live.json and zoo runs: one row per policy
+    ends = {r["policy"]: r for r in rows if r["type"] == "end"}
+    status = json.loads((run / "live.json").read_text())["status"]
+    assert list(status["policies"]) == ["lead", "rest"] and "policy_version" not in status
+    assert {p: e["policy_version"] for p, e in status["policies"].items()} == {
+        p: ends[p]["policy_version"] for p in ("lead", "rest")}
+    lines = out.splitlines()
+    assert any(line.startswith("policy lead: version=") for line in lines), out
+    assert any(line.startswith("policy rest: version=") for line in lines), out
+    assert (f"lead version={ends['lead']['policy_version']} return=" in lines[-1]
+            and f"rest version={ends['rest']['policy_version']} return=" in lines[-1]), lines[-1]
+    info = run_info(run)
+    assert [(p.name, p.trainable, p.version, p.env_steps) for p in info.policies] == [
+        (p, True, ends[p]["policy_version"], ends[p]["env_steps"]) for p in ("lead", "rest")]
 
     # lead frozen at the first run's weights (a run folder: its policy of the same name)
     weights = run / "checkpoints" / "lead" / "latest.pt"
@@ -82,6 +97,9 @@ def test_two_policies_train_by_agent_name_and_a_frozen_one_serves_its_weights_un
     assert {r.get("policy") for r in rows if r["type"] in ("update", "end")} == {"rest"}
     assert [r for r in rows if r["type"] == "update"]
     assert not (frozen / "checkpoints" / "lead").exists() and (frozen / "checkpoints" / "rest" / "latest.pt").is_file()
+    assert json.loads((frozen / "live.json").read_text())["status"]["policies"]["lead"]["frozen"] is True
+    assert any(line.startswith("policy lead: frozen") for line in out.splitlines()), out
+    assert [(p.name, p.trainable, p.version) for p in run_info(frozen).policies][0] == ("lead", False, None)
     assert hashlib.sha256(weights.read_bytes()).hexdigest() == before
     graph = json.loads((frozen / "graph.json").read_text())
     lead = graph["policies"]["lead"]

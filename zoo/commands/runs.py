@@ -4,7 +4,10 @@ Columns: name, algorithm, env, status (``running``, ``finished``, ``stopped``,
 ``crashed``; ``unknown`` for a run with neither ``status.json`` nor an ``end`` row), env
 steps (of the budget), last mean return (the trainer's ``episode_return_mean``: the mean
 return of its most recent episodes; with per-team returns, each team's over the last 20
-episodes), duration, last checkpoint (and its age). A crashed
+episodes), duration, last checkpoint (and its age). A run of named policies has one more row
+per policy under its own (``policy NAME``: its algorithm, ``version N`` or ``frozen``, its
+last env steps, its agents' mean return over the last 20 episodes, its
+``<policy>/latest.pt``); a run of one policy has one row, as before. A crashed
 run names the worker that failed (role and index) or ``controller gone``. How the status
 is read: :func:`zoo.runinfo.run_info`.
 """
@@ -60,10 +63,22 @@ def runs_table(folder: Path, now: float | None = None) -> Table:
         ret = "-" if info.return_mean is None else f"{info.return_mean:.2f}"
         if info.team_returns:
             ret += " (" + ", ".join(f"{t} {v:.2f}" for t, v in info.team_returns.items()) + ")"
-        ckpt = "-" if info.checkpoint is None else info.checkpoint.name + _age(info.checkpoint_mtime, now)
+        ckpt = "-" if info.checkpoint is None else _checkpoint_name(info.checkpoint) + _age(info.checkpoint_mtime, now)
         table.add_row(Text(info.name, style="bold"), info.algo or "?", info.env or "?", status, steps, ret,
                       _duration(info.duration_s), Text(ckpt))
+        for pol in info.policies:
+            state = Text("frozen", style="dim") if not pol.trainable else Text(
+                "no update yet" if pol.version is None else f"version {pol.version:,}")
+            ckpt = "-" if pol.checkpoint is None else _checkpoint_name(pol.checkpoint) + _age(pol.checkpoint_mtime, now)
+            table.add_row(Text(f"  policy {pol.name}"), pol.algo or "?", "", state,
+                          "-" if pol.env_steps is None else f"{pol.env_steps:,}",
+                          "-" if pol.return_mean is None else f"{pol.return_mean:.2f}", "", Text(ckpt))
     return table
+
+
+def _checkpoint_name(path: Path) -> str:
+    """``latest.pt``; a named policy's ``lead/latest.pt``."""
+    return f"{path.parent.name}/{path.name}" if path.parent.name != "checkpoints" else path.name
 
 
 def runs_command(
