@@ -426,10 +426,10 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
             policy.load_state_dict(state["policy"])
         except (RuntimeError, KeyError, ValueError) as exc:
             first = str(exc).strip().splitlines()
+            why = (f"{first[0]} {first[1].strip()}" if len(first) > 1 else first[0]) if first else type(exc).__name__
             raise RunError(f"{what}: {str(checkpoint)!r} does not fit policy {name} ({algo_name} for agents "
-                           f"{', '.join(agents)}): {first[0] if first else type(exc).__name__}"
-                           + (f" {first[1].strip()}" if len(first) > 1 else "")
-                           + "; give a checkpoint of a policy for these agents' spaces") from None
+                           f"{', '.join(agents)}): {why.rstrip('.')}; give a checkpoint of a policy for these agents' "
+                           "spaces") from None
         policy.eval()
         keys = None
         if space_groups:  # PaddedSpaces: this policy reads its space group's keys, renamed back
