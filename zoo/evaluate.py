@@ -406,7 +406,8 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
         state = ckpt.get("algorithm") if isinstance(ckpt, dict) else None
         if not isinstance(state, dict) or not isinstance(state.get("policy"), dict):
             raise RunError(f"{what}: {str(checkpoint)!r} is not a Zoo checkpoint (no algorithm policy state in it)")
-        saved = state.get("config") if isinstance(state.get("config"), dict) else {}
+        stored = state.get("config")
+        saved: dict[str, Any] = stored if isinstance(stored, dict) else {}
         fields = {f.name for f in dataclasses.fields(algo_cls)} if algo_cls is not None else set(saved)
         if set(saved) - fields:
             owners = _algorithms_with_fields(registry, set(saved))
@@ -439,9 +440,10 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
                     if isinstance(ckpt.get(k), (int, float))}
         seats.append(Seat(name, algo_name, policy, np.array([spec.agents.index(a) for a in agents], np.int64), keys,
                           checkpoint, counters, swapped))
-    first = seats[0]
-    return Evaluation(run_dir, first.checkpoint or run_dir, config, "/".join(dict.fromkeys(s.algo_name for s in seats)),
-                      env_name, first.policy, make_env, env_component.option("renderer"), first.counters, seats)
+    lead = seats[0]
+    algos = "/".join(dict.fromkeys(seat.algo_name for seat in seats))
+    return Evaluation(run_dir, lead.checkpoint or run_dir, config, algos, env_name, lead.policy, make_env,
+                      env_component.option("renderer"), lead.counters, seats)
 
 
 class RenderError(ValueError):

@@ -91,8 +91,8 @@ def eval_command(
     if out is None:
         stem = ev.checkpoint.stem
         if ev.seats:  # policies, or policies-lead=<file stem>-... when --policy swapped some
-            stem = "-".join(["policies"] + [f"{s.name}={s.checkpoint.stem}" for s in ev.seats
-                                            if s.swapped and s.checkpoint is not None])
+            stem = "-".join(["policies"] + [f"{seat.name}={seat.checkpoint.stem}" for seat in ev.seats
+                                            if seat.swapped and seat.checkpoint is not None])
         elif swaps:
             stem = f"default={stem}"
         out = ev.run_dir / "eval" / f"{stem}-seed{seed}{'-deterministic' if deterministic else ''}.jsonl"
@@ -105,10 +105,10 @@ def eval_command(
     if ev.seats:
         console.print(f"zoo eval {ev.run_dir}: {ev.algo_name} on {ev.env_name}, {played}; policies:", highlight=False,
                       soft_wrap=True)
-        for s in ev.seats:
-            agents = ", ".join(_agent_names(ev, s))
-            console.print(f"  {s.name} ({agents}): {s.checkpoint} ({where(s.counters)})"
-                          + (" from --policy" if s.swapped else ""), highlight=False, soft_wrap=True)
+        for seat in ev.seats:
+            agents = ", ".join(_agent_names(ev, seat))
+            console.print(f"  {seat.name} ({agents}): {seat.checkpoint} ({where(seat.counters)})"
+                          + (" from --policy" if seat.swapped else ""), highlight=False, soft_wrap=True)
     else:
         console.print(f"zoo eval {ev.checkpoint} ({where(ev.counters)}): {ev.algo_name} on {ev.env_name}, {played}",
                       highlight=False, soft_wrap=True)
@@ -132,9 +132,9 @@ def eval_command(
         with open(out, "w") as f:
             for row in rows:
                 if ev.seats:
-                    meta = {"checkpoints": {s.name: str(s.checkpoint) for s in ev.seats},
-                            "policy_versions": {s.name: s.counters.get("policy_version") for s in ev.seats},
-                            "trained_env_steps": {s.name: s.counters.get("env_steps") for s in ev.seats},
+                    meta = {"checkpoints": {seat.name: str(seat.checkpoint) for seat in ev.seats},
+                            "policy_versions": {seat.name: seat.counters.get("policy_version") for seat in ev.seats},
+                            "trained_env_steps": {seat.name: seat.counters.get("env_steps") for seat in ev.seats},
                             "deterministic": deterministic}
                 else:
                     meta = {"checkpoint": str(ev.checkpoint), "policy_version": ev.counters.get("policy_version"),
