@@ -174,6 +174,24 @@ def test_a_file_in_a_policys_checkpoint_folder_is_that_policys(teams, spread_spe
     assert ev.seats[1].checkpoint == kept.resolve()
 
 
+def test_a_frozen_policy_plays_its_weights_and_missing_ones_are_named(teams, spread_spec, tmp_path):
+    weights = _checkpoint(tmp_path / "frozen" / "rest.pt", _net(spread_spec.subset(("agent_1", "agent_2")), 6), 11)
+    config = json.loads((teams / "config.json").read_text())
+    config["policies"]["rest"].update(trainable=False, weights=str(weights))
+    (teams / "config.json").write_text(json.dumps(config))
+    (teams / "checkpoints" / "rest" / "latest.pt").unlink()  # a frozen policy writes none
+    ev = load_evaluation(teams)
+    assert (ev.seats[1].checkpoint, ev.seats[1].counters) == (weights, {"policy_version": 11, "env_steps": 1100})
+    assert _same(ev.seats[1].policy, _state(weights))
+    weights.unlink()
+    with pytest.raises(RunError) as err:
+        load_evaluation(teams)
+    assert str(err.value) == (f"frozen policy rest's weights ({str(weights)!r} in {teams / 'config.json'}) do not "
+                              "exist; play a checkpoint in their place with --policy rest=CHECKPOINT")
+    other = teams / "checkpoints" / "lead" / "latest.pt"  # lead's network fits rest's agents (equal spaces)
+    assert load_evaluation(teams, swaps={"rest": str(other)}).seats[1].checkpoint == other.resolve()
+
+
 def test_bad_policy_swaps_are_one_line_naming_the_option(teams, spread_spec, tmp_path):
     for value in ("lead", "=x.pt", "lead="):
         with pytest.raises(RunError) as err:
