@@ -1,4 +1,4 @@
-"""Evaluate a trained policy in-process: load a run's checkpoint, play episodes, record video.
+"""Evaluate trained policies in-process: load a run's checkpoints, play episodes, record video.
 
 Used by ``zoo eval`` (:mod:`zoo.commands.eval`) and ``benchmarks/hide_and_seek_learning.py``.
 No worker process, no transport, no display: the policy runs on CPU in this process.
@@ -27,8 +27,15 @@ score, env steps of the whole game), else the sum of the rewards and the env ste
 several agents ``return`` is the mean over the agents that took part (were active at
 some step) of their summed rewards — plus, for several agents, ``agent_returns``
 (``{agent: return}``) and, when their names form two or more teams (``hider_0`` ->
-``hider``), ``team_returns`` (mean over the team's agents that took part), and the env's
-``info["stats"]`` of the last step (hide-and-seek: ``hider_return``, box statistics...).
+``hider``), ``team_returns`` (mean over the team's agents that took part), for a run of
+named policies ``policy_returns`` (``{policy: mean over its agents that took part}``), and
+the env's ``info["stats"]`` of the last step (hide-and-seek: ``hider_return``, box
+statistics...).
+
+**Named policies** (docs/policies.md): each policy's network, built from its own
+``config.json`` table and checkpoint, acts for its agents only (:class:`Seat`); an env whose
+agents' observation spaces differ is laid out as in training (``PaddedSpaces``), and each
+policy reads its space group's keys, renamed back.
 
 **Video frames** (:class:`Recorder`): one frame after each ``reset`` that starts an
 episode and one after each env step, so an episode of ``length`` env steps has
