@@ -415,28 +415,30 @@ def agent_policies(spec: EnvSpec, policies: Any, agents: list[AgentRule]) -> dic
 
 # ----------------------------------------------------------------------------- weights
 def resolve_weights(source: str, policy: str, *, run_dir: str | os.PathLike | None = None,
-                    runs_dir: str | os.PathLike = "runs") -> Path:
+                    runs_dir: str | os.PathLike = "runs", label: str | None = None) -> Path:
     """The checkpoint file a frozen policy's ``weights`` names (module docstring), absolute.
 
     ``policy`` is the frozen policy's name (a run folder's policy of that name is taken
     first); ``run_dir`` is this run's folder (for ``POLICY@VERSION``); ``runs_dir`` is
-    where run names are looked up.
+    where run names are looked up; ``label`` starts each message in place of
+    ``policies.<policy>.weights = '<source>'`` (``zoo eval --policy`` passes its own option).
 
     Raises:
         ConfigError: no such file or run folder, a run folder without a fitting checkpoint
             (what it has is listed), ``POLICY@VERSION`` without that kept checkpoint.
     """
     key = f"policies.{policy}.weights"
+    what = label or f"{key} = {source!r}"
     m = _VERSION_RE.match(source)
     path, named = Path(source), Path(runs_dir) / source
     if m and not path.exists():
         other, version = m.group(1), int(m.group(2))
         if run_dir is None:
-            raise ConfigError(f"{key} = {source!r}: a POLICY@VERSION checkpoint is one this run kept, and a new run "
+            raise ConfigError(f"{what}: a POLICY@VERSION checkpoint is one this run kept, and a new run "
                               "has none yet; give a checkpoint file or another run's folder", field=key)
         file = Path(run_dir) / "checkpoints" / other / f"policy-v{version:08d}.pt"
         if not file.is_file():
-            raise ConfigError(f"{key} = {source!r}: {file} does not exist (policy {other} keeps every version only "
+            raise ConfigError(f"{what}: {file} does not exist (policy {other} keeps every version only "
                               f"with policies.{other}.trainer.keep_checkpoints = true); give a version it kept",
                               field=key)
         return file.resolve()
@@ -450,12 +452,12 @@ def resolve_weights(source: str, policy: str, *, run_dir: str | os.PathLike | No
                     return file.resolve()
             have = sorted(str(p.relative_to(candidate)) for p in ckpts.glob("**/latest.pt")) if ckpts.is_dir() else []
             raise ConfigError(
-                f"{key} = {source!r}: the run folder {candidate} has no checkpoint of policy {policy} "
+                f"{what}: the run folder {candidate} has no checkpoint of policy {policy} "
                 f"(checkpoints/{policy}/latest.pt) nor of a single policy (checkpoints/latest.pt)"
                 + (f"; it has {', '.join(have)}: give that file" if have else "; it has no checkpoint at all"),
                 field=key)
     nor = f" (nor {str(named)!r})" if named != path and len(path.parts) == 1 else ""
-    raise ConfigError(f"{key} = {source!r} does not exist{nor}; give a checkpoint file (.pt), a run folder, or "
+    raise ConfigError(f"{what} does not exist{nor}; give a checkpoint file (.pt), a run folder, or "
                       "POLICY@VERSION (docs/policies.md)", field=key)
 
 

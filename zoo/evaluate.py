@@ -1,4 +1,4 @@
-"""Evaluate a trained policy in-process: load a run's checkpoint, play episodes, record video.
+"""Evaluate trained policies in-process: load a run's checkpoints, play episodes, record video.
 
 Used by ``zoo eval`` (:mod:`zoo.commands.eval`) and ``benchmarks/hide_and_seek_learning.py``.
 No worker process, no transport, no display: the policy runs on CPU in this process.
@@ -27,8 +27,15 @@ score, env steps of the whole game), else the sum of the rewards and the env ste
 several agents ``return`` is the mean over the agents that took part (were active at
 some step) of their summed rewards — plus, for several agents, ``agent_returns``
 (``{agent: return}``) and, when their names form two or more teams (``hider_0`` ->
-``hider``), ``team_returns`` (mean over the team's agents that took part), and the env's
-``info["stats"]`` of the last step (hide-and-seek: ``hider_return``, box statistics...).
+``hider``), ``team_returns`` (mean over the team's agents that took part), for a run of
+named policies ``policy_returns`` (``{policy: mean over its agents that took part}``), and
+the env's ``info["stats"]`` of the last step (hide-and-seek: ``hider_return``, box
+statistics...).
+
+**Named policies** (docs/policies.md): each policy's network, built from its own
+``config.json`` table and checkpoint, acts for its agents only (:class:`Seat`); an env whose
+agents' observation spaces differ is laid out as in training (``PaddedSpaces``), and each
+policy reads its space group's keys, renamed back.
 
 **Video frames** (:class:`Recorder`): one frame after each ``reset`` that starts an
 episode and one after each env step, so an episode of ``length`` env steps has
@@ -53,12 +60,34 @@ import numpy as np
 
 from zoo.runinfo import RunError, read_config, resolve_run, resolve_target
 
-__all__ = ["Evaluation", "load_evaluation", "play", "Recorder", "RenderError", "team_of", "summarise"]
+__all__ = ["Evaluation", "Seat", "load_evaluation", "parse_policy_swaps", "play", "Recorder", "RenderError", "team_of",
+           "summarise"]
 
 
 def team_of(agent: str) -> str:
     """The team of an agent name: the name without a trailing ``_<number>`` (``hider_1`` -> ``hider``)."""
     return re.sub(r"_?\d+$", "", agent) or agent
+
+
+@dataclass
+class Seat:
+    """One named policy playing its agents (a run of named policies, docs/policies.md).
+
+    ``agents``: its env agents' indices in ``spec.agents`` (int64 ``[A_P]``); ``keys``:
+    for an env whose agents have different observation spaces (``PaddedSpaces``), the
+    padded observation key -> the network's key (``obs@1`` -> ``obs``), else None;
+    ``checkpoint``: the file its weights came from; ``counters`` as
+    :attr:`Evaluation.counters`; ``swapped``: its weights came from ``--policy``.
+    """
+
+    name: str
+    algo_name: str
+    policy: Any
+    agents: np.ndarray
+    keys: dict[str, str] | None = None
+    checkpoint: Path | None = None
+    counters: dict[str, int] = dataclasses.field(default_factory=dict)
+    swapped: bool = False
 
 
 @dataclass
@@ -68,6 +97,11 @@ class Evaluation:
     ``make_env(seed)`` builds one env of the run (its ``env.*`` options); ``renderer`` is the
     env plugin's registered ``renderer`` (None if it has none); ``counters``: the
     checkpoint's ``policy_version``, ``env_steps``... (those present).
+
+    A run of named policies has ``seats``, one :class:`Seat` per policy in declaration
+    order (``policy``, ``checkpoint``, ``counters`` and ``algo_name`` are then the first
+    seat's); ``players`` is what :func:`play` takes: ``seats``, or ``policy`` when there
+    are none.
     """
 
     run_dir: Path
@@ -79,6 +113,11 @@ class Evaluation:
     make_env: Callable[[int], Any]
     renderer: Callable[[Any], np.ndarray] | None
     counters: dict[str, int]
+    seats: list[Seat] = dataclasses.field(default_factory=list)
+
+    @property
+    def players(self) -> Any:
+        return self.seats or self.policy
 
 
 def _torch_load(path: Path) -> Any:
@@ -115,15 +154,71 @@ def _config_name(config: dict[str, Any], key: str, run_dir: Path) -> str:
     return value
 
 
-def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = None, registry=None) -> Evaluation:
+def parse_policy_swaps(values: Sequence[str]) -> dict[str, str]:
+    """``zoo eval --policy NAME=CHECKPOINT`` values as ``{NAME: CHECKPOINT}`` (in order).
+
+    Raises:
+        RunError: a value that is not ``NAME=CHECKPOINT`` with both parts non-empty, or one
+            NAME given twice (one line naming the option and the fix).
+    """
+    out: dict[str, str] = {}
+    for text in values:
+        name, sep, source = text.partition("=")
+        name, source = name.strip(), source.strip()
+        if not sep or not name or not source:
+            raise RunError(f"--policy {text!r}: give NAME=CHECKPOINT, a policy of the run and a checkpoint file, a run "
+                           "folder or POLICY@VERSION to play in place of its weights (e.g. --policy "
+                           "lead=runs/other/checkpoints/lead/latest.pt)")
+        if name in out:
+            raise RunError(f"--policy {name}= is given twice ({out[name]!r} and {source!r}); give each policy's "
+                           "checkpoint once")
+        out[name] = source
+    return out
+
+
+def _refuse_unknown_swaps(swaps: dict[str, str], names: Sequence[str], run_dir: Path, named: bool) -> None:
+    for name, source in swaps.items():
+        if name not in names:
+            if named:
+                has = f"names policies {', '.join(names)}"
+            else:
+                has = f"names no policies (its one policy is {names[0]!r})"
+            raise RunError(f"--policy {name}={source}: run {str(run_dir)!r} has no policy {name!r}; it {has}: give "
+                           f"--policy {names[0]}=CHECKPOINT")
+
+
+def _swap_file(name: str, source: str, run_dir: Path, config: dict[str, Any]) -> Path:
+    """The checkpoint file ``--policy NAME=SOURCE`` names (:func:`zoo.core.policies.resolve_weights`)."""
+    from zoo.core.config import ConfigError
+    from zoo.core.policies import resolve_weights
+
+    try:
+        return resolve_weights(source, name, run_dir=run_dir, runs_dir=str(config.get("runs_dir") or "runs"),
+                               label=f"--policy {name}={source}")
+    except ConfigError as exc:
+        raise RunError(str(exc).splitlines()[0]) from None
+
+
+def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = None, registry=None,
+                    swaps: dict[str, str] | None = None) -> Evaluation:
     """Load the policy of ``target`` (a run folder -> its ``checkpoints/latest.pt``, or a
     checkpoint file inside a run folder); ``run`` takes the config from another run folder.
+
+    A run of named policies (its ``config.json`` has ``policies``) loads every policy, each
+    playing its agents (:attr:`Evaluation.seats`): a trainable policy's
+    ``checkpoints/<policy>/latest.pt``, a frozen one's ``weights``; ``target`` may also be
+    a file in ``checkpoints/<policy>/``, which that policy then plays. ``swaps``
+    (``{policy: source}``, :func:`parse_policy_swaps`) plays a checkpoint file, run folder or
+    ``POLICY@VERSION`` (as a frozen policy's ``weights``) in place of a policy's weights,
+    built with the options stored in that checkpoint; a run that names no policies has one,
+    ``default``.
 
     Raises:
         RunError: the run folder or checkpoint does not exist or cannot be read; the run's
             config.json names no algorithm or env, or they are not installed; the checkpoint
             holds another algorithm's state (naming it when its config matches an installed
-            algorithm) or a policy of another shape.
+            algorithm) or a policy of another shape; ``swaps`` names a policy the run does
+            not have or a checkpoint that cannot be found, read or does not fit.
     """
     import torch  # noqa: F401  (fail here, not half-way)
 
@@ -141,15 +236,19 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
         from zoo.core.plugins import get_registry
 
         registry = get_registry()
-    folder = Path(run if run is not None else target)
-    if (folder / "config.json").is_file():  # issue 22: every policy playing its agents is a later step
-        named = read_config(folder).get("policies")
-        if named:
-            raise RunError(f"run {str(folder)!r} names policies ({', '.join(named)}): zoo eval plays a run of one "
-                           "policy; evaluating named policies is not built yet (docs/policies.md, 'Not yet')")
-    if run is not None:
+    swaps = dict(swaps or {})
+    path = Path(target)
+    if run is not None:  # the config of another run, the checkpoint of target
         run_dir = resolve_run(run)
-        path = Path(target)
+        config = read_config(run_dir)
+        if config.get("policies"):
+            raise RunError(f"--run {str(run)!r} names policies ({', '.join(config['policies'])}); evaluate it as "
+                           f"zoo eval {str(run)!r}, and play a checkpoint in place of one policy's weights with "
+                           "--policy NAME=CHECKPOINT")
+        _refuse_unknown_swaps(swaps, ["default"], run_dir, named=False)
+        if swaps:
+            raise RunError(f"--policy default={swaps['default']} and --run {str(run)!r}: with --run, "
+                           f"RUN_OR_CHECKPOINT ({str(target)!r}) is the checkpoint to play; give one of the two")
         if path.is_dir():
             _, checkpoint = resolve_target(path)
         elif path.is_file():
@@ -157,8 +256,18 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
         else:
             raise RunError(f"checkpoint {str(target)!r} does not exist")
     else:
-        run_dir, checkpoint = resolve_target(target)
-    config = read_config(run_dir)
+        run_dir, file = resolve_target(path) if path.is_file() else (resolve_run(target), None)
+        config = read_config(run_dir)
+        if config.get("policies"):
+            return _load_named(registry, run_dir, config, file, swaps)
+        _refuse_unknown_swaps(swaps, ["default"], run_dir, named=False)
+        if "default" in swaps:
+            if file is not None:
+                raise RunError(f"{str(target)!r} and --policy default={swaps['default']} both name the checkpoint to "
+                               "play; give the run folder and --policy, or the checkpoint alone")
+            checkpoint = _swap_file("default", swaps["default"], run_dir, config)
+        else:
+            checkpoint = file if file is not None else resolve_target(target)[1]
     algo_name, env_name = _config_name(config, "algo_name", run_dir), _config_name(config, "env_name", run_dir)
     try:
         algo = registry.get("algorithm", algo_name)
@@ -210,6 +319,138 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
                 if isinstance(ckpt.get(k), (int, float))}
     return Evaluation(run_dir, checkpoint, config, algo.name, env_name, policy, make_env,
                       env_component.option("renderer"), counters)
+
+
+def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | None,
+                swaps: dict[str, str]) -> Evaluation:
+    """Every named policy of the run at ``run_dir``, each for its agents (:func:`load_evaluation`)."""
+    from zoo.core.config import (
+        ConfigError,
+        ExperimentConfig,
+        algorithm_config_class,
+        apply_mapping,
+        env_config_class,
+        resolve_env,
+    )
+    from zoo.core.env import PAD_SEP
+    from zoo.core.registry import UnknownComponentError
+
+    tables: dict[str, Any] = config["policies"]
+    names = list(tables)
+    source = run_dir / "config.json"
+    _refuse_unknown_swaps(swaps, names, run_dir, named=True)
+    files: dict[str, tuple[Path, bool]] = {}
+    if file is not None:
+        owner = file.parent.name if file.parent.parent.name == "checkpoints" else None
+        if owner not in tables:
+            raise RunError(f"checkpoint {str(file)!r} is no policy's of run {str(run_dir)!r}, which names policies "
+                           f"{', '.join(names)} (their checkpoints are checkpoints/<policy>/*.pt); give the run "
+                           "folder, and a checkpoint in place of one policy's weights with --policy NAME=CHECKPOINT")
+        if owner in swaps:
+            raise RunError(f"{str(file)!r} and --policy {owner}={swaps[owner]} both name policy {owner}'s "
+                           "checkpoint; give the run folder and --policy, or the checkpoint alone")
+        files[owner] = (file, False)
+    for name, where in swaps.items():
+        files[name] = (_swap_file(name, where, run_dir, config), True)
+    for name, table in tables.items():
+        if name in files:
+            continue
+        if table.get("trainable", True):
+            own = run_dir / "checkpoints" / name / "latest.pt"
+            if not own.is_file():
+                raise RunError(f"run {str(run_dir)!r} has no checkpoint of policy {name} yet ({own} does not exist); "
+                               "the trainer writes one every trainer.checkpoint_interval updates and at the end, or "
+                               f"play one with --policy {name}=CHECKPOINT")
+            files[name] = (own, False)
+        else:
+            weights = table.get("weights")
+            if not isinstance(weights, str) or not Path(weights).is_file():
+                raise RunError(f"frozen policy {name}'s weights ({weights!r} in {source}) do not exist; play a "
+                               f"checkpoint in their place with --policy {name}=CHECKPOINT")
+            files[name] = (Path(weights), False)
+
+    env_name = _config_name(config, "env_name", run_dir)
+    try:
+        env_component, env_arg = resolve_env(registry, env_name)
+    except (UnknownComponentError, LookupError) as exc:
+        raise RunError(f"run {str(run_dir)!r} cannot be rebuilt: {exc}") from None
+    env_cls = env_config_class(env_component)
+    env_holder = ExperimentConfig(algo_name="", env_name=env_name, env=env_cls() if env_cls else None)
+    try:
+        apply_mapping(env_holder, {"env": config["env"]} if isinstance(config.get("env"), dict) else {},
+                      source=str(source))
+    except ConfigError as exc:
+        raise RunError(str(exc).splitlines()[0]) from None
+
+    def make_env(seed: int):
+        return env_component.load()(env_arg, env_holder.env, seed)
+
+    probe = make_env(0)
+    try:
+        spec = probe.spec
+    finally:
+        probe.close()
+    seats: list[Seat] = []
+    space_groups = spec.space_groups() if spec.mixed else []
+    for name, table in tables.items():
+        checkpoint, swapped = files[name]
+        what = f"--policy {name}={swaps[name]}" if swapped else f"checkpoint {str(checkpoint)!r}"
+        agents = table.get("agents")
+        if not isinstance(agents, list) or not agents or any(a not in spec.agents for a in agents):
+            raise RunError(f"{source}: policies.{name}.agents = {agents!r} are not agents of {env_name} "
+                           f"({', '.join(spec.agents)}); take the config from the run that zoo train wrote")
+        algo_name = _config_name(table, "algo_name", run_dir)
+        try:
+            algo = registry.get("algorithm", algo_name)
+        except UnknownComponentError as exc:
+            raise RunError(f"run {str(run_dir)!r} cannot be rebuilt: policy {name}: {exc}") from None
+        algo_cls = algorithm_config_class(algo)
+        holder = ExperimentConfig(algo_name=algo_name, env_name=env_name, algo=algo_cls() if algo_cls else None)
+        try:
+            ckpt = _torch_load(checkpoint)
+        except RunError as exc:
+            raise RunError(f"{what}: {exc}" if swapped else str(exc)) from None
+        state = ckpt.get("algorithm") if isinstance(ckpt, dict) else None
+        if not isinstance(state, dict) or not isinstance(state.get("policy"), dict):
+            raise RunError(f"{what}: {str(checkpoint)!r} is not a Zoo checkpoint (no algorithm policy state in it)")
+        stored = state.get("config")
+        saved: dict[str, Any] = stored if isinstance(stored, dict) else {}
+        fields = {f.name for f in dataclasses.fields(algo_cls)} if algo_cls is not None else set(saved)
+        if set(saved) - fields:
+            owners = _algorithms_with_fields(registry, set(saved))
+            by = f"algorithm {' or '.join(owners)}" if owners else "another algorithm"
+            raise RunError(f"{what}: {str(checkpoint)!r} was written by {by}, but policy {name} plays {algo_name}; "
+                           f"give a {algo_name} checkpoint")
+        layers = {"algo": table["algo"]} if isinstance(table.get("algo"), dict) else {}
+        try:
+            apply_mapping(holder, layers, source=f"{source} policies.{name}")
+            if swapped:  # its network as the checkpoint was trained (a frozen policy's rule, docs/policies.md)
+                apply_mapping(holder, {"algo": {k: v for k, v in saved.items() if k != "device"}},
+                              source=f"{checkpoint} (the options its weights were trained with)")
+        except ConfigError as exc:
+            raise RunError(str(exc).splitlines()[0]) from None
+        policy = algo.load().build_policy(holder.algo, spec.subset(agents))
+        try:
+            policy.load_state_dict(state["policy"])
+        except (RuntimeError, KeyError, ValueError) as exc:
+            first = str(exc).strip().splitlines()
+            why = (f"{first[0]} {first[1].strip()}" if len(first) > 1 else first[0]) if first else type(exc).__name__
+            raise RunError(f"{what}: {str(checkpoint)!r} does not fit policy {name} ({algo_name} for agents "
+                           f"{', '.join(agents)}): {why.rstrip('.')}; give a checkpoint of a policy for these agents' "
+                           "spaces") from None
+        policy.eval()
+        keys = None
+        if space_groups:  # PaddedSpaces: this policy reads its space group's keys, renamed back
+            g = next(i for i, grp in enumerate(space_groups) if agents[0] in grp)
+            keys = {f"{k}{PAD_SEP}{g}": k for k in spec.observation_space_of(agents[0])}
+        counters = {k: int(ckpt[k]) for k in ("policy_version", "updates", "env_steps", "frames", "episodes")
+                    if isinstance(ckpt.get(k), (int, float))}
+        seats.append(Seat(name, algo_name, policy, np.array([spec.agents.index(a) for a in agents], np.int64), keys,
+                          checkpoint, counters, swapped))
+    lead = seats[0]
+    algos = "/".join(dict.fromkeys(seat.algo_name for seat in seats))
+    return Evaluation(run_dir, lead.checkpoint or run_dir, config, algos, env_name, lead.policy, make_env,
+                      env_component.option("renderer"), lead.counters, seats)
 
 
 class RenderError(ValueError):
@@ -277,9 +518,14 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
          recorder: Recorder | None = None,
          override: Callable[[np.ndarray], None] | None = None) -> list[dict[str, Any]]:
     """Play ``episodes`` episodes with ``policy`` on ``envs`` in lock-step (one batched
-    forward pass per step); the per-episode results of the module docstring, in episode order.
+    forward pass per step and policy); the per-episode results of the module docstring, in
+    episode order.
 
-    ``override(actions)``, optional, may change the actions in place before they are
+    ``policy`` is one network acting for every agent, or a list of :class:`Seat` s (a run of
+    named policies, :attr:`Evaluation.players`): each seat's network acts for its agents
+    only, in declaration order, each step (a seat with no active agent acts on 0 rows), and
+    each result also holds ``policy_returns`` (``{policy: mean over its agents that took
+    part}``). ``override(actions)``, optional, may change the actions in place before they are
     stepped: ``actions`` is ``[len(envs), A, *action_shape]`` (e.g. random actions for one
     team). ``deterministic`` takes the mode of the action distribution.
     """
@@ -292,11 +538,15 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
     to_env = ActionClipper(spec.action_space)  # Box actions: clipped to the bounds, as the actors do
     n, A = len(envs), spec.num_agents
     agents = list(spec.agents)
+    named = isinstance(policy, (list, tuple))
+    seats: list[Seat] = list(policy) if named else [Seat("", "", policy, np.arange(A, dtype=np.int64))]
     teams: dict[str, list[int]] = {}
     for a, name in enumerate(agents):
         teams.setdefault(team_of(name), []).append(a)
-    state_shape = getattr(policy, "state_shape", None)
-    state = np.zeros((n * A, *state_shape), np.float32) if state_shape else None
+    states: list[np.ndarray | None] = []
+    for seat in seats:
+        state_shape = getattr(seat.policy, "state_shape", None)
+        states.append(np.zeros((n * A, *state_shape), np.float32) if state_shape else None)
     current: list[_Episode | None] = [None] * n
     obs: list[dict[str, np.ndarray]] = [{} for _ in range(n)]  # each env's latest observation
     active = [np.ones(A, bool) for _ in range(n)]
@@ -314,8 +564,9 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
         current[i] = ep = _Episode(k, seed + k, A)
         active[i] = _active(info, A)
         ep.seen |= active[i]
-        if state is not None:
-            state[i * A:(i + 1) * A] = 0.0
+        for state in states:
+            if state is not None:
+                state[i * A:(i + 1) * A] = 0.0
         if recorder is not None:
             recorder.start(i)
             recorder.capture(i, envs[i])
@@ -334,6 +585,9 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
             if len(teams) > 1:
                 row["team_returns"] = {t: float(ep.returns[[a for a in idx if seen[a]]].mean())
                                        for t, idx in teams.items() if seen[idx].any()}
+        if named:
+            row["policy_returns"] = {seat.name: float(ep.returns[seat.agents[seen[seat.agents]]].mean())
+                                     for seat in seats if seen[seat.agents].any()}
         for k, v in (info.get("stats") or {}).items():
             if k not in row:
                 row[k] = float(v)
@@ -346,19 +600,25 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
         start(i)
     while any(ep is not None for ep in current):
         live = [i for i in range(n) if current[i] is not None]
-        slots = np.concatenate([i * A + np.flatnonzero(active[i]) for i in live])
-        keys = obs[live[0]].keys()
-        batch = {k: torch.as_tensor(np.concatenate([obs[i][k][active[i]] for i in live])) for k in keys}
-        with torch.no_grad():
-            if state is None:
-                out = policy.act(batch, deterministic=deterministic)
-            else:
-                out = policy.act(batch, state=torch.as_tensor(state[slots]), deterministic=deterministic)
-                state[slots] = out["state"].float().numpy()
-        act = out["action"].numpy()
-        actions = np.zeros((n * A, *act.shape[1:]), act.dtype)
-        actions[slots] = act
-        actions = actions.reshape(n, A, *act.shape[1:])
+        flat: np.ndarray | None = None
+        for seat, state in zip(seats, states, strict=True):
+            mine = [seat.agents[active[i][seat.agents]] for i in live]  # its active agents in each live env
+            slots = np.concatenate([i * A + rows for i, rows in zip(live, mine, strict=True)])
+            keys = seat.keys or {k: k for k in obs[live[0]]}
+            batch = {net: torch.as_tensor(np.concatenate([obs[i][k][rows] for i, rows in zip(live, mine, strict=True)]))
+                     for k, net in keys.items()}
+            with torch.no_grad():
+                if state is None:
+                    out = seat.policy.act(batch, deterministic=deterministic)
+                else:
+                    out = seat.policy.act(batch, state=torch.as_tensor(state[slots]), deterministic=deterministic)
+                    state[slots] = out["state"].float().numpy()
+            act = out["action"].numpy()
+            if flat is None:
+                flat = np.zeros((n * A, *act.shape[1:]), act.dtype)
+            flat[slots] = act
+        assert flat is not None, "play: at least one policy"
+        actions = flat.reshape(n, A, *flat.shape[1:])
         if override is not None:
             override(actions)
         for i in live:
@@ -382,8 +642,9 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
                 finish(i, info["episode"], info)
                 continue
             active[i] = _active(info, A)
-            if state is not None:
-                state[i * A:(i + 1) * A] = 0.0  # as the policy worker does for on_reset slots
+            for state in states:
+                if state is not None:
+                    state[i * A:(i + 1) * A] = 0.0  # as the policy worker does for on_reset slots
             if recorder is not None:
                 recorder.capture(i, env)
     results.sort(key=lambda r: r["episode"])

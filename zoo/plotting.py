@@ -16,6 +16,13 @@ plus ``"|band"``.
 - **smoothing**: a trailing moving average over ``smooth`` consecutive rows (the first
   ``smooth - 1`` rows, which have no full window, are not drawn); ``smooth=0`` picks
   ``max(1, rows // 50)``; ``1`` draws the rows as they are.
+- **named policies** (a run whose ``config.json`` has ``policies``, docs/policies.md): each
+  selected policy (``policies``: every one unless named) is its own line. ``return`` (the
+  default) means each policy's ``<P>_return`` field of the episode rows (the mean over its
+  agents); an update-row metric (``episode_return_mean``, losses...) is drawn from each
+  policy's own update rows (``"policy": P``), its line's gid ``"<label>|<metric>@<P>"``;
+  other episode fields (``length``, the env's statistics, ``<P>_return`` named with ``--y``)
+  are the run's, one line. A run without named policies has one policy, ``default``.
 - **seeds**: runs whose ``config.json`` differ only in ``seed`` (and ``name``,
   ``runs_dir``) form one curve: the mean over the runs, with a band of +- one standard
   deviation (numpy, ``ddof=0``), on the env steps where every run has data (each run's
@@ -41,8 +48,8 @@ X_LABELS = {"env_steps": "env steps (calls to env.step)", "frames": "frames (env
 _NOT_METRICS = {"type", "env_steps", "frames", "time_s"}
 _IDENTITY = ("seed", "name", "runs_dir")  # what may differ between the runs of one seed group
 
-__all__ = ["plot_runs", "RunCurves", "load_run", "available_metrics", "default_metrics", "smooth_curve",
-           "y_label", "X_AXES"]
+__all__ = ["plot_runs", "RunCurves", "Curve", "load_run", "available_metrics", "default_metrics", "smooth_curve",
+           "y_label", "X_AXES", "run_policies", "plan_curves"]
 
 
 @dataclass
@@ -57,6 +64,33 @@ class RunCurves:
     @property
     def frame_skip(self) -> int:
         return max(1, int((self.config.get("env_spec") or {}).get("frame_skip", 1)))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line of a run: field ``metric`` of its rows; ``policy``: only the update rows of that
+    policy (None: every row); ``owner``: the policy the line belongs to (None: the run's)."""
+
+    metric: str
+    policy: str | None = None
+    owner: str | None = None
+
+    @property
+    def key(self) -> str:
+        """``metric``, or ``metric@policy`` for one policy's update rows (the line's gid after ``label|``)."""
+        return f"{self.metric}@{self.policy}" if self.policy else self.metric
+
+    @property
+    def description(self) -> str:
+        if self.owner is None:
+            return self.metric
+        return f"{self.owner} return" if self.metric == f"{self.owner}_return" else f"{self.owner} {self.metric}"
+
+
+def run_policies(run: RunCurves) -> list[str]:
+    """The run's named policies in declaration order (``config.json``'s ``policies``); ``[]`` when it names none."""
+    named = run.config.get("policies")
+    return list(named) if isinstance(named, dict) else []
 
 
 def load_run(run_dir: str | os.PathLike) -> RunCurves:
@@ -82,11 +116,14 @@ def _numeric(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def available_metrics(run: RunCurves) -> dict[str, str]:
-    """``{metric: row type}`` of every numeric field the run logged (episode fields first)."""
+def available_metrics(run: RunCurves, policy: str | None = None) -> dict[str, str]:
+    """``{metric: row type}`` of every numeric field the run logged (episode fields first);
+    with ``policy``, of the update rows only that policy's (``"policy": policy``)."""
     out: dict[str, str] = OrderedDict()
     for kind in ("episode", "update"):
         for row in run.rows.get(kind, []):
+            if kind == "update" and policy is not None and row.get("policy") != policy:
+                continue
             for k, v in row.items():
                 if k not in _NOT_METRICS and _numeric(v) and k not in out:
                     out[k] = kind
@@ -134,17 +171,55 @@ def _x_values(run: RunCurves, rows: list[dict[str, Any]], x: str) -> np.ndarray:
     return own
 
 
-def series(run: RunCurves, metric: str, x: str) -> tuple[np.ndarray, np.ndarray]:
-    """The raw points ``(x, y)`` of ``metric``, one per row that has it, in file order.
+def series(run: RunCurves, metric: str, x: str, policy: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The raw points ``(x, y)`` of ``metric``, one per row that has it, in file order; with
+    ``policy``, of the update rows only that policy's.
 
     Raises:
-        RunError: the run never logged ``metric`` (the message lists what it did log).
+        RunError: the run (that policy) never logged ``metric`` (the message lists what it did log).
     """
-    kinds = available_metrics(run)
+    kinds = available_metrics(run, policy)
     if metric not in kinds:
-        raise RunError(f"unknown metric {metric!r} for run {run.name!r}; it logged: {', '.join(kinds) or 'nothing'}")
-    rows = [r for r in run.rows.get(kinds[metric], []) if _numeric(r.get(metric))]
+        whose = f"policy {policy} of run {run.name!r}" if policy else f"run {run.name!r}"
+        raise RunError(f"unknown metric {metric!r} for {whose}; it logged: {', '.join(kinds) or 'nothing'}")
+    rows = [r for r in run.rows.get(kinds[metric], []) if _numeric(r.get(metric))
+            and (policy is None or kinds[metric] != "update" or r.get("policy") == policy)]
     return _x_values(run, rows, x), np.array([float(r[metric]) for r in rows])
+
+
+def _selected(run: RunCurves, policies: Sequence[str]) -> list[str]:
+    """The run's policies that ``policies`` names (all of them when it names none)."""
+    names = run_policies(run)
+    known = names or ["default"]
+    for name in policies:
+        if name not in known:
+            has = f"its policies: {', '.join(names)}" if names else "it names no policies (its one policy: default)"
+            raise RunError(f"--policy {name}: run {run.name!r} has no policy {name!r}; {has}")
+    if not names:
+        return []
+    return [n for n in names if n in policies] if policies else names
+
+
+def plan_curves(run: RunCurves, metrics: Sequence[str] | None, policies: Sequence[str] = ()) -> list[Curve]:
+    """The lines of ``run`` for ``metrics`` (default: :func:`default_metrics`, or ``return``
+    for a run of named policies) and the selected ``policies`` (module docstring).
+
+    Raises:
+        RunError: a policy the run does not have (listing its policies).
+    """
+    selected = _selected(run, policies)
+    if not run_policies(run):
+        return [Curve(m) for m in (list(metrics) if metrics else default_metrics([run]))]
+    kinds = available_metrics(run)
+    out: list[Curve] = []
+    for m in list(metrics) if metrics else ["return"]:
+        if m == "return":
+            out += [Curve(f"{p}_return", None, p) for p in selected]
+        elif kinds.get(m) == "update":
+            out += [Curve(m, p, p) for p in selected]
+        else:
+            out.append(Curve(m))
+    return out
 
 
 def smooth_curve(x: np.ndarray, y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
@@ -176,18 +251,21 @@ def _group_label(group: list[RunCurves]) -> str:
 
 
 def plot_runs(run_dirs: Sequence[str | os.PathLike], metrics: Sequence[str] | None = None, x: str = "env_steps",
-              smooth: int = 0, title: str | None = None):
+              smooth: int = 0, title: str | None = None, policies: Sequence[str] = ()):
     """Draw the learning curves of ``run_dirs`` on one axes; returns the Figure (not saved).
 
     Args:
         run_dirs: run directories (or run names under ``./runs``).
-        metrics: fields to plot (default: :func:`default_metrics` of each run).
+        metrics: fields to plot (default: :func:`default_metrics` of each run; ``return``
+            per policy for a run of named policies).
         x: ``env_steps``, ``frames`` or ``time``.
         smooth: moving-average window in rows (0: automatic; module docstring).
+        policies: the named policies to draw (default: every one; module docstring).
 
     Raises:
         RunError: a run folder that does not exist or has no metrics; an unknown metric
-            (listing what the run logged); an unknown ``x``; seed runs with no common env steps.
+            (listing what the run, or the policy, logged); a policy a run does not have
+            (listing its policies); an unknown ``x``; seed runs with no common env steps.
     """
     import matplotlib
 
@@ -197,29 +275,34 @@ def plot_runs(run_dirs: Sequence[str | os.PathLike], metrics: Sequence[str] | No
     if x not in X_AXES:
         raise RunError(f"--x {x!r} is not one of {', '.join(X_AXES)}")
     runs = [load_run(d) for d in run_dirs]
-    chosen = {id(run): list(metrics) if metrics else default_metrics([run]) for run in runs}
+    chosen = {id(run): plan_curves(run, metrics, policies) for run in runs}
     for run in runs:  # every error before drawing anything
-        for m in chosen[id(run)]:
-            series(run, m, x)
+        for c in chosen[id(run)]:
+            series(run, c.metric, x, c.policy)
     fig = Figure(figsize=(8, 4.8))
     ax = fig.add_subplot()
     colours = iter(matplotlib.rcParams["axes.prop_cycle"].by_key()["color"] * 10)
     shown: list[str] = []
+    policy_returns = True  # every line is a named policy's return
     for group in _groups(runs):
         label = _group_label(group)
-        metrics = chosen[id(group[0])]
-        shown += [m for m in metrics if m not in shown]
-        for metric in metrics:
-            name = label if len(metrics) == 1 and not (metric != "return" and len(runs) > 1) else f"{label}: {metric}"
+        plan = chosen[id(group[0])]
+        shown += [c.metric for c in plan if c.metric not in shown]
+        owned = any(c.owner for c in plan)
+        policy_returns &= all(c.owner and c.metric == f"{c.owner}_return" for c in plan)
+        for curve in plan:
+            metric = curve.metric
+            alone = len(plan) == 1 and not owned and not (metric != "return" and len(runs) > 1)
+            name = label if alone else f"{label}: {curve.description}"
             colour = next(colours)
             curves = []
             for run in group:
-                xs, ys = series(run, metric, x)
+                xs, ys = series(run, metric, x, curve.policy)
                 n = len(ys)
                 curves.append(smooth_curve(xs, ys, smooth if smooth > 0 else max(1, n // 50)))
             if len(curves) == 1:
                 (line,) = ax.plot(*curves[0], color=colour, lw=1.2, label=name)
-                line.set_gid(f"{label}|{metric}")
+                line.set_gid(f"{label}|{curve.key}")
                 continue
             lo = max(c[0][0] for c in curves if len(c[0]))
             hi = min(c[0][-1] for c in curves if len(c[0]))
@@ -230,12 +313,14 @@ def plot_runs(run_dirs: Sequence[str | os.PathLike], metrics: Sequence[str] | No
             stack = np.stack([np.interp(grid, cx, cy) for cx, cy in curves])
             mean, std = stack.mean(0), stack.std(0)
             (line,) = ax.plot(grid, mean, color=colour, lw=1.4, label=name)
-            line.set_gid(f"{label}|{metric}")
+            line.set_gid(f"{label}|{curve.key}")
             band = ax.fill_between(grid, mean - std, mean + std, color=colour, alpha=0.25, lw=0)
-            band.set_gid(f"{label}|{metric}|band")
+            band.set_gid(f"{label}|{curve.key}|band")
     ax.set_xlabel(X_LABELS[x])
     metrics = shown
-    if len(metrics) == 1:
+    if policy_returns and metrics:
+        ax.set_ylabel("return per episode (mean over the policy's agents)")
+    elif len(metrics) == 1:
         ax.set_ylabel(y_label(metrics[0]))
     elif all(m.endswith("_return") for m in metrics):
         ax.set_ylabel("return per episode (mean over the team's agents)")

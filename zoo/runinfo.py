@@ -68,8 +68,8 @@ def resolve_target(target: str | os.PathLike) -> tuple[Path, Path]:
     """``(run_dir, checkpoint)`` for ``zoo eval RUN_OR_CHECKPOINT``.
 
     A folder is a run directory and its checkpoint ``checkpoints/latest.pt``; a file is a
-    checkpoint, whose run directory is the folder above its ``checkpoints/`` folder (or
-    the folder holding it).
+    checkpoint, whose run directory is the folder above its ``checkpoints/`` folder (a named
+    policy's ``checkpoints/<policy>/`` folder included), or the folder holding it.
 
     Raises:
         RunError: no such file or folder, not a run folder, or the run has no checkpoint yet.
@@ -78,6 +78,8 @@ def resolve_target(target: str | os.PathLike) -> tuple[Path, Path]:
     if path.is_file():
         parent = path.parent
         run_dir = parent.parent if parent.name == CHECKPOINTS else parent
+        if parent.parent.name == CHECKPOINTS and (parent.parent.parent / CONFIG).is_file():
+            run_dir = parent.parent.parent  # checkpoints/<policy>/FILE of a run of named policies
         if not (run_dir / CONFIG).is_file():
             raise RunError(f"checkpoint {str(target)!r} is not inside a run folder (no {CONFIG} in "
                            f"{str(run_dir)!r}); name the run whose config to use with --run RUN")

@@ -140,6 +140,25 @@ def test_eval_bad_input_is_one_line_exit_2(tmp_path, app):
     one_line_error(invoke(app, ["eval", str(not_a_run)]), "holds no config.json")
 
 
+def test_policy_default_plays_another_checkpoint_of_a_run_without_named_policies(tmp_path, app):
+    run = make_run(tmp_path, "ppo", "CartPole-v1", "a")
+    other = make_run(tmp_path, "ppo", "CartPole-v1", "b", counters={"policy_version": 8, "env_steps": 1024})
+    out = tmp_path / "swapped.jsonl"
+    result = invoke(app, ["eval", str(run), "-n", "1", "--policy", f"default={other}", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    row = json.loads(out.read_text())
+    assert (row["checkpoint"], row["policy_version"], row["trained_env_steps"]) == (
+        str((other / "checkpoints" / "latest.pt").resolve()), 8, 1024)
+    assert "policy_returns" not in row
+    result = invoke(app, ["eval", str(run), "-n", "1", "--policy", f"default={other}"])
+    assert result.exit_code == 0 and (run / "eval" / "default=latest-seed0.jsonl").is_file(), result.output
+    impala = make_run(tmp_path, "impala", "CartPole-v1", "impala-run")
+    one_line_error(invoke(app, ["eval", str(run), "--policy", f"default={impala}"]), "written by algorithm impala")
+    one_line_error(invoke(app, ["eval", str(run), "--policy", "lead=x.pt"]),
+                   "--policy lead=x.pt: run", "has no policy 'lead'",
+                   "it names no policies (its one policy is 'default')")
+
+
 def test_atari_video_is_the_rgb_game_one_frame_per_env_step(tmp_path, app):
     """A whole Breakout game (all 5 lives) with the untrained policy: frames = 1 + env steps."""
     import imageio.v2 as imageio

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from zoo.core.testing import subprocess_env
-from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start
+from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start, zoo
 from zoo.runinfo import run_info
 
 pytestmark = pytest.mark.integration
@@ -152,3 +152,46 @@ def test_teams_whose_observations_differ_each_train_their_own_network(tmp_path):
     spaces = saved["env_spec"]["agent_spaces"]
     assert spaces["adversary_0"]["observation_space"]["obs"] == "Box(-inf, inf, (8,), float32)"
     assert marked_processes(mark) == [] and leftovers(proc.pid) == []
+
+    # zoo eval: each policy plays its agents with its own network (observations of 8 and 10 numbers)
+    out = tmp_path / "adv.jsonl"
+    result = zoo("eval", str(run), "-n", "2", "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        agents = row["agent_returns"]
+        assert row["policy_returns"] == {"adversary": agents["adversary_0"],
+                                         "good": (agents["agent_0"] + agents["agent_1"]) / 2}
+    assert "policy adversary return  " in result.stdout and "policy good return  " in result.stdout
+    adversary = run / "checkpoints" / "adversary" / "latest.pt"
+    result = zoo("eval", str(run), "--policy", f"good={adversary}", timeout=600)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"error: --policy good={adversary}: {str(adversary)!r} does not fit policy good "
+                                    "(mappo for agents agent_0, agent_1): Error(s) in loading state_dict"), \
+        result.stderr
+
+
+def test_eval_swaps_one_policy_and_plot_draws_one(tmp_path):
+    """`zoo eval --policy lead=CHECKPOINT` plays rest's weights for lead; `zoo plot --policy lead`."""
+    mark = uuid.uuid4().hex
+    run, _ = _train(tmp_path, "teams", "", 300, mark)
+    rest = run / "checkpoints" / "rest" / "latest.pt"
+    out = tmp_path / "eval.jsonl"
+    result = zoo("eval", str(run), "-n", "2", "--policy", f"lead={rest}", "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"lead (agent_0): {rest.resolve()} (" in result.stdout and "from --policy" in result.stdout
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["checkpoints"] for r in rows] == [{"lead": str(rest.resolve()), "rest": str(rest)}] * 2
+    assert all(r["policy_returns"]["lead"] == r["agent_returns"]["agent_0"] for r in rows)
+    result = zoo("eval", str(run), "--policy", "leader=x.pt", timeout=600)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        f"error: --policy leader=x.pt: run {str(run)!r} has no policy 'leader'; it names policies lead, rest: give "
+        "--policy lead=CHECKPOINT"), result.stderr
+    png = tmp_path / "lead.png"
+    result = zoo("plot", str(run), "--policy", "lead", "--out", str(png), timeout=600)
+    assert result.returncode == 0 and png.read_bytes()[:4] == b"\x89PNG", result.stderr
+    result = zoo("plot", str(run), "--policy", "leader", "--out", str(png), timeout=600)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "error: --policy leader: run 'teams' has no policy 'leader'; its policies: lead, rest"), result.stderr
+    assert marked_processes(mark) == []

@@ -22,10 +22,12 @@ def test_a_config_without_algo_or_env_name_is_refused_naming_the_key(tmp_path, c
                               f"{got}); take the config from a run that zoo train wrote with --run RUN")
 
 
-def test_a_run_of_named_policies_is_refused_in_one_line_naming_them(tmp_path):
+def test_a_run_of_named_policies_without_a_policys_checkpoint_is_refused_naming_it(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"algo_name": "mappo", "env_name": "hide-and-seek",
                                                       "policies": {"hiders": {}, "seekers": {}}}))
     with pytest.raises(RunError) as err:
         load_evaluation(tmp_path)
-    assert str(err.value) == (f"run {str(tmp_path)!r} names policies (hiders, seekers): zoo eval plays a run of one "
-                              "policy; evaluating named policies is not built yet (docs/policies.md, 'Not yet')")
+    own = tmp_path / "checkpoints" / "hiders" / "latest.pt"
+    assert str(err.value) == (f"run {str(tmp_path)!r} has no checkpoint of policy hiders yet ({own} does not exist); "
+                              "the trainer writes one every trainer.checkpoint_interval updates and at the end, or "
+                              "play one with --policy hiders=CHECKPOINT")

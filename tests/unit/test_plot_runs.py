@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import zoo.cli as cli
 from zoo.core.plugins import get_host
 from zoo.plotting import plot_runs, smooth_curve
-from zoo.runinfo import run_info
+from zoo.runinfo import RunError, run_info
 
 runner = CliRunner()
 
@@ -118,6 +118,64 @@ def test_plot_bad_input_is_one_line_exit_2(tmp_path, app):
                    "unknown metric 'nope'", "return, length, pg_loss")
     one_line_error(invoke(app, ["plot", str(tmp_path / "missing"), "--out", str(tmp_path / "p.png")]),
                    "does not exist")
+
+
+# named policies: update rows carry "policy", episode rows "<P>_return" (written by the episode writer, lead)
+TEAM_ROWS = [
+    {"type": "episode", "env_steps": 10, "return": -3.0, "length": 25, "lead_return": -1.0, "rest_return": -4.0,
+     "policy": "lead"},
+    {"type": "update", "env_steps": 20, "policy_version": 1, "v_loss": 0.5, "policy": "rest"},
+    {"type": "update", "env_steps": 20, "policy_version": 1, "v_loss": 0.9, "policy": "lead"},
+    {"type": "episode", "env_steps": 30, "return": -2.0, "length": 20, "lead_return": 0.0, "rest_return": -3.0,
+     "policy": "lead"},
+    {"type": "update", "env_steps": 40, "policy_version": 2, "v_loss": 0.25, "kl": 0.1, "policy": "rest"},
+    {"type": "update", "env_steps": 40, "policy_version": 2, "v_loss": 0.7, "policy": "lead"},
+]
+TEAMS = {"policies": {"lead": {"agents": ["agent_0"]}, "rest": {"agents": ["agent_1", "agent_2"]}}}
+
+
+def drawn(fig) -> dict[str, list]:
+    return {line.get_gid(): line.get_xydata().tolist() for line in fig.axes[0].lines}
+
+
+def test_every_named_policy_is_its_own_line_with_a_legend(tmp_path):
+    run = write_run(tmp_path, "teams", TEAM_ROWS, config=TEAMS)
+    fig = plot_runs([run], smooth=1)  # default: each policy's return
+    assert drawn(fig) == {"teams|lead_return": [[10, -1], [30, 0]], "teams|rest_return": [[10, -4], [30, -3]]}
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["teams: lead return", "teams: rest return"]
+    assert fig.axes[0].get_ylabel() == "return per episode (mean over the policy's agents)"
+    # an update-row metric: each policy's own rows
+    fig = plot_runs([run], ["v_loss"], smooth=1)
+    assert drawn(fig) == {"teams|v_loss@lead": [[20, 0.9], [40, 0.7]], "teams|v_loss@rest": [[20, 0.5], [40, 0.25]]}
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["teams: lead v_loss", "teams: rest v_loss"]
+
+
+def test_policy_draws_only_that_policys_rows(tmp_path, app):
+    run = write_run(tmp_path, "teams", TEAM_ROWS, config=TEAMS)
+    assert drawn(plot_runs([run], smooth=1, policies=["rest"])) == {"teams|rest_return": [[10, -4], [30, -3]]}
+    fig = plot_runs([run], ["return", "v_loss", "length"], smooth=1, policies=["lead"])
+    assert drawn(fig) == {"teams|lead_return": [[10, -1], [30, 0]], "teams|v_loss@lead": [[20, 0.9], [40, 0.7]],
+                          "teams|length": [[10, 25], [30, 20]]}  # length: the run's episodes, one line
+    with pytest.raises(RunError) as err:
+        plot_runs([run], ["kl"], policies=["lead"])
+    assert str(err.value) == ("unknown metric 'kl' for policy lead of run 'teams'; it logged: return, length, "
+                              "lead_return, rest_return, policy_version, v_loss")
+    png = tmp_path / "p.png"
+    result = invoke(app, ["plot", str(run), "--policy", "rest,lead", "--out", str(png), "--smooth", "1"])
+    assert result.exit_code == 0 and png.is_file(), result.output
+    one_line_error(invoke(app, ["plot", str(run), "--policy", "lead", "--policy", "leader", "--out", str(png)]),
+                   "--policy leader: run 'teams' has no policy 'leader'; its policies: lead, rest")
+    one_line_error(invoke(app, ["plot", str(run), "--policy", "lead,", "--out", str(png)]),
+                   "--policy 'lead,': give policy names")
+
+
+def test_a_run_without_named_policies_has_one_called_default(tmp_path):
+    run = write_run(tmp_path, "cp", episodes([10, 20], [1.0, 2.0]))
+    assert drawn(plot_runs([run], smooth=1, policies=["default"])) == {"cp|return": [[10, 1], [20, 2]]}
+    with pytest.raises(RunError) as err:
+        plot_runs([run], policies=["lead"])
+    assert str(err.value) == ("--policy lead: run 'cp' has no policy 'lead'; it names no policies (its one policy: "
+                              "default)")
 
 
 # ----------------------------------------------------------------------------- zoo runs

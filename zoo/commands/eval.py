@@ -6,6 +6,14 @@ episodes, each number printed exactly (Python's shortest round-trip form), so th
 printed mean is the mean of the ``return`` fields of the JSON lines written to ``--out``
 (default ``<run>/eval/<checkpoint>-seed<S>[-deterministic].jsonl``, one line per
 episode). How episodes are played and what a video frame is: :mod:`zoo.evaluate`.
+
+A run of named policies (docs/policies.md) plays every policy for its agents, each from
+its own checkpoint (``checkpoints/<policy>/latest.pt``; a frozen one's ``weights``), and
+prints each policy's return too (mean over its agents; ``policy_returns`` in the JSON
+lines). ``--policy NAME=CHECKPOINT`` (repeatable) plays a checkpoint file, run folder or
+``POLICY@VERSION`` in place of policy NAME's weights; a malformed value, a policy the run
+does not have, or a checkpoint that cannot be found, read or does not fit is refused in
+one line before any episode is played.
 """
 from __future__ import annotations
 
@@ -20,6 +28,11 @@ def _num(x: float) -> str:
     ``500.0`` -> ``500.00``; ``-0.001`` -> ``0.00``, never ``-0.00``); the JSON lines keep full precision."""
     text = f"{float(x):.2f}"
     return "0.00" if text == "-0.00" else text
+
+
+def _agent_names(ev, seat) -> list[str]:
+    """The names of ``seat``'s agents (``ev.config``'s ``policies.<name>.agents``)."""
+    return list(ev.config["policies"][seat.name]["agents"])
 
 
 def eval_command(
@@ -43,6 +56,10 @@ def eval_command(
                                                           "the checkpoint's own."),
     threads: int = typer.Option(1, "--threads", min=1, help="Torch CPU threads (as the policy worker's default: "
                                                             "small forward passes run slower on more)."),
+    policy: list[str] = typer.Option([], "--policy", metavar="NAME=CHECKPOINT",
+                                     help="Play policy NAME with this checkpoint file, run folder or POLICY@VERSION "
+                                          "instead of its own weights (repeatable; a run that names no policies "
+                                          "has one, default)."),
 ) -> None:
     """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
     from zoo.cli import _console, _fail
@@ -56,12 +73,15 @@ def eval_command(
         except ValueError as exc:
             raise _fail(str(exc)) from None
     try:
+        from zoo.evaluate import parse_policy_swaps
+
+        swaps = parse_policy_swaps(policy)  # a malformed --policy before torch is imported
         import torch
 
         from zoo.evaluate import Recorder, RenderError, load_evaluation, play, summarise
 
         torch.set_num_threads(threads)
-        ev = load_evaluation(target, run)
+        ev = load_evaluation(target, run, swaps=swaps)
     except RunError as exc:
         raise _fail(str(exc)) from None
     if video is not None and ev.renderer is None:
@@ -69,13 +89,29 @@ def eval_command(
                     "(register_envs: renderer='module:function')")
     mode = "deterministic" if deterministic else "stochastic"
     if out is None:
-        out = ev.run_dir / "eval" / f"{ev.checkpoint.stem}-seed{seed}{'-deterministic' if deterministic else ''}.jsonl"
+        stem = ev.checkpoint.stem
+        if ev.seats:  # policies, or policies-lead=<file stem>-... when --policy swapped some
+            stem = "-".join(["policies"] + [f"{seat.name}={seat.checkpoint.stem}" for seat in ev.seats
+                                            if seat.swapped and seat.checkpoint is not None])
+        elif swaps:
+            stem = f"default={stem}"
+        out = ev.run_dir / "eval" / f"{stem}-seed{seed}{'-deterministic' if deterministic else ''}.jsonl"
     console = _console()
-    where = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in ev.counters.items() if k in ("policy_version",
+
+    def where(counters: dict[str, int]) -> str:
+        return ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counters.items() if k in ("policy_version",
                                                                                             "env_steps"))
-    console.print(f"zoo eval {ev.checkpoint} ({where}): {ev.algo_name} on {ev.env_name}, {episodes} "
-                  f"episode{'s' if episodes != 1 else ''}, "
-                  f"seeds {seed}..{seed + episodes - 1}, {mode} actions", highlight=False, soft_wrap=True)
+    played = f"{episodes} episode{'s' if episodes != 1 else ''}, seeds {seed}..{seed + episodes - 1}, {mode} actions"
+    if ev.seats:
+        console.print(f"zoo eval {ev.run_dir}: {ev.algo_name} on {ev.env_name}, {played}; policies:", highlight=False,
+                      soft_wrap=True)
+        for seat in ev.seats:
+            agents = ", ".join(_agent_names(ev, seat))
+            console.print(f"  {seat.name} ({agents}): {seat.checkpoint} ({where(seat.counters)})"
+                          + (" from --policy" if seat.swapped else ""), highlight=False, soft_wrap=True)
+    else:
+        console.print(f"zoo eval {ev.checkpoint} ({where(ev.counters)}): {ev.algo_name} on {ev.env_name}, {played}",
+                      highlight=False, soft_wrap=True)
     pool = [ev.make_env(seed + i) for i in range(min(envs, episodes))]
     writer = None
     try:
@@ -83,7 +119,7 @@ def eval_command(
         if video is not None and ev.renderer is not None:  # (a video without a renderer was refused above)
             writer = VideoWriter(video, fps)
             recorder = Recorder(ev.renderer, writer, len(pool))
-        rows = play(ev.policy, pool, episodes, seed, deterministic=deterministic, recorder=recorder)
+        rows = play(ev.players, pool, episodes, seed, deterministic=deterministic, recorder=recorder)
     except RenderError as exc:
         raise _fail(str(exc)) from None
     finally:
@@ -95,13 +131,19 @@ def eval_command(
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "w") as f:
             for row in rows:
-                meta = {"checkpoint": str(ev.checkpoint), "policy_version": ev.counters.get("policy_version"),
-                        "trained_env_steps": ev.counters.get("env_steps"), "deterministic": deterministic}
+                if ev.seats:
+                    meta = {"checkpoints": {seat.name: str(seat.checkpoint) for seat in ev.seats},
+                            "policy_versions": {seat.name: seat.counters.get("policy_version") for seat in ev.seats},
+                            "trained_env_steps": {seat.name: seat.counters.get("env_steps") for seat in ev.seats},
+                            "deterministic": deterministic}
+                else:
+                    meta = {"checkpoint": str(ev.checkpoint), "policy_version": ev.counters.get("policy_version"),
+                            "trained_env_steps": ev.counters.get("env_steps"), "deterministic": deterministic}
                 f.write(json.dumps({**row, **{k: v for k, v in meta.items() if k not in row}}) + "\n")
     except OSError as exc:
         raise _fail(f"--out {str(out)!r}: cannot write ({exc.strerror})") from None
     lines = [("return", [r["return"] for r in rows]), ("length (env steps)", [r["length"] for r in rows])]
-    for key, label in (("team_returns", "team"), ("agent_returns", "agent")):
+    for key, label in (("policy_returns", "policy"), ("team_returns", "team"), ("agent_returns", "agent")):
         names = list(dict.fromkeys(n for r in rows for n in r.get(key, {})))
         for name in names:
             lines.append((f"{label} {name} return", [r[key][name] for r in rows if name in r.get(key, {})]))

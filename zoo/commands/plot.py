@@ -1,6 +1,7 @@
 """``zoo plot RUN... --out FILE.png``: learning curves of one or many runs (matplotlib, Agg).
 
-What is drawn (x axes, metrics, smoothing, seed groups): :mod:`zoo.plotting`.
+What is drawn (x axes, metrics, smoothing, seed groups, named policies and ``--policy``):
+:mod:`zoo.plotting`.
 """
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ def plot_command(
     smooth: int = typer.Option(0, "--smooth", min=0, metavar="ROWS",
                                help="Moving average over this many rows (1: none; 0: rows / 50)."),
     title: str | None = typer.Option(None, "--title", help="Figure title."),
+    policy: list[str] = typer.Option([], "--policy", metavar="NAME",
+                                     help="Draw only this named policy's lines (repeatable, or a comma list): its "
+                                          "return (<NAME>_return) and its own update rows. Default: every policy, "
+                                          "each its own line."),
 ) -> None:
     """Plot learning curves as a PNG; runs differing only in seed become a mean with a +-std band."""
     from zoo.cli import _console, _fail
@@ -30,8 +35,12 @@ def plot_command(
 
     if out.suffix.lower() != ".png":
         raise _fail(f"--out {str(out)!r}: zoo plot writes PNG files; give a name ending in .png")
+    names = [n.strip() for value in policy for n in value.split(",")]
+    if any(not n for n in names):
+        raise _fail(f"--policy {','.join(policy)!r}: give policy names, one per --policy or separated by commas "
+                    "(e.g. --policy lead,rest)")
     try:
-        fig = plot_runs(runs, y, x=x, smooth=smooth, title=title)
+        fig = plot_runs(runs, y, x=x, smooth=smooth, title=title, policies=list(dict.fromkeys(names)))
     except RunError as exc:
         raise _fail(str(exc)) from None
     try:
