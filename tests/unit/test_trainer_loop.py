@@ -74,7 +74,10 @@ def test_two_updates_to_the_budget_then_a_resume_that_ends_at_once(tmp_path):
     assert {k: ckpt[k] for k in COUNTERS} == counters(2, 128, 4, 128, fs) and ckpt["resumes"] == 0
     assert set(ckpt["trainer"]) == {"dropped_samples", "actor_dropped_samples", "trained_samples", "pending_share",
                                     "nonfinite_updates", "nonfinite_streak", "time_s", "metrics_bytes", "recent",
-                                    "recent_stats", "pending", "origins", "pending_slots", "rng"}
+                                    "recent_stats", "pending", "origins", "pending_slots", "rng",
+                                    "rate_limit_waits", "rate_limit_wait_s", "rate_limit_held_s"}
+    # counted for every algorithm, shown only for rate-limited (replay) ones: not in PPO's update rows
+    assert "rate_limit_waits" not in first and "rate_limit_waits" not in second
     assert ckpt["trainer"]["recent"] == [0.0, 1.0, 2.0, 3.0] and ckpt["trainer"]["pending"] == []
     size_before_end = os.path.getsize(os.path.join(run_dir, "metrics.jsonl")) - len(json.dumps(end)) - 1
     assert ckpt["trainer"]["metrics_bytes"] == size_before_end  # the final checkpoint comes before the end row
