@@ -43,6 +43,13 @@ An algorithm is a class registered through ``register_algorithms`` with:
 - ``state_dict()`` / ``load_state_dict()``: everything a checkpoint needs for an exact
   resume: policy weights, optimiser state, counters, RNG state, any kept batches (sample
   reuse); ``state_dict()["policy"]`` is the policy's own state dict;
+- optionally a class attribute ``rate_limited = True``: the algorithm replays stored data at a
+  samples-per-insert ratio (apex-dqn, sac, r2d2: :mod:`zoo.plugins.algorithms.replay`) and
+  keeps int attributes ``gradient_steps``, ``replayed`` (samples drawn for them) and
+  ``inserted`` (samples put in its replay), cumulative over the run. The trainer then adds the
+  rate limiter's waits to every ``update`` row (``rate_limit_waits`` [batches],
+  ``rate_limit_wait_s``, ``rate_limit_held_s`` [s]: :mod:`zoo.core.workers.accounting`) and
+  those counters and waits to its status messages (``zoo bench`` reads them);
 - optionally an attribute ``progress``: the trainer sets it before each update to the
   fraction of the run's env-step budget that the updates already done stand for, in
   [0, 1] (0 at the first update; :func:`zoo.core.workers.trainer.schedule_progress`), for

@@ -159,6 +159,8 @@ _SF_ATARI = {"PongNoFrameskip-v4": "atari_pong"}
 
 
 def _sample_factory_command(w, workdir: str) -> list[str] | None:
+    if w.replay:  # its PPO/APPO only
+        return None
     common = ["--experiment=bench", f"--train_dir={workdir}/train", "--device=cpu", "--train_for_env_steps=1000000000",
               "--save_every_sec=100000", "--save_best_every_sec=100000", f"--num_workers={w.num_envs // 4 or 1}",
               f"--num_envs_per_worker={min(4, w.num_envs)}", f"--rollout={w.rollout_steps}",
@@ -172,6 +174,8 @@ def _sample_factory_command(w, workdir: str) -> list[str] | None:
 
 
 def _rllib_command(w, workdir: str) -> list[str] | None:
+    if w.replay:  # rllib_run.py runs PPO only
+        return None
     return [_venv_python("rllib"), "-u", str(HERE / "rllib_run.py"), "--env-id", w.gym_id,
             "--num-envs", str(w.num_envs), "--num-steps", str(w.rollout_steps), "--epochs", str(w.epochs),
             "--minibatch-size", str(w.minibatch_size)]

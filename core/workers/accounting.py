@@ -14,6 +14,25 @@ Received counts arrive as *shares* (:func:`zoo.core.workers.receiver.fresh_share
 trainer adds its own at once; data-parallel trainers add every rank's at a sync point
 (:mod:`zoo.core.workers.sync`). Everything here besides the algorithm's state is what a
 checkpoint holds (:meth:`TrainerState.to_dict`, :meth:`TrainerState.load`).
+
+**Rate-limiter waits** (replay algorithms, ``rate_limited = True``: :mod:`zoo.core.algorithm`;
+docs/replay.md). The samples-per-insert rate limiter ties the learner's gradient steps to
+inserted data, so each batch ends in one of two waits, measured from three times
+(``time.monotonic()`` seconds, :func:`rate_limit_wait`): ``asked_at``, when the trainer began
+asking for the batch (after the previous update, its publishing, logging and checkpoint);
+``ready_at``, when the receive path had it complete; ``taken_at``, when the trainer took it.
+
+- ``rate_limit_waits`` [batches]: batches the learner was held back for, for lack of inserted
+  data: complete only after the trainer asked (``ready_at > asked_at``);
+- ``rate_limit_wait_s`` [s]: the sum of those waits, ``ready_at - asked_at``;
+- ``rate_limit_held_s`` [s]: the sum over batches of ``taken_at - ready_at``, how long a
+  complete batch waited for the learner to finish its granted gradient steps. The receive path
+  pulls nothing meanwhile, so the sample stream fills and the actors' pushes block: the actors
+  are held back for this long, less the time the stream's buffers still took samples (an upper
+  bound; each actor's own blocked time is its ``push`` phase in ``live.json``).
+
+All three are cumulative over the run (kept in the checkpoint), counted for every batch taken,
+skipped updates' and the warm-up's (before ``learning_starts``) included.
 """
 from __future__ import annotations
 
@@ -27,6 +46,14 @@ from zoo.core.workers.guard import Origin
 from zoo.core.workers.receiver import fresh_share, merge_shares
 
 RECENT_EPISODES = 20
+
+
+def rate_limit_wait(asked_at: float, ready_at: float, taken_at: float) -> tuple[float, float]:
+    """``(learner_wait_s, held_s)`` of one batch from the three times of the module docstring
+    (seconds of one clock): the learner waited ``max(0, ready_at - asked_at)`` for it, and it
+    waited ``max(0, taken_at - ready_at)`` for the learner. Example: asked at 10.0, complete at
+    12.5, taken at 12.5 -> (2.5, 0.0); complete at 7.0, asked at 10.0, taken at 10.0 -> (0.0, 3.0)."""
+    return max(0.0, ready_at - asked_at), max(0.0, taken_at - ready_at)
 
 
 class TrainerState:
@@ -55,6 +82,9 @@ class TrainerState:
         self.pending_share: dict[str, Any] = fresh_share()  # counts of the pending samples not yet in the run's
         # (monotonic s, env steps, trained) at this segment's first update
         self.rate_ref: tuple[float, int, int] | None = None
+        self.rate_limit_waits = 0  # batches the learner waited for (module docstring)
+        self.rate_limit_wait_s = 0.0  # seconds it waited for them
+        self.rate_limit_held_s = 0.0  # seconds complete batches waited for the learner
 
     # ------------------------------------------------------------------ what arrives and what is trained
     def absorb(self, shares: list[dict[str, Any]], stamp_at_sample: bool) -> list[tuple[int, dict[str, Any]]]:
@@ -94,7 +124,20 @@ class TrainerState:
         if self.rate_ref is None:  # rates are per wall-clock second since this segment's first update
             self.rate_ref = (now, self.env_steps, self.trained_env_steps)
 
+    def batch_taken(self, asked_at: float, ready_at: float, taken_at: float) -> None:
+        """Count one batch's rate-limiter waits (:func:`rate_limit_wait`; module docstring)."""
+        wait, held = rate_limit_wait(asked_at, ready_at, taken_at)
+        self.rate_limit_waits += 1 if wait > 0 else 0
+        self.rate_limit_wait_s += wait
+        self.rate_limit_held_s += held
+
     # ------------------------------------------------------------------ what is reported
+    def rate_limit(self) -> dict[str, Any]:
+        """``rate_limit_waits`` [batches], ``rate_limit_wait_s`` and ``rate_limit_held_s`` [s],
+        cumulative over the run (module docstring)."""
+        return {"rate_limit_waits": self.rate_limit_waits, "rate_limit_wait_s": self.rate_limit_wait_s,
+                "rate_limit_held_s": self.rate_limit_held_s}
+
     def counters(self, frame_skip: int) -> dict[str, int]:
         return {"policy_version": self.version, "updates": self.updates, "env_steps": self.env_steps,
                 "frames": self.env_steps * frame_skip, "episodes": self.episodes,
@@ -138,7 +181,7 @@ class TrainerState:
                 "time_s": time_s, "metrics_bytes": metrics_bytes, "recent": list(self.recent),
                 "recent_stats": {k: list(v) for k, v in self.recent_stats.items()},
                 "pending": self.pending, "origins": self.origins, "pending_slots": self.pending_slots,
-                "rng": rng_state()}
+                **self.rate_limit(), "rng": rng_state()}
 
     def load(self, ckpt: dict[str, Any]) -> None:
         t = ckpt.get("trainer", {})
@@ -158,6 +201,9 @@ class TrainerState:
             self.recent_stats[k] = collections.deque(v, maxlen=RECENT_EPISODES)
         self.pending, self.origins = list(t.get("pending", [])), list(t.get("origins", []))
         self.pending_slots = int(t.get("pending_slots", 0))
+        self.rate_limit_waits = int(t.get("rate_limit_waits", 0))  # absent before they were counted
+        self.rate_limit_wait_s = float(t.get("rate_limit_wait_s", 0.0))
+        self.rate_limit_held_s = float(t.get("rate_limit_held_s", 0.0))
         self.rng_note = set_rng_state(t["rng"]) if "rng" in t else None
 
     def drop_pending(self) -> None:

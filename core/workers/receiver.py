@@ -27,6 +27,7 @@ run's counters stay in the trainer's thread.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,8 @@ class SampleReceiver:
         self.origins: list[tuple] = list(origins or [])
         self.slots = sum(int(s["reward"].shape[1]) for s in self.pending)
         self.ready: Ready | None = None
+        self.ready_at = 0.0  # time.monotonic() when the batch in `ready` was complete
+        self.last_ready_at = 0.0  # the same for the batch `take` handed out last
         self.version, self.updating = int(version), False
         self.error: BaseException | None = None
         self.closed = False
@@ -143,7 +146,9 @@ class SampleReceiver:
         to ``timeout`` seconds, or None when none came; and the counts of the messages received
         up to it (with a batch: its own ``share``, every message up to the one that completed
         it; without: all received so far). Taking a batch lets the thread pull the next one.
-        The counts come exactly once, in the order the messages arrived.
+        The counts come exactly once, in the order the messages arrived. With a batch,
+        :attr:`last_ready_at` is the ``time.monotonic()`` at which it was complete (the thread
+        pulled nothing from then until this hand-over).
 
         ``updating``: the caller trains on the batch it takes (an update follows). It is set in
         the same critical section as the hand-over, so the first sample the thread pulls after
@@ -160,6 +165,7 @@ class SampleReceiver:
                 raise self.error
             out, self.ready = self.ready, None
             if out is not None:
+                self.last_ready_at = self.ready_at
                 self.updating = bool(updating)
                 self.cond.notify_all()
                 return out, out[3]
@@ -198,6 +204,7 @@ class SampleReceiver:
         samples, origins, share = self.pending, self.origins, self.share
         self.pending, self.origins, self.slots, self.share = [], [], 0, fresh_share()
         self.ready = (self._collate(samples), samples, origins, share)
+        self.ready_at = time.monotonic()
 
     def _loop(self) -> None:
         try:
@@ -242,6 +249,7 @@ class SampleReceiver:
                 share = self.share
                 self.pending, self.origins, self.slots, self.share = [], [], 0, fresh_share()
                 self.ready = (batch, samples, origins, share)
+                self.ready_at = time.monotonic()
                 self.cond.notify_all()
 
 

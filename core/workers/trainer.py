@@ -12,7 +12,10 @@ samples it used (``trained_env_steps``) and the agent-slot samples (``trained_sa
 publish the new parameters with the version incremented; log metrics; checkpoint. Update
 rows, ``end`` rows and status messages also carry ``dropped_fraction`` and, from the second
 update on, ``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s`` (per wall-clock
-second since this segment's first update). Torch threads: :mod:`zoo.core.workers.threads`.
+second since this segment's first update); a replay algorithm's rows carry the rate limiter's
+waits, ``rate_limit_waits`` [batches], ``rate_limit_wait_s`` and ``rate_limit_held_s`` [s]
+(:mod:`zoo.core.workers.accounting`), and its status messages those and its ``gradient_steps``,
+``replayed`` and ``inserted``. Torch threads: :mod:`zoo.core.workers.threads`.
 When no sample arrives for a while it republishes the current parameters, so a policy worker
 that started late still gets them. The run ends when the env-step budget is reached: a final
 checkpoint is written and the controller is told ``done``.
@@ -235,6 +238,8 @@ class Trainer:
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
         self.lag: tuple[float, float] = (0.0, 0.0)  # the last update point's policy lag, mean and max
         self.shown_stats: dict[str, float] = {}  # the last update's stats that status messages carry (status_stats)
+        self.asked_at: float | None = None  # when the trainer began asking for the next batch (monotonic s)
+        self.rate_limited = bool(getattr(self.algo, "rate_limited", False))
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
@@ -339,8 +344,14 @@ class Trainer:
         :data:`RECV_S`; the counts received meanwhile go to the run's (K > 1: at the next sync)."""
         self.ctx.heartbeat()
         waiting = time.perf_counter()
+        if self.asked_at is None:  # the first ask for this batch: the learner's wait starts
+            self.asked_at = time.monotonic()
         ready, share = self.samples.take(RECV_S, updating=self.learn)
+        taken_at = time.monotonic()
         self.meter.lap("wait", waiting)
+        if ready is not None:
+            self.state.batch_taken(self.asked_at, self.samples.last_ready_at, taken_at)
+            self.asked_at = None
         self.account(self.sync.received(share))
         return ready
 
@@ -425,7 +436,8 @@ class Trainer:
         st = self.state
         row = {"type": "update", **self.counters(), "time_s": self.elapsed(),
                "policy_lag_mean": self.lag[0], "policy_lag_max": self.lag[1], **st.flow(time.monotonic()),
-               "episode_return_mean": st.return_mean(), **{k: float(v) for k, v in stats.items()}}
+               "episode_return_mean": st.return_mean(), **{k: float(v) for k, v in stats.items()},
+               **(st.rate_limit() if self.rate_limited else {})}
         self.metrics.write(row, st.env_steps)
         self.shown_stats = status_stats(stats, named=bool(self.ctx.policy))
 
@@ -443,6 +455,14 @@ class Trainer:
                                                "trainer": st.to_dict(self.elapsed(), self.metrics.length())},
                                    st.version)
 
+    def replay_counters(self) -> dict[str, Any]:
+        """A rate-limited algorithm's cumulative counters for status messages: its
+        ``gradient_steps``, ``replayed`` (samples drawn for them: transitions, or r2d2's
+        sequences) and ``inserted`` (samples put in its replay), and :meth:`TrainerState.rate_limit`."""
+        return {"gradient_steps": int(getattr(self.algo, "gradient_steps", 0)),
+                "replayed": int(getattr(self.algo, "replayed", 0)), "inserted": int(getattr(self.algo, "inserted", 0)),
+                **self.state.rate_limit()}
+
     def report(self) -> None:
         """Rank 0: a ``status`` message to the controller (counters, flow, budget, returns, lag)."""
         if not self.lead:
@@ -451,6 +471,8 @@ class Trainer:
         extra: dict[str, Any] = {"policy_lag_mean": self.lag[0], "policy_lag_max": self.lag[1]}
         if st.nonfinite_updates:  # shown by the display only once there is something to show
             extra["nonfinite_updates"] = st.nonfinite_updates
+        if self.rate_limited:
+            extra.update(self.replay_counters())
         self.ctx.send_control("status", timeout=0.05, **self.counters(), **st.flow(time.monotonic()),
                               budget_env_steps=self.budget_steps, episode_return_mean=st.return_mean(),
                               **st.recent_means(), **extra, **self.shown_stats, **self.named())

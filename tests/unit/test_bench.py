@@ -106,6 +106,52 @@ def test_phase_figures_from_a_window():
     assert got["bottleneck"].startswith("CPU-bound: the 2 cores are busy (97%), most of it in the actor (40%")
 
 
+def test_replay_figures_from_a_window():
+    # 50 s: gradient steps 100 -> 600 (10/s), updates 10 -> 50 (0.8/s); replayed 64,000 over 5,120 env steps and
+    # 5,120 inserted -> 12.5 each; 2 waits of 2.5 s in all (0.05 of the window); 30 s held (0.6)
+    start = {"env_steps": 1_280, "updates": 10, "gradient_steps": 100, "replayed": 12_800, "inserted": 1_280,
+             "rate_limit_waits": 3, "rate_limit_wait_s": 1.5, "rate_limit_held_s": 10.0}
+    end = {"env_steps": 6_400, "updates": 50, "gradient_steps": 600, "replayed": 76_800, "inserted": 6_400,
+           "rate_limit_waits": 5, "rate_limit_wait_s": 4.0, "rate_limit_held_s": 40.0}
+    assert report.replay_figures(start, end, 50.0) == pytest.approx({
+        "gradient_steps_per_s": 10.0, "updates_per_s": 0.8, "replayed_per_env_step": 12.5,
+        "replayed_per_inserted": 12.5, "rate_limit_waits": 2, "rate_limit_wait_s": 2.5, "rate_limit_held_s": 30.0,
+        "wait_fraction": 0.05, "held_fraction": 0.6})
+    # nothing inserted or stepped in the window: no ratio; an on-policy trainer's status: no figures
+    flat = report.replay_figures(start, start, 50.0)
+    assert flat["replayed_per_env_step"] is None and flat["replayed_per_inserted"] is None
+    assert flat["gradient_steps_per_s"] == 0.0 and flat["rate_limit_waits"] == 0
+    assert report.replay_figures({"env_steps": 0, "updates": 0}, {"env_steps": 10, "updates": 1}, 5.0) is None
+
+
+def test_format_table_replay_lines():
+    replay = {"gradient_steps_per_s": 10.0, "updates_per_s": 0.8, "replayed_per_env_step": 12.5,
+              "replayed_per_inserted": 12.5, "rate_limit_waits": 2, "rate_limit_wait_s": 2.5,
+              "rate_limit_held_s": 30.0, "wait_fraction": 0.05, "held_fraction": 0.6}
+    result = {"workload": "dqn-cartpole", "summary": "s", "machine": "m", "frame_skip": 1,
+              "replay_config": {"samples_per_insert": 12.8, "batch_size": 128},
+              "train": {"env_steps_per_s": 102.4, "trained_env_steps_per_s": 102.4, "frames_per_s": 102.4,
+                        "of_ceiling": None, "of_bound": None, "dropped_fraction": None, "window_s": 50.0,
+                        "cpu_shares": {"trainer": 0.5}, "bottleneck": "b", "replay": replay}}
+    lines = report.format_table(result).splitlines()
+    assert lines[4] == ("replay, end to end: 10.0 gradient steps/s of 128 samples (0.80 updates/s), 12.50 replayed "
+                        "samples per env step, 12.50 per inserted (configured 12.8)")
+    assert lines[5] == ("rate limiter, end to end: the learner waited for inserted data before 2 batches (2.5 s, 5% of "
+                        "the window); complete batches waited 30.0 s for the learner (60%: the actors held back)")
+
+
+def test_phase_figures_carry_the_replay_figures():
+    run = SimpleNamespace(t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0, "gradient_steps": 0, "replayed": 0,
+                                                  "inserted": 0},
+                          end={"env_steps": 1_280, "updates": 10, "gradient_steps": 128, "replayed": 16_384,
+                               "inserted": 1_280}, cpu_s={}, live=None)
+    got = report.phase_figures(run, 128, 16, 1, 1, 2, None, None)["replay"]
+    # 128 steps / 10 s; 16,384 replayed / 1,280 env steps = 12.8
+    assert got["gradient_steps_per_s"] == 12.8 and got["replayed_per_env_step"] == 12.8
+    run.start, run.end = {"env_steps": 0, "updates": 0}, {"env_steps": 1_280, "updates": 10}
+    assert report.phase_figures(run, 128, 16, 1, 1, 2, None, None)["replay"] is None
+
+
 def test_cpu_work_bound_with_training():
     # 2 cores / (0.5 + 0.5 + 4.0 core-ms) = 400 trained env steps/s
     assert report.cpu_work_bound(2, 0.5e-3, 0.5e-3, 4.0e-3) == pytest.approx(400.0)
@@ -187,6 +233,55 @@ def test_workloads_shapes():
     assert (cartpole.batch_env_steps, cartpole.minibatch_size) == (4 * 128, 512 // 4)
     with pytest.raises(UnknownWorkload, match="'pongg' is not a known workload; choose one of: pong, pong-defaults"):
         get_workload("pongg")
+
+
+def test_replay_workloads():
+    dqn, sac = WORKLOADS["dqn-cartpole"], WORKLOADS["sac-halfcheetah"]
+    # CleanRL dqn.py: a gradient step of 128 every 10 env steps; sac_continuous_action.py: one of 256 per env step
+    assert (dqn.replay, dqn.samples_per_insert, dqn.replay_batch) == (True, 12.8, 128)
+    assert dqn.gradient_steps_per_env_step == pytest.approx(0.1)
+    assert (sac.replay, sac.gradient_steps_per_env_step, sac.batch_env_steps, sac.minibatch_size) == (True, 1.0, 64, 0)
+    assert not WORKLOADS["pong"].replay and WORKLOADS["pong"].gradient_steps_per_env_step == 0.0
+    # the peers' PPO runs have no replay counterpart: no command
+    assert peers.SYSTEMS["rllib"].command(dqn, "/tmp/x") is None
+    assert peers.SYSTEMS["sample-factory"].command(sac, "/tmp/x") is None
+    assert peers.SYSTEMS["cleanrl"].command(dqn, "/tmp/x") is None
+
+
+@pytest.mark.parametrize("name", ["dqn-cartpole", "sac-halfcheetah"])
+def test_zoo_config_matches_the_replay_workload(name, tmp_path):
+    """Zoo at a replay workload inserts num_envs x rollout_steps transitions per update and replays
+    samples_per_insert per inserted one in gradient steps of replay_batch."""
+    from zoo.bench.measure import bench_config
+    from zoo.core.config import steps_per_update
+
+    w = WORKLOADS[name]
+    cfg = bench_config(w.algo, w.env, list(w.overrides), learn=True, runs_dir=str(tmp_path), name="t")
+    assert steps_per_update(cfg, cfg.spec)[0] == w.batch_env_steps
+    assert cfg.actors.count * cfg.actors.envs_per_actor == w.num_envs and cfg.sample_length == w.rollout_steps
+    assert (cfg.algo.samples_per_insert, cfg.algo.batch_size) == (w.samples_per_insert, w.replay_batch)
+
+
+def test_training_cost_of_a_rate_limited_algorithm_is_its_steady_state(tmp_path, monkeypatch):
+    """dqn-cartpole: the timed updates come after two warm-up ones (the first fills the empty replay, no
+    step) with learning_starts 0, and take 13, 13, 13, 12, 13 gradient steps (credit 12.8 x 128 per update
+    of 128 transitions, steps of 128): 64 / 5 = 12.8 steps per update. Timed here in gradient steps
+    instead of milliseconds, so the cost per env step is 12.8 / 1e3 / 128 env steps = 1e-4."""
+    from zoo.bench import measure
+
+    steps = []
+
+    def count_steps(fn, repeats, warmup=3, device="cpu"):
+        for _ in range(warmup):
+            fn()
+        steps.extend(fn()["gradient_steps"] for _ in range(repeats))
+        return sum(steps) / repeats
+
+    monkeypatch.setattr(measure, "device_ms", count_steps)
+    w = WORKLOADS["dqn-cartpole"]
+    cfg = measure.bench_config(w.algo, w.env, list(w.overrides), learn=True, runs_dir=str(tmp_path), name="t")
+    assert measure.training_cost(cfg, 1) == pytest.approx(1e-4)
+    assert steps == [13.0, 13.0, 13.0, 12.0, 13.0]
 
 
 @pytest.mark.parametrize("name", ["pong", "cartpole"])

@@ -82,6 +82,27 @@ def test_the_receiver_holds_one_batch_ahead_and_then_stops_pulling():
     assert puller.closed
 
 
+def test_the_receiver_stamps_when_each_batch_was_complete(monkeypatch):
+    """``last_ready_at``: the receiver's clock when the batch handed out was complete (the
+    rate limiter's waits are measured from it, zoo.core.workers.accounting)."""
+    from zoo.core.workers import receiver as receiver_mod
+
+    clock = [5.0]
+    monkeypatch.setattr(receiver_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    r, _ = receiver([make_sample(i, 8, 2, 1) for i in range(4)])  # two batches of 2 messages
+    r.start()
+    try:
+        wait_until(lambda: r.ready is not None, "the first batch")
+        clock[0] = 7.5  # the second batch is completed after this, once the first is taken
+        ready, _ = r.take(WAIT_S)
+        assert ready is not None and r.last_ready_at == 5.0
+        wait_until(lambda: r.ready is not None, "the second batch")
+        ready, _ = r.take(WAIT_S)
+        assert ready is not None and r.last_ready_at == 7.5
+    finally:
+        r.close()
+
+
 def test_the_receiver_judges_staleness_at_the_version_the_batch_will_be_trained_at():
     # trainer at version 5, an update running: the batch being filled is trained at version 6.
     # max_policy_lag = 1: a sample of version 4 lags 6 - 4 = 2 > 1 (dropped), version 5 lags 1 (kept)

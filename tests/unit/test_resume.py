@@ -49,11 +49,13 @@ def env_steps(n_samples: int) -> int:
 
 
 def rows(run_dir) -> list[dict]:
-    """metrics.jsonl without ``resume`` rows and without wall-clock times and rates."""
+    """metrics.jsonl without ``resume`` rows and without wall-clock times, rates and the rate
+    limiter's waits (timings of when the test pushed)."""
     out = []
     for line in open(os.path.join(run_dir, "metrics.jsonl")):
         row = json.loads(line)
-        for key in ("time_s", "mean_env_steps_per_s", "mean_trained_env_steps_per_s"):
+        for key in ("time_s", "mean_env_steps_per_s", "mean_trained_env_steps_per_s", "rate_limit_waits",
+                    "rate_limit_wait_s", "rate_limit_held_s"):
             row.pop(key, None)
         if row["type"] != "resume":
             out.append(row)

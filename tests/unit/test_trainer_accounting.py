@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zoo.core.workers.accounting import RECENT_EPISODES, TrainerState
+from zoo.core.workers.accounting import RECENT_EPISODES, TrainerState, rate_limit_wait
 from zoo.core.workers.receiver import fresh_share
 
 
@@ -92,7 +92,8 @@ def test_a_checkpoint_s_counters_load_back_with_a_fresh_nonfinite_streak():
     assert {k: v for k, v in saved.items() if k not in ("pending", "rng")} == {
         "dropped_samples": 1, "actor_dropped_samples": 2, "trained_samples": 2, "pending_share": share(6, [], []),
         "nonfinite_updates": 3, "nonfinite_streak": 1, "time_s": 7.5, "metrics_bytes": 321, "recent": [2.0],
-        "recent_stats": {"win": [0.0]}, "origins": [(0, 0, 1, 3)], "pending_slots": 3}
+        "recent_stats": {"win": [0.0]}, "origins": [(0, 0, 1, 3)], "pending_slots": 3,
+        "rate_limit_waits": 0, "rate_limit_wait_s": 0.0, "rate_limit_held_s": 0.0}
     assert set(saved["rng"]) >= {"torch", "numpy", "python"}
     ckpt = {**st.counters(1), "resumes": 1, "trainer": saved}
     back = TrainerState()
@@ -106,3 +107,30 @@ def test_a_checkpoint_s_counters_load_back_with_a_fresh_nonfinite_streak():
     assert back.rng_note is None
     back.drop_pending()
     assert (back.pending, back.origins, back.pending_slots, back.pending_share) == ([], [], 0, fresh_share())
+
+
+# ----------------------------------------------------------------------------- the rate limiter's waits
+def test_rate_limit_wait_splits_each_batch_into_learner_and_batch_waits():
+    # asked at 10.0, complete at 12.5, taken at once: the learner waited 2.5 s for inserted data
+    assert rate_limit_wait(10.0, 12.5, 12.5) == (2.5, 0.0)
+    # complete at 7.0 while the learner was still training, asked and taken at 10.0: it waited 3.0 s for the learner
+    assert rate_limit_wait(10.0, 7.0, 10.0) == (0.0, 3.0)
+    # complete at 11.0 after the ask at 10.0, handed over at 11.25: 1.0 s each way is not double-counted
+    assert rate_limit_wait(10.0, 11.0, 11.25) == (1.0, 0.25)
+
+
+def test_batch_taken_accumulates_the_waits_and_the_checkpoint_keeps_them():
+    st = TrainerState()
+    assert st.rate_limit() == {"rate_limit_waits": 0, "rate_limit_wait_s": 0.0, "rate_limit_held_s": 0.0}
+    st.batch_taken(10.0, 12.5, 12.5)  # the learner waited 2.5 s
+    st.batch_taken(20.0, 17.0, 20.0)  # the batch waited 3.0 s: the actors were held back
+    st.batch_taken(30.0, 30.5, 30.75)  # the learner waited 0.5 s, the hand-over took 0.25 s
+    assert st.rate_limit() == {"rate_limit_waits": 2, "rate_limit_wait_s": 3.0, "rate_limit_held_s": 3.25}
+    again = TrainerState()
+    again.load({"policy_version": 3, "updates": 3, "env_steps": 96, "episodes": 0,
+                "trainer": st.to_dict(40.0, 0)})
+    assert again.rate_limit() == {"rate_limit_waits": 2, "rate_limit_wait_s": 3.0, "rate_limit_held_s": 3.25}
+    # a checkpoint from before the waits were counted starts them at zero
+    old = TrainerState()
+    old.load({"policy_version": 0, "updates": 0, "env_steps": 0, "episodes": 0, "trainer": {}})
+    assert old.rate_limit() == {"rate_limit_waits": 0, "rate_limit_wait_s": 0.0, "rate_limit_held_s": 0.0}

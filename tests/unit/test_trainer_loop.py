@@ -74,7 +74,10 @@ def test_two_updates_to_the_budget_then_a_resume_that_ends_at_once(tmp_path):
     assert {k: ckpt[k] for k in COUNTERS} == counters(2, 128, 4, 128, fs) and ckpt["resumes"] == 0
     assert set(ckpt["trainer"]) == {"dropped_samples", "actor_dropped_samples", "trained_samples", "pending_share",
                                     "nonfinite_updates", "nonfinite_streak", "time_s", "metrics_bytes", "recent",
-                                    "recent_stats", "pending", "origins", "pending_slots", "rng"}
+                                    "recent_stats", "pending", "origins", "pending_slots", "rng",
+                                    "rate_limit_waits", "rate_limit_wait_s", "rate_limit_held_s"}
+    # counted for every algorithm, shown only for rate-limited (replay) ones: not in PPO's update rows
+    assert "rate_limit_waits" not in first and "rate_limit_waits" not in second
     assert ckpt["trainer"]["recent"] == [0.0, 1.0, 2.0, 3.0] and ckpt["trainer"]["pending"] == []
     size_before_end = os.path.getsize(os.path.join(run_dir, "metrics.jsonl")) - len(json.dumps(end)) - 1
     assert ckpt["trainer"]["metrics_bytes"] == size_before_end  # the final checkpoint comes before the end row
@@ -93,3 +96,37 @@ def test_two_updates_to_the_budget_then_a_resume_that_ends_at_once(tmp_path):
         **counters(2, 128, 4, 128, fs), "trained_samples": 8, "episode_return_mean": 1.5}
     assert [m["type"] for m in t.messages if m.get("type") in ("status", "done")][-2:] == ["status", "done"]
     assert load_checkpoint(os.path.join(run_dir, "checkpoints", "latest.pt"))["resumes"] == 1
+
+
+def test_a_rate_limited_algorithm_s_rows_and_status_carry_its_waits_and_replay_counters(tmp_path):
+    """apex-dqn: each batch is pushed only after the trainer has asked for it (a status from an
+    empty receive shows it asked), so the learner waited for both: rate_limit_waits 1, then 2. The
+    status carries the algorithm's counters: update 1 inserts 64 transitions into the empty replay
+    (credit 3 x 64 = 192, no step), update 2 64 more (credit 384: 48 gradient steps of 8)."""
+    host = fake_host()
+    cfg = trainer_config(host, "apex-dqn", str(tmp_path), 1, (
+        "sample_length=16", "trainer.batch_samples=4", "algo.batch_size=8", "algo.samples_per_insert=3",
+        "algo.capacity=100", "algo.learning_starts=40"))
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    t = TrainerThread(host, cfg, run_dir)
+    try:
+        t.wait_status(updates=0)  # sent after an empty receive: the trainer is asking for batch 1
+        for i in range(2):
+            t.push(*make_sample(i, T, ENVS, 1))
+        t.wait_status(updates=1)  # after update 1 ...
+        t.wait_status(updates=1)  # ... and after the next empty receive: asking for batch 2
+        for i in range(2, 4):
+            t.push(*make_sample(i, T, ENVS, 1))
+        status = t.wait_status(updates=2)
+    finally:
+        t.stop()
+    assert t.error is None
+    assert {k: status[k] for k in ("gradient_steps", "replayed", "inserted", "rate_limit_waits")} == {
+        "gradient_steps": 48, "replayed": 384, "inserted": 128, "rate_limit_waits": 2}
+    first, second = [r for r in rows(run_dir) if r["type"] == "update"]
+    assert (first["rate_limit_waits"], second["rate_limit_waits"]) == (1, 2)
+    assert (first["gradient_steps"], second["gradient_steps"]) == (0.0, 48.0)
+    # waits are sums of seconds: each batch came after the ask (at least one empty receive of 0.5 s)
+    assert second["rate_limit_wait_s"] > first["rate_limit_wait_s"] > 0
+    assert second["rate_limit_held_s"] >= first["rate_limit_held_s"] >= 0

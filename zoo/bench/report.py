@@ -21,6 +21,13 @@ Definitions (units in brackets):
   core seconds of the algorithm's update per env step (the trainer's torch threads, a batch of
   the run's shape): the most trained env steps/s these cores could give if they did nothing
   else [trained env steps / s].
+- replay figures (a replay algorithm: the trainer's status carries ``gradient_steps``,
+  ``replayed``, ``inserted`` and the rate limiter's waits, :mod:`zoo.core.workers.accounting`),
+  over the window: gradient steps/s and updates/s [1 / s]; replayed samples per env step (the
+  growth of ``replayed`` over that of ``env_steps``, env steps received) and per inserted
+  sample (over ``inserted``; the configured ``algo.samples_per_insert`` in the long run);
+  the learner's waits for inserted data [batches, s, fraction of the window] and the seconds
+  complete batches waited for the learner, holding the actors back [s, fraction of the window].
 - CPU share of a role: its processes' core seconds (``/proc/<pid>/stat`` utime + stime) over
   the window / (cores x window seconds); ``other`` is the rest of the machine's busy time
   (``/proc/stat``: other users of the cores), ``idle`` what no process used.
@@ -31,7 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
-           "phase_figures", "format_table", "ROLES"]
+           "replay_figures", "phase_figures", "format_table", "ROLES"]
 
 ROLES = ("actor", "policy", "trainer", "controller")
 IDLE_NOTE = 0.15
@@ -71,6 +78,31 @@ def cpu_work_bound(cores: int, *core_s_per_step: float) -> float:
     env + inference + training (the bound on trained env steps/s). Examples: 2 cores, 2.0 ms + 0.5
     ms -> 2 / 0.0025 = 800 env steps/s; 0.5 + 0.5 + 4.0 ms -> 400 trained env steps/s."""
     return cores / sum(core_s_per_step)
+
+
+def replay_figures(start: dict[str, Any], end: dict[str, Any], seconds: float) -> dict[str, Any] | None:
+    """A replay algorithm's figures over a window of ``seconds`` from the trainer's status at its
+    two ends (module docstring); None when the status has no ``gradient_steps`` (not a replay
+    algorithm). A ratio whose denominator did not grow is None.
+
+    Example: over 50 s, gradient steps 100 -> 600, updates 10 -> 50, env steps 1,280 -> 6,400,
+    replayed 12,800 -> 76,800, inserted 1,280 -> 6,400, waits 3 -> 5 (1.5 -> 4.0 s), held 10 -> 40 s:
+    10 gradient steps/s, 0.8 updates/s, 64,000 / 5,120 = 12.5 replayed per env step and per
+    inserted, 2 waits of 2.5 s (0.05 of the window), 30 s held (0.6).
+    """
+    if "gradient_steps" not in end or "gradient_steps" not in start:
+        return None
+
+    def grew(key: str) -> float:
+        return end.get(key, 0) - start.get(key, 0)
+
+    env, inserted, replayed = grew("env_steps"), grew("inserted"), grew("replayed")
+    wait_s, held_s = grew("rate_limit_wait_s"), grew("rate_limit_held_s")
+    return {"gradient_steps_per_s": grew("gradient_steps") / seconds, "updates_per_s": grew("updates") / seconds,
+            "replayed_per_env_step": replayed / env if env > 0 else None,
+            "replayed_per_inserted": replayed / inserted if inserted > 0 else None,
+            "rate_limit_waits": int(grew("rate_limit_waits")), "rate_limit_wait_s": wait_s,
+            "rate_limit_held_s": held_s, "wait_fraction": wait_s / seconds, "held_fraction": held_s / seconds}
 
 
 def cpu_shares(cpu_s: dict[tuple[str, int], float], seconds: float, cores: int) -> dict[str, float]:
@@ -138,6 +170,7 @@ def phase_figures(run: Any, per_update: int, sample_length: int, agents: int, fr
         "of_ceiling": env / ceiling if ceiling else None, "of_bound": env / bound if bound else None,
         "cpu_shares": shares, "health": health, "bottleneck": bottleneck_words(shares, health, cores),
         "policy_batch_rows": _batch_rows(live.get("workers", ())),
+        "replay": replay_figures(run.start, run.end, seconds),
     }
 
 
@@ -148,6 +181,25 @@ def _batch_rows(rows: Iterable[dict[str, Any]]) -> float | None:
 
 def _num(x: float | None, fmt: str = ",.0f") -> str:
     return "-" if x is None else format(x, fmt)
+
+
+def replay_lines(replay: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The printed lines of :func:`replay_figures` (end to end), with the configured
+    ``samples_per_insert`` and ``batch_size`` from ``config`` when given."""
+    per = config.get("batch_size")
+    spi = config.get("samples_per_insert")
+    ratio = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+    waits = replay["rate_limit_waits"]
+    return [
+        f"replay, end to end: {replay['gradient_steps_per_s']:,.1f} gradient steps/s"
+        + (f" of {per} samples" if per else "") + f" ({replay['updates_per_s']:,.2f} updates/s), "
+        f"{ratio(replay['replayed_per_env_step'])} replayed samples per env step, "
+        f"{ratio(replay['replayed_per_inserted'])} per inserted" + (f" (configured {spi:g})" if spi else ""),
+        f"rate limiter, end to end: the learner waited for inserted data before {waits} "
+        f"batch{'es' if waits != 1 else ''} "
+        f"({replay['rate_limit_wait_s']:.1f} s, {_pct(replay['wait_fraction'])} of the window); complete batches "
+        f"waited {replay['rate_limit_held_s']:.1f} s for the learner ({_pct(replay['held_fraction'])}: the actors "
+        "held back)"]
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -188,6 +240,10 @@ def format_table(result: dict[str, Any]) -> str:
             lines.append(f"trained env steps/s end to end: {_pct(share)} of the CPU-work bound with training")
         if bound.get("train_note"):
             lines.append(f"training cost: {bound['train_note']}")
+    train = result.get("train")
+    replay = (train or {}).get("replay")
+    if replay:
+        lines.extend(replay_lines(replay, result.get("replay_config") or {}))
     for phase, reason in (result.get("errors") or {}).items():
         lines.append(f"{phase} failed: {reason}")
     for key, label in (("sampling", "sampling"), ("train", "end to end")):

@@ -1,8 +1,9 @@
 """The named workloads of ``zoo bench`` and of the side-by-side benchmark (``benchmarks/peers``).
 
 A workload is data: the env and algorithm, the Zoo options that put Zoo at the workload's
-shape, and the shape itself (envs x rollout steps, epochs x minibatches), which the peers'
-scripts turn into their own options. Adding one is adding an entry to :data:`WORKLOADS`.
+shape, and the shape itself (envs x rollout steps, epochs x minibatches; for a replay
+algorithm, replayed samples per inserted one and the samples of a gradient step), which the
+peers' scripts turn into their own options. Adding one is adding an entry to :data:`WORKLOADS`.
 """
 from __future__ import annotations
 
@@ -25,9 +26,14 @@ class Workload:
         num_envs: envs stepped in lock-step per rollout (the peers' ``num_envs``; Zoo's
             ``actors.count x actors.envs_per_actor``).
         rollout_steps: steps per env per rollout (``num_steps``; Zoo's ``sample_length``).
-        epochs: passes over each batch (``update_epochs``).
-        minibatches: minibatches per epoch (``num_minibatches``).
+        epochs: passes over each batch (``update_epochs``); 0 for a replay workload.
+        minibatches: minibatches per epoch (``num_minibatches``); 0 for a replay workload.
         peer_script: CleanRL's script for this workload (``cleanrl/<name>.py``), or None.
+        samples_per_insert: a replay workload's replayed samples per inserted one (Zoo's
+            ``algo.samples_per_insert``; CleanRL's ``batch_size / train_frequency``); 0 for an
+            on-policy workload.
+        replay_batch: samples per gradient step of a replay workload (``algo.batch_size``); 0
+            for an on-policy workload.
     """
 
     name: str
@@ -41,6 +47,8 @@ class Workload:
     epochs: int
     minibatches: int
     peer_script: str | None = None
+    samples_per_insert: float = 0.0
+    replay_batch: int = 0
 
     @property
     def batch_env_steps(self) -> int:
@@ -49,8 +57,19 @@ class Workload:
 
     @property
     def minibatch_size(self) -> int:
-        """``batch_env_steps / minibatches`` (Pong: 1,024 / 4 = 256)."""
-        return self.batch_env_steps // self.minibatches
+        """``batch_env_steps / minibatches`` (Pong: 1,024 / 4 = 256); 0 for a replay workload."""
+        return self.batch_env_steps // self.minibatches if self.minibatches else 0
+
+    @property
+    def replay(self) -> bool:
+        """A replay workload (apex-dqn, sac): its learner replays ``samples_per_insert`` per inserted sample."""
+        return self.samples_per_insert > 0
+
+    @property
+    def gradient_steps_per_env_step(self) -> float:
+        """``samples_per_insert / replay_batch`` for a single-agent replay workload (dqn-cartpole:
+        12.8 / 128 = 0.1, CleanRL's one step every 10 env steps); 0 for an on-policy one."""
+        return self.samples_per_insert / self.replay_batch if self.replay_batch else 0.0
 
 
 _PONG_SHAPE = ("sample_length=128", "algo.epochs=4", "algo.minibatches=4")
@@ -79,6 +98,22 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         "cartpole-defaults", "ppo", "CartPole-v1", (),
         "`zoo train ppo --env CartPole-v1` with Zoo's own defaults (what a user gets)",
         "CartPole-v1", 4, 128, 4, 4, None),
+    Workload(
+        "dqn-cartpole", "apex-dqn", "CartPole-v1",
+        ("algo.batch_size=128", "algo.samples_per_insert=12.8", "algo.capacity=10000", "algo.learning_starts=1000",
+         "algo.lr=2.5e-4", "algo.target_period=500", "algo.n_step=1", "algo.priority_alpha=0",
+         "algo.double_q=false", "algo.dueling=false"),
+        "CleanRL dqn.py's replay ratio: DQN on CartPole-v1, batches of 128, one gradient step per 10 env steps "
+        "(12.8 replayed samples per inserted one), 1-step targets, uniform replay of 10,000, target every 500 steps "
+        "(Zoo: apex-dqn's layout of 2 actors x 4 envs, T = 16, 128 transitions per update; learning after 1,000 "
+        "transitions instead of 10,000 so the window measures training)",
+        "CartPole-v1", 8, 16, 0, 0, None, samples_per_insert=12.8, replay_batch=128),
+    Workload(
+        "sac-halfcheetah", "sac", "HalfCheetah-v5", (),
+        "CleanRL sac_continuous_action.py's workload: SAC on HalfCheetah-v5 (MuJoCo), batches of 256, one gradient "
+        "step per env step (256 replayed samples per inserted one), learning after 5,000 (Zoo's sac presets: 1 actor "
+        "x 4 envs, T = 16, 64 transitions and 64 gradient steps per update)",
+        "HalfCheetah-v5", 4, 16, 0, 0, None, samples_per_insert=256.0, replay_batch=256),
 )}
 """Every named workload, by name."""
 

@@ -23,7 +23,11 @@ in words (:mod:`zoo.bench.report`). ``--json FILE`` writes the same figures.
 
 Workloads: :data:`zoo.bench.workloads.WORKLOADS` (``pong``: CleanRL ``ppo_atari.py``'s, the
 default; ``cartpole``: CleanRL ``ppo.py``'s; ``pong-defaults``/``cartpole-defaults``: Zoo's own
-presets). Exit codes: 0 measured, 1 a measurement failed, 2 bad options (before anything starts).
+presets; replay: ``dqn-cartpole``, apex-dqn at CleanRL ``dqn.py``'s replay ratio, and
+``sac-halfcheetah``, CleanRL ``sac_continuous_action.py``'s, whose end-to-end phase also
+reports gradient steps/s, updates/s, replayed samples per env step and the rate limiter's
+waits, :func:`zoo.bench.report.replay_figures`). Exit codes: 0 measured, 1 a measurement
+failed, 2 bad options (before anything starts).
 
 ``--search`` (:func:`search_command`): the layout search of :mod:`zoo.bench.search` with these
 measurements (each trial one train-phase run, or sampling-phase with ``--objective sampling``),
@@ -64,7 +68,9 @@ def parse_phases(text: str) -> tuple[str, ...]:
 def bench_command(
     workload: str = typer.Option("pong", "--workload", "-w", metavar="NAME",
                                  help="Named workload: pong (CleanRL ppo_atari.py's, default), cartpole (CleanRL "
-                                 "ppo.py's), pong-defaults, cartpole-defaults (Zoo's own presets)."),
+                                 "ppo.py's), pong-defaults, cartpole-defaults (Zoo's own presets), dqn-cartpole "
+                                 "(apex-dqn at CleanRL dqn.py's replay ratio), sac-halfcheetah (CleanRL "
+                                 "sac_continuous_action.py's)."),
     seconds: float | None = typer.Option(None, "--seconds", min=1.0, metavar="S",
                                          help="Measured seconds per phase (S >= 1; default 60, with --search 10 "
                                          "per trial)."),
@@ -189,7 +195,9 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
               "machine": f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, torch "
                          f"{torch.__version__}, load average {os.getloadavg()[0]:.1f} at start",
               "cores": cores, "frame_skip": spec.frame_skip, "seconds": seconds, "warmup": warmup,
-              "env_steps_per_update": per_update, "ceiling": None, "bound": None, "sampling": None, "train": None}
+              "env_steps_per_update": per_update, "ceiling": None, "bound": None, "sampling": None, "train": None,
+              "replay_config": ({"samples_per_insert": cfg.algo.samples_per_insert, "batch_size": cfg.algo.batch_size}
+                                if hasattr(cfg.algo, "samples_per_insert") else None)}
     errors: dict[str, str] = {}
 
     def attempt(phase: str, fn):
@@ -247,10 +255,13 @@ def cfg_overrides(w, cfgs: dict) -> list[str]:
     """The Zoo options the measured runs used on top of the presets (the workload's and --set's),
     plus the resolved graph: ``actors.count``, ``actors.envs_per_actor``, ``trainer.batch_samples``."""
     cfg = cfgs[True]
+    algo = " ".join(f"algo.{k}={getattr(cfg.algo, k):g}" for k in ("epochs", "minibatches", "samples_per_insert",
+                                                                    "batch_size", "learning_starts")
+                    if isinstance(getattr(cfg.algo, k, None), (int, float)))
     return [*w.overrides, f"(resolved: actors.count={cfg.actors.count} actors.envs_per_actor="
             f"{cfg.actors.envs_per_actor} actors.ring_size={cfg.actors.ring_size} trainer.batch_samples="
-            f"{cfg.trainer.batch_samples} sample_length={cfg.sample_length} algo.epochs={cfg.algo.epochs} "
-            f"algo.minibatches={cfg.algo.minibatches} trainer.max_policy_lag={cfg.trainer.max_policy_lag})"]
+            f"{cfg.trainer.batch_samples} sample_length={cfg.sample_length} {algo} "
+            f"trainer.max_policy_lag={cfg.trainer.max_policy_lag})"]
 
 
 OBJECTIVES = {"trained": "trained env steps/s", "sampling": "env steps/s (sampling, trainer.learn=false)"}

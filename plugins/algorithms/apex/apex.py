@@ -59,6 +59,10 @@ REPLAY_MAX_POLICY_LAG = 1 << 30
 class ApeX:
     """The ``apex-dqn`` algorithm (alias ``dqn``; interface: :mod:`zoo.core.algorithm`)."""
 
+    rate_limited = True
+    """A samples-per-insert rate limiter sets its gradient steps (:mod:`zoo.core.algorithm`): the trainer adds
+    its waits to the update rows and its ``gradient_steps``, ``replayed``, ``inserted`` to status."""
+
     Config = ApeXConfig
 
     @classmethod

@@ -48,6 +48,10 @@ __all__ = ["R2D2", "R2D2Config"]
 class R2D2:
     """The ``r2d2`` algorithm (interface: :mod:`zoo.core.algorithm`)."""
 
+    rate_limited = True
+    """A samples-per-insert rate limiter sets its gradient steps (:mod:`zoo.core.algorithm`): the trainer adds
+    its waits to the update rows and its ``gradient_steps``, ``replayed``, ``inserted`` to status."""
+
     Config = R2D2Config
 
     @classmethod

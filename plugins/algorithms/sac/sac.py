@@ -113,6 +113,10 @@ class _Guard(UpdateGuard):
 class SAC:
     """The ``sac`` algorithm (interface: :mod:`zoo.core.algorithm`)."""
 
+    rate_limited = True
+    """A samples-per-insert rate limiter sets its gradient steps (:mod:`zoo.core.algorithm`): the trainer adds
+    its waits to the update rows and its ``gradient_steps``, ``replayed``, ``inserted`` to status."""
+
     Config = SACConfig
 
     @classmethod
