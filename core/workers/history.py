@@ -51,9 +51,9 @@ class History:
             HistoryError: the store could not be opened or cut back.
         """
         h = getattr(cfg.trainer, "history", None)
-        schedule = HistorySchedule(h.every_updates, 60.0 * h.every_minutes) if h is not None else None
-        if schedule is None or not schedule.on:
+        if h is None or not (h.every_updates > 0 or h.every_minutes > 0):
             return None
+        schedule = HistorySchedule(h.every_updates, 60.0 * h.every_minutes)
         store = VersionStore(ctx.run_dir)
         name = store_name(ctx.policy)
         if int(getattr(cfg, "resume", 0) or 0) or int(getattr(ctx, "attempt", 0) or 0):
@@ -74,7 +74,8 @@ class History:
             HistoryError: the row could not be written.
         """
         weights = {k: v.detach().cpu() for k, v in algo.policy.state_dict().items()}
-        options = dataclasses.asdict(algo_cfg) if dataclasses.is_dataclass(algo_cfg) else None
+        is_options = dataclasses.is_dataclass(algo_cfg) and not isinstance(algo_cfg, type)
+        options = dataclasses.asdict(algo_cfg) if is_options else None
         self.dropped = self.store.add(self.policy, state.version, state.updates, state.env_steps, time_s,
                                       {"format": FORMAT, "algorithm": {"policy": weights, "config": options}},
                                       keep=self.keep_most)
