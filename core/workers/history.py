@@ -21,10 +21,11 @@ from it on the same ones.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from zoo.core.checkpoint import FORMAT
-from zoo.core.history import HistorySchedule, VersionStore
+from zoo.core.history import HistorySchedule, VersionStore, db_path
 
 
 def store_name(policy: str) -> str:
@@ -45,20 +46,25 @@ class History:
     def open(cls, ctx: Any, cfg: Any, version: int) -> History | None:
         """The history of ``ctx``'s policy when ``cfg.trainer.history`` has a schedule, else None.
         The store is cut back to ``version`` (the checkpoint's) when this trainer segment resumed
-        or restarted (``cfg.resume`` or ``ctx.attempt`` >= 1).
+        or restarted (``cfg.resume`` or ``ctx.attempt`` >= 1), also when the resume turned the
+        history off (the store, if the run has one, then stays as it is from there on).
 
         Raises:
             HistoryError: the store could not be opened or cut back.
         """
         h = getattr(cfg.trainer, "history", None)
-        if h is None or not (h.every_updates > 0 or h.every_minutes > 0):
+        on = h is not None and (h.every_updates > 0 or h.every_minutes > 0)
+        again = bool(int(getattr(cfg, "resume", 0) or 0) or int(getattr(ctx, "attempt", 0) or 0))
+        if not on and not (again and os.path.exists(db_path(ctx.run_dir))):
             return None
-        schedule = HistorySchedule(h.every_updates, 60.0 * h.every_minutes)
         store = VersionStore(ctx.run_dir)
         name = store_name(ctx.policy)
-        if int(getattr(cfg, "resume", 0) or 0) or int(getattr(ctx, "attempt", 0) or 0):
+        if again:  # also when a resume turned the history off: the store agrees with the checkpoint
             store.drop_after(name, version)
-        return cls(store, name, schedule, h.keep)
+        if not on:
+            store.close()
+            return None
+        return cls(store, name, HistorySchedule(h.every_updates, 60.0 * h.every_minutes), h.keep)
 
     def due(self, updates: int) -> bool:
         """Whether a version is due after update number ``updates``."""

@@ -372,3 +372,33 @@ def test_keep_without_a_schedule_and_a_schedule_without_learning():
         "trainer.history.every_minutes", "trainer.history.every_minutes keeps versions of a policy that "
         "trainer.learn=false never updates; drop trainer.history.every_minutes, or set trainer.learn=true")]
     assert history_problems(ExperimentConfig(algo_name="ppo", env_name="CartPole-v1")) == []
+
+
+def test_a_resume_may_change_the_history_options():
+    from zoo.core.resume import is_safe
+
+    assert is_safe("trainer.history.every_updates") and is_safe("trainer.history.keep")
+    assert is_safe("policies.learner.trainer.history.every_minutes")
+    assert not is_safe("trainer.batch_samples")
+
+
+def test_a_resume_that_turns_the_history_off_still_cuts_it_back(tmp_path):
+    h = trainer_history(tmp_path, every_updates=1, keep=0)
+    run_updates(h, 1, 4)
+    h.close()
+    assert trainer_history(tmp_path, every_updates=0, keep=0, resume=1, version=2) is None
+    with VersionStore(tmp_path, readonly=True) as store:
+        assert [r[0] for r in rows(store, "default")] == [1, 2]
+    assert sorted(os.listdir(tmp_path / "history" / "default")) == ["v00000001.pt", "v00000002.pt"]
+
+
+def test_zoo_eval_finds_the_run_of_a_kept_version(tmp_path):
+    from zoo.runinfo import RunError, resolve_target
+
+    kept = tmp_path / "history" / "default" / "v00000004.pt"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"")
+    with pytest.raises(RunError, match="is not inside a run folder"):
+        resolve_target(kept)  # no config.json yet
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_target(kept) == (tmp_path, kept)
