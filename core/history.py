@@ -289,7 +289,7 @@ class VersionStore:
     def __init__(self, run_dir: str | os.PathLike, *, readonly: bool = False, timeout_s: float = 30.0) -> None:
         self.run_dir = os.fspath(run_dir)
         self.path = db_path(self.run_dir)
-        self.readonly = readonly
+        self.readonly, self.timeout_s = readonly, timeout_s
         try:
             if readonly:
                 uri = "file:" + self.path.replace("?", "%3f").replace("#", "%23") + "?mode=ro"
@@ -318,7 +318,12 @@ class VersionStore:
         for up to the busy timeout)."""
         if self.readonly:
             raise HistoryError(f"the history store {self.path} was opened read-only")
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise HistoryError(f"the history store {self.path} stayed locked by another writer for "
+                               f"{self.timeout_s:g} s ({exc}); on a network file system its locks must work "
+                               "(docs/history.md)") from exc
         try:
             yield
         except BaseException:

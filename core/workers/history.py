@@ -61,7 +61,7 @@ class History:
         name = store_name(ctx.policy)
         if again:  # also when a resume turned the history off: the store agrees with the checkpoint
             store.drop_after(name, version)
-        if not on:
+        if not on or h is None:
             store.close()
             return None
         return cls(store, name, HistorySchedule(h.every_updates, 60.0 * h.every_minutes), h.keep)

@@ -402,3 +402,15 @@ def test_zoo_eval_finds_the_run_of_a_kept_version(tmp_path):
         resolve_target(kept)  # no config.json yet
     (tmp_path / "config.json").write_text("{}")
     assert resolve_target(kept) == (tmp_path, kept)
+
+
+def test_a_writer_waits_for_the_lock_and_says_so_when_it_stays_taken(tmp_path):
+    with VersionStore(tmp_path) as trainer, VersionStore(tmp_path, timeout_s=0.05) as evaluator:
+        trainer.add("learner", 1, 1, 8, 0.5, weights(1.0))
+        trainer.db.execute("BEGIN IMMEDIATE")  # the trainer is writing
+        assert [r.version for r in evaluator.versions("learner")] == [1]  # readers read meanwhile
+        with pytest.raises(HistoryError, match=r"stayed locked by another writer for 0.05 s \(database is locked\)"):
+            evaluator.update_metadata("learner", 1, rating=1.0)
+        trainer.db.execute("COMMIT")
+        assert evaluator.update_metadata("learner", 1, rating=1.0).rating == 1.0
+        assert trainer.get("learner", 1).rating == 1.0
