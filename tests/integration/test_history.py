@@ -39,6 +39,7 @@ def test_cartpole_keeps_versions_on_schedule_and_a_resume_continues_them(tmp_pat
                 env=env, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     assert marked_processes(mark) == []
+    assert "metrics.jsonl, tensorboard/, checkpoints/latest.pt, history.sqlite, history/" in first.stdout
 
     def expected() -> tuple[list[tuple[int, int, int, bool]], list[int]]:
         updates = [r for r in read_metrics(run) if r["type"] == "update"]
