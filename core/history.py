@@ -281,35 +281,78 @@ class VersionStore:
     """The run's history store (module docstring). Opening it creates the database (unless
     ``readonly``); one connection per process (SQLite connections do not cross processes).
 
+    A reader (``readonly``) may be opened before the store exists (a policy worker that starts
+    before the trainer kept its first version): until the lead trainer creates it, the reader
+    sees no version, and it connects once the file is there.
+
     Raises:
-        HistoryError: the database cannot be opened (``readonly``: it does not exist yet), or is
-            of a newer schema than this Zoo reads.
+        HistoryError: the database cannot be opened, or is of a newer schema than this Zoo reads.
     """
 
     def __init__(self, run_dir: str | os.PathLike, *, readonly: bool = False, timeout_s: float = 30.0) -> None:
         self.run_dir = os.fspath(run_dir)
         self.path = db_path(self.run_dir)
         self.readonly, self.timeout_s = readonly, timeout_s
+        self._db: sqlite3.Connection | None = None
+        if not readonly:
+            os.makedirs(self.run_dir, exist_ok=True)
+            self._connect()
+        elif os.path.exists(self.path):
+            self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
         try:
-            if readonly:
+            if self.readonly:
                 uri = "file:" + self.path.replace("?", "%3f").replace("#", "%23") + "?mode=ro"
-                self.db = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+                db = sqlite3.connect(uri, uri=True, timeout=self.timeout_s, isolation_level=None)
             else:
-                os.makedirs(self.run_dir, exist_ok=True)
-                self.db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-                self.db.execute("PRAGMA journal_mode=DELETE")
-                self.db.execute("PRAGMA synchronous=FULL")
-            self.db.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-            found = int(self.db.execute("PRAGMA user_version").fetchone()[0])
-            if found > SCHEMA_VERSION:
-                raise HistoryError(f"{self.path} is a history store of schema {found}; this Zoo reads schema "
-                                   f"{SCHEMA_VERSION}: use the Zoo that wrote the run")
-            if not readonly:
-                with self._write():
-                    self.db.execute(_SCHEMA)
-                    self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                db = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+                db.execute("PRAGMA journal_mode=DELETE")
+                db.execute("PRAGMA synchronous=FULL")
+            db.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+            found = int(db.execute("PRAGMA user_version").fetchone()[0])
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open the history store {self.path}: {exc}") from exc
+        if found > SCHEMA_VERSION:
+            db.close()
+            raise HistoryError(f"{self.path} is a history store of schema {found}; this Zoo reads schema "
+                               f"{SCHEMA_VERSION}: use the Zoo that wrote the run")
+        self._db = db
+        if not self.readonly:
+            try:
+                with self._write():
+                    db.execute(_SCHEMA)
+                    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            except sqlite3.Error as exc:
+                raise HistoryError(f"cannot create the history store {self.path}: {exc}") from exc
+        return db
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection (a reader connects here once the store exists).
+
+        Raises:
+            HistoryError: a reader's store does not exist yet.
+        """
+        if self._db is None:
+            if not os.path.exists(self.path):
+                raise HistoryError(f"the history store {self.path} does not exist yet")
+            self._connect()
+        assert self._db is not None
+        return self._db
+
+    def _rows(self, sql: str, args: tuple) -> list[tuple]:
+        """A read; a reader whose store (or its table) is not made yet reads nothing."""
+        if self._db is None and self.readonly and not os.path.exists(self.path):
+            return []
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if self.readonly and "no such table" in str(exc):
+                return []
+            raise HistoryError(f"cannot read the history store {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read the history store {self.path}: {exc}") from exc
 
     # ------------------------------------------------------------------ plumbing
     @contextlib.contextmanager
@@ -333,8 +376,10 @@ class VersionStore:
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        with contextlib.suppress(sqlite3.Error):
-            self.db.close()
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
 
     def __enter__(self) -> VersionStore:
         return self
@@ -352,17 +397,13 @@ class VersionStore:
         sql = f"SELECT {', '.join(_COLUMNS)} FROM versions WHERE policy = ?"
         if kept_only:
             sql += " AND kept = 1"
-        try:
-            rows = self.db.execute(sql + " ORDER BY version", (policy,)).fetchall()
-        except sqlite3.Error as exc:
-            raise HistoryError(f"cannot read the history store {self.path}: {exc}") from exc
-        return [_row(r) for r in rows]
+        return [_row(r) for r in self._rows(sql + " ORDER BY version", (policy,))]
 
     def get(self, policy: str, version: int) -> Version | None:
         """``policy``'s row of ``version`` (kept or not), or None."""
-        row = self.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM versions WHERE policy = ? AND version = ?",
-                              (policy, int(version))).fetchone()
-        return None if row is None else _row(row)
+        found = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM versions WHERE policy = ? AND version = ?",
+                           (policy, int(version)))
+        return _row(found[0]) if found else None
 
     def pick(self, policy: str, query: Query | str, rng: np.random.Generator) -> Pick:
         """One of ``policy``'s kept versions by ``query`` (:func:`pick_version`).

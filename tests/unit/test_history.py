@@ -237,10 +237,17 @@ def test_update_metadata(tmp_path):
 
 
 def test_a_reader_sees_the_writers_rows_and_cannot_write(tmp_path):
-    with pytest.raises(HistoryError, match="cannot open the history store"):
-        VersionStore(tmp_path, readonly=True)  # not made yet
+    with VersionStore(tmp_path, readonly=True) as reader:
+        # opened before the store exists (a policy worker before the trainer's first version): sees nothing
+        assert reader.versions("learner") == [] and reader.get("learner", 1) is None
+        assert reader.pick("learner", "pfsp", np.random.default_rng(0)) == Pick(None, True, "no version is kept yet")
+        assert not os.path.exists(tmp_path / "history.sqlite")
+        with VersionStore(tmp_path) as writer:
+            writer.add("learner", 1, 1, 8, 0.5, weights(1.0))
+            assert [r.version for r in reader.versions("learner")] == [1]  # connected once it was there
+            with pytest.raises(HistoryError, match="opened read-only"):
+                reader.update_metadata("learner", 1, rating=1.0)
     with VersionStore(tmp_path) as writer:
-        writer.add("learner", 1, 1, 8, 0.5, weights(1.0))
         with VersionStore(tmp_path, readonly=True) as reader:
             assert [r.version for r in reader.versions("learner")] == [1]
             writer.add("learner", 2, 2, 16, 1.0, weights(2.0))
@@ -249,6 +256,12 @@ def test_a_reader_sees_the_writers_rows_and_cannot_write(tmp_path):
                 reader.update_metadata("learner", 1, rating=1.0)
             got = reader.pick("learner", "pfsp", np.random.default_rng(7))  # 0.625 of [0.5, 1]: v2
             assert got == Pick(reader.get("learner", 2))
+
+
+def test_a_reader_of_a_store_made_but_without_its_table_yet_reads_nothing(tmp_path):
+    sqlite3.connect(tmp_path / "history.sqlite").close()  # the writer's connect made the file, not yet the table
+    with VersionStore(tmp_path, readonly=True) as reader:
+        assert reader.versions("learner") == []
 
 
 def test_a_newer_schema_is_refused(tmp_path):
