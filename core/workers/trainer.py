@@ -270,8 +270,8 @@ class Trainer:
                 self.history.close()
 
     def loop(self) -> bool:
-        """Receive, update, publish, log, checkpoint, until the run ends. Returns whether it
-        finished (the env-step budget reached) rather than stopped."""
+        """Receive, update, publish, log, keep a version (``trainer.history.*``), checkpoint, until
+        the run ends. Returns whether it finished (the env-step budget reached) rather than stopped."""
         while True:
             if (finished := self.sync.ended(self.ctx.stop, self.budget_reached())) is not None:
                 return finished
