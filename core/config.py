@@ -69,7 +69,7 @@ from zoo.core.streams import STREAMS, check_options, transport_for, transport_op
 from zoo.core.transport import TransportError
 
 __all__ = [
-    "ActorsConfig", "PolicyConfig", "TrainerConfig", "StreamConfig", "StreamsConfig", "LogConfig",
+    "ActorsConfig", "PolicyConfig", "TrainerConfig", "HistoryConfig", "StreamConfig", "StreamsConfig", "LogConfig",
     "SupervisionConfig",
     "ExperimentConfig", "ConfigError", "UnknownEnvError", "OptionInfo",
     "resolve_env", "make_env", "build_config", "apply_override", "set_value", "apply_mapping",
@@ -135,6 +135,22 @@ class PolicyConfig:
 
 
 @dataclass
+class HistoryConfig:
+    """Version history of a trainable policy (docs/history.md): past versions kept with their
+    metadata in ``<run_dir>/history.sqlite`` and ``history/<policy>/v<version>.pt``, for
+    self-play against past versions and ratings. Off unless a schedule is set."""
+
+    every_updates: int = field(default=0, metadata=bounded(ge=0, hint="0 = not by updates"))
+    """Keep the policy's version after every this many updates (when it divides the update count)."""
+    every_minutes: float = field(default=0.0, metadata=bounded(ge=0, hint="0 = not by time"))
+    """Also keep a version when this many minutes of wall time have passed since the last kept
+    one (checked after each update)."""
+    keep: int = field(default=0, metadata=bounded(ge=0, hint="0 = keep every version"))
+    """Most versions kept: beyond it the oldest kept version is dropped (its weights file is
+    deleted; its row and metadata stay, marked not kept, and queries no longer see it)."""
+
+
+@dataclass
 class TrainerConfig:
     """The trainer workers (their network's device is the algorithm's ``algo.device``)."""
 
@@ -172,6 +188,8 @@ class TrainerConfig:
     for a slower peer's batch happens outside collectives and is not bounded by it."""
     learn: bool = True
     """False: count and discard samples without updating (sampling-throughput benchmarks)."""
+    history: HistoryConfig = field(default_factory=HistoryConfig)
+    """Version history (``trainer.history.*``; docs/history.md)."""
 
 
 @dataclass
@@ -649,6 +667,27 @@ def supervision_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
     return out
 
 
+def history_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
+    """``(field, message)`` for ``trainer.history`` values that do not fit together (each
+    option's own range is checked by its ``bounded`` metadata): ``keep`` without a schedule
+    (``every_updates`` and ``every_minutes`` both 0: no version would be kept), and a schedule
+    with ``trainer.learn=false`` (no update, so no version)."""
+    t = cfg.trainer
+    h = getattr(t, "history", None)
+    if h is None:
+        return []
+    on = h.every_updates > 0 or h.every_minutes > 0
+    if h.keep > 0 and not on:
+        return [("trainer.history.keep", f"trainer.history.keep={h.keep} has no schedule to keep versions by: set "
+                 "trainer.history.every_updates=N and/or trainer.history.every_minutes=M, or drop "
+                 "trainer.history.keep (docs/history.md)")]
+    if on and not t.learn:
+        key = "trainer.history.every_updates" if h.every_updates > 0 else "trainer.history.every_minutes"
+        return [(key, f"{key} keeps versions of a policy that trainer.learn=false never updates; drop {key}, or "
+                 "set trainer.learn=true")]
+    return []
+
+
 def inline_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
     """``(field, message)`` for each policy option that contradicts ``policy.inline=true``
     (the policy inside each actor, on its CPU, with no policy worker): ``policy.count`` other
@@ -729,6 +768,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     p = cfg.policy
     problems += supervision_problems(cfg)
     problems += inline_problems(cfg)
+    problems += history_problems(cfg)
     # The trainer's network lives where the algorithm's own `device` option says. A launcher
     # registered with remote=True (ray) runs workers on other machines: their devices are theirs.
     reg0 = registry

@@ -12,7 +12,8 @@ for a new run, in the same run directory, and the trainer continues from the che
 ``--frames``: it counts from the run's original start, so it must be more than the env
 steps already done; with ``anneal_lr`` over the run's budget the schedule follows the new
 budget from the current step on), ``log.*``, ``trainer.checkpoint_interval``,
-``trainer.checkpoint_interval_s``, ``trainer.keep_checkpoints``, ``trainer.threads``,
+``trainer.checkpoint_interval_s``, ``trainer.keep_checkpoints``, ``trainer.history.*`` (which
+versions are kept, not what is learned), ``trainer.threads``,
 ``trainer.max_nonfinite_updates``, ``policy.threads``, ``policy.device``,
 ``policy.max_wait_ms``, ``policy.stall_warning_s``, ``algo.device``, ``algo.precision`` (the
 trainer's arithmetic; checkpoints hold float32 weights either way), ``streams.*`` (how data
@@ -41,7 +42,8 @@ from zoo.core.rundir import find_run_dir as _find_run_dir
 
 SAFE_TO_CHANGE = (
     "env_steps", "frames", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
-    "trainer.keep_checkpoints", "trainer.threads", "trainer.max_nonfinite_updates", "policy.threads",
+    "trainer.keep_checkpoints", "trainer.history.", "trainer.threads", "trainer.max_nonfinite_updates",
+    "policy.threads",
     "policy.device", "policy.max_wait_ms", "policy.stall_warning_s", "algo.device", "algo.precision", "streams.",
     "supervision.",
     "launcher", "launcher_options.", "resolver.",
@@ -183,7 +185,8 @@ def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str |
         raise ConfigError(
             f"cannot resume {run_dir} with a different config: {len(refused)} key(s) differ from its config.json: "
             f"{listed}. A resume may change only the budget (--steps/--frames), log.*, trainer.checkpoint_interval"
-            "(_s), trainer.keep_checkpoints, trainer.threads, trainer.max_nonfinite_updates, policy.threads/device/"
+            "(_s), trainer.keep_checkpoints, trainer.history.*, trainer.threads, trainer.max_nonfinite_updates, "
+            "policy.threads/device/"
             "max_wait_ms/stall_warning_s, algo.device, algo.precision, streams.*, supervision.* and launcher; to "
             "change the others start a new run (--name NEW)", field=refused[0][0],
             problems=[f"{k}: {o!r} -> {n!r}" for k, o, n in refused])

@@ -565,6 +565,8 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
         kept = "checkpoints/latest.pt"
         if cfg.policies is not None and not cfg.policies.implicit:
             kept = ", ".join(f"checkpoints/{n}/latest.pt" for n in cfg.policies.trainable)
+        if os.path.exists(os.path.join(run_dir, "history.sqlite")):  # trainer.history.* (docs/history.md)
+            kept += ", history.sqlite, history/"
         console.print(format_summary(last, time.monotonic() - started, run_dir, start, kept),
                       markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))

@@ -35,6 +35,7 @@ CONFIG = "config.json"
 METRICS = "metrics.jsonl"
 STATUS = "status.json"
 CHECKPOINTS = "checkpoints"
+HISTORY = "history"
 LATEST = "latest.pt"
 STATUSES = ("running", "finished", "stopped", "crashed")
 RECENT_EPISODES = 20  # as the trainer's episode_return_mean
@@ -69,7 +70,8 @@ def resolve_target(target: str | os.PathLike) -> tuple[Path, Path]:
 
     A folder is a run directory and its checkpoint ``checkpoints/latest.pt``; a file is a
     checkpoint, whose run directory is the folder above its ``checkpoints/`` folder (a named
-    policy's ``checkpoints/<policy>/`` folder included), or the folder holding it.
+    policy's ``checkpoints/<policy>/`` folder included), or above ``history/<policy>/`` for a
+    kept version (:mod:`zoo.core.history`), or the folder holding it.
 
     Raises:
         RunError: no such file or folder, not a run folder, or the run has no checkpoint yet.
@@ -77,9 +79,14 @@ def resolve_target(target: str | os.PathLike) -> tuple[Path, Path]:
     path = Path(target)
     if path.is_file():
         parent = path.parent
-        run_dir = parent.parent if parent.name == CHECKPOINTS else parent
-        if parent.parent.name == CHECKPOINTS and (parent.parent.parent / CONFIG).is_file():
+        if parent.name == CHECKPOINTS:
+            run_dir = parent.parent
+        elif parent.parent.name == CHECKPOINTS and (parent.parent.parent / CONFIG).is_file():
             run_dir = parent.parent.parent  # checkpoints/<policy>/FILE of a run of named policies
+        elif parent.parent.name == HISTORY:  # a kept version, history/<policy>/v<version>.pt (docs/history.md)
+            run_dir = parent.parent.parent
+        else:
+            run_dir = parent
         if not (run_dir / CONFIG).is_file():
             raise RunError(f"checkpoint {str(target)!r} is not inside a run folder (no {CONFIG} in "
                            f"{str(run_dir)!r}); name the run whose config to use with --run RUN")

@@ -27,6 +27,9 @@ Its parts, each in a module of its own:
   updates, every ``trainer.checkpoint_interval_s`` seconds, at the end) and **starting from a
   checkpoint** (``zoo train --resume`` / ``zoo resume``, or a trainer the supervisor restarted):
   what is restored, and how ``metrics.jsonl`` is cut back (:mod:`zoo.core.workers.metrics`);
+- :mod:`zoo.core.workers.history` — the **version history** (``trainer.history.*``, off by
+  default): past versions kept on a schedule in the run's history store (:mod:`zoo.core.history`),
+  the store cut back to the checkpoint on a resume;
 - :mod:`zoo.core.workers.guard` — **guarded updates**: non-finite batches and updates are
   skipped, and ``trainer.max_nonfinite_updates`` consecutive skips stop the run with
   :class:`NonFiniteRunError`;
@@ -82,6 +85,7 @@ from zoo.core.workers.guard import (  # noqa: F401  (Origin, describe_sources, n
     nonfinite_columns,
     sample_origin,
 )
+from zoo.core.workers.history import History
 from zoo.core.workers.metrics import TRAINER_ROWS, MetricsWriter, cut_metrics  # noqa: F401  (re-exported)
 from zoo.core.workers.receiver import (  # noqa: F401  (policy_lag, too_stale, merge_shares: re-exported)
     SampleReceiver,
@@ -233,6 +237,7 @@ class Trainer:
         self.checkpoints = Checkpointer(ctx.run_dir, cfg.trainer.checkpoint_interval,
                                         getattr(cfg.trainer, "checkpoint_interval_s", 0), cfg.trainer.keep_checkpoints,
                                         policy=ctx.policy)
+        self.history = History.open(ctx, cfg, st.version) if self.lead else None
         self.republish = Republisher(self.publish if self.lead else None, REPUBLISH_S)
         self.sync: SoloSync | GroupSync = (SoloSync() if K == 1
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
@@ -268,10 +273,12 @@ class Trainer:
             self.samples.close()
             if self.params is not None:
                 self.params.close()
+            if self.history is not None:
+                self.history.close()
 
     def loop(self) -> bool:
-        """Receive, update, publish, log, checkpoint, until the run ends. Returns whether it
-        finished (the env-step budget reached) rather than stopped."""
+        """Receive, update, publish, log, keep a version (``trainer.history.*``), checkpoint, until
+        the run ends. Returns whether it finished (the env-step budget reached) rather than stopped."""
         while True:
             if (finished := self.sync.ended(self.ctx.stop, self.budget_reached())) is not None:
                 return finished
@@ -307,6 +314,8 @@ class Trainer:
                 continue
             self.publish()
             self.log_update(stats)
+            if self.history is not None and self.history.due(self.state.updates):
+                self.keep_version()
             if self.lead and self.checkpoints.due(self.state.updates):
                 self.checkpoint()
             self.report()  # after the checkpoint it may announce
@@ -457,11 +466,19 @@ class Trainer:
 
     def replay_counters(self) -> dict[str, Any]:
         """A rate-limited algorithm's cumulative counters for status messages: its
-        ``gradient_steps``, ``replayed`` (samples drawn for them: transitions, or r2d2's
+        ``gradient_steps_total`` (the algorithm's ``gradient_steps``; the status's own
+        ``gradient_steps`` is the last update's, :func:`status_stats`), ``replayed`` (samples drawn for them: transitions, or r2d2's
         sequences) and ``inserted`` (samples put in its replay), and :meth:`TrainerState.rate_limit`."""
-        return {"gradient_steps": int(getattr(self.algo, "gradient_steps", 0)),
+        return {"gradient_steps_total": int(getattr(self.algo, "gradient_steps", 0)),
                 "replayed": int(getattr(self.algo, "replayed", 0)), "inserted": int(getattr(self.algo, "inserted", 0)),
                 **self.state.rate_limit()}
+
+    def keep_version(self) -> None:
+        """Rank 0: keep the current weights in the version history (:mod:`zoo.core.history`)."""
+        if self.history is None:
+            return
+        with self.ctx.busy("history"):
+            self.history.keep(self.algo, self.cfg.algo, self.state, self.elapsed())
 
     def report(self) -> None:
         """Rank 0: a ``status`` message to the controller (counters, flow, budget, returns, lag)."""

@@ -109,9 +109,9 @@ def test_phase_figures_from_a_window():
 def test_replay_figures_from_a_window():
     # 50 s: gradient steps 100 -> 600 (10/s), updates 10 -> 50 (0.8/s); replayed 64,000 over 5,120 env steps and
     # 5,120 inserted -> 12.5 each; 2 waits of 2.5 s in all (0.05 of the window); 30 s held (0.6)
-    start = {"env_steps": 1_280, "updates": 10, "gradient_steps": 100, "replayed": 12_800, "inserted": 1_280,
+    start = {"env_steps": 1_280, "updates": 10, "gradient_steps_total": 100, "replayed": 12_800, "inserted": 1_280,
              "rate_limit_waits": 3, "rate_limit_wait_s": 1.5, "rate_limit_held_s": 10.0}
-    end = {"env_steps": 6_400, "updates": 50, "gradient_steps": 600, "replayed": 76_800, "inserted": 6_400,
+    end = {"env_steps": 6_400, "updates": 50, "gradient_steps_total": 600, "replayed": 76_800, "inserted": 6_400,
            "rate_limit_waits": 5, "rate_limit_wait_s": 4.0, "rate_limit_held_s": 40.0}
     assert report.replay_figures(start, end, 50.0) == pytest.approx({
         "gradient_steps_per_s": 10.0, "updates_per_s": 0.8, "replayed_per_env_step": 12.5,
@@ -141,9 +141,9 @@ def test_format_table_replay_lines():
 
 
 def test_phase_figures_carry_the_replay_figures():
-    run = SimpleNamespace(t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0, "gradient_steps": 0, "replayed": 0,
+    run = SimpleNamespace(t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0, "gradient_steps_total": 0, "replayed": 0,
                                                   "inserted": 0},
-                          end={"env_steps": 1_280, "updates": 10, "gradient_steps": 128, "replayed": 16_384,
+                          end={"env_steps": 1_280, "updates": 10, "gradient_steps_total": 128, "replayed": 16_384,
                                "inserted": 1_280}, cpu_s={}, live=None)
     got = report.phase_figures(run, 128, 16, 1, 1, 2, None, None)["replay"]
     # 128 steps / 10 s; 16,384 replayed / 1,280 env steps = 12.8

@@ -21,7 +21,7 @@ Definitions (units in brackets):
   core seconds of the algorithm's update per env step (the trainer's torch threads, a batch of
   the run's shape): the most trained env steps/s these cores could give if they did nothing
   else [trained env steps / s].
-- replay figures (a replay algorithm: the trainer's status carries ``gradient_steps``,
+- replay figures (a replay algorithm: the trainer's status carries ``gradient_steps_total``,
   ``replayed``, ``inserted`` and the rate limiter's waits, :mod:`zoo.core.workers.accounting`),
   over the window: gradient steps/s and updates/s [1 / s]; replayed samples per env step (the
   growth of ``replayed`` over that of ``env_steps``, env steps received) and per inserted
@@ -82,7 +82,7 @@ def cpu_work_bound(cores: int, *core_s_per_step: float) -> float:
 
 def replay_figures(start: dict[str, Any], end: dict[str, Any], seconds: float) -> dict[str, Any] | None:
     """A replay algorithm's figures over a window of ``seconds`` from the trainer's status at its
-    two ends (module docstring); None when the status has no ``gradient_steps`` (not a replay
+    two ends (module docstring); None when the status has no ``gradient_steps_total`` (not a replay
     algorithm). A ratio whose denominator did not grow is None.
 
     Example: over 50 s, gradient steps 100 -> 600, updates 10 -> 50, env steps 1,280 -> 6,400,
@@ -90,7 +90,7 @@ def replay_figures(start: dict[str, Any], end: dict[str, Any], seconds: float) -
     10 gradient steps/s, 0.8 updates/s, 64,000 / 5,120 = 12.5 replayed per env step and per
     inserted, 2 waits of 2.5 s (0.05 of the window), 30 s held (0.6).
     """
-    if "gradient_steps" not in end or "gradient_steps" not in start:
+    if "gradient_steps_total" not in end or "gradient_steps_total" not in start:
         return None
 
     def grew(key: str) -> float:
@@ -98,7 +98,7 @@ def replay_figures(start: dict[str, Any], end: dict[str, Any], seconds: float) -
 
     env, inserted, replayed = grew("env_steps"), grew("inserted"), grew("replayed")
     wait_s, held_s = grew("rate_limit_wait_s"), grew("rate_limit_held_s")
-    return {"gradient_steps_per_s": grew("gradient_steps") / seconds, "updates_per_s": grew("updates") / seconds,
+    return {"gradient_steps_per_s": grew("gradient_steps_total") / seconds, "updates_per_s": grew("updates") / seconds,
             "replayed_per_env_step": replayed / env if env > 0 else None,
             "replayed_per_inserted": replayed / inserted if inserted > 0 else None,
             "rate_limit_waits": int(grew("rate_limit_waits")), "rate_limit_wait_s": wait_s,

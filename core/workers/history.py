@@ -1,0 +1,91 @@
+"""The trainer's part of the version history (``trainer.history.*``; :mod:`zoo.core.history`,
+docs/history.md): when the lead trainer of a trainable policy keeps a version, what it
+writes, and how a resumed or restarted trainer makes the store agree with its checkpoint.
+
+**Schedule**: after an update (published first) whose number ``trainer.history.every_updates``
+divides, or when ``trainer.history.every_minutes`` of wall time have passed since the last
+kept version (this segment's start before the first); both 0 (the default): no history, no
+store is opened and nothing changes for the run. The time schedule starts again with each
+segment (a resume, a restart); the update schedule counts the run's updates, which the
+checkpoint restores, so it continues where it stopped.
+
+**Resume**: the trainer continues from its checkpoint's version c; versions newer than c that
+the store holds were kept after that checkpoint (before a crash or a stop that wrote no later
+checkpoint) and will be made again with other weights, so their rows and files are dropped
+(:meth:`zoo.core.history.VersionStore.drop_after`) before the first update. Rows of versions up
+to c stay, with the metadata evaluation wrote. A version that ``trainer.history.keep`` dropped
+because of a newer version that is now forgotten stays dropped (its file is gone): until the
+next kept version the store then holds one version less than an uninterrupted run's, and
+from it on the same ones.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from zoo.core.checkpoint import FORMAT
+from zoo.core.history import HistorySchedule, VersionStore, db_path
+
+
+def store_name(policy: str) -> str:
+    """The policy's name in the store: a named policy's own, the implicit one's ``default``."""
+    from zoo.core.policies import DEFAULT_POLICY
+
+    return policy or DEFAULT_POLICY
+
+
+class History:
+    """The lead trainer's history writer: its schedule, its store, its policy's name there."""
+
+    def __init__(self, store: VersionStore, policy: str, schedule: HistorySchedule, keep: int) -> None:
+        self.store, self.policy, self.schedule, self.keep_most = store, policy, schedule, keep
+        self.dropped: list[int] = []  # versions the last keep() dropped (tests, logs)
+
+    @classmethod
+    def open(cls, ctx: Any, cfg: Any, version: int) -> History | None:
+        """The history of ``ctx``'s policy when ``cfg.trainer.history`` has a schedule, else None.
+        The store is cut back to ``version`` (the checkpoint's) when this trainer segment resumed
+        or restarted (``cfg.resume`` or ``ctx.attempt`` >= 1), also when the resume turned the
+        history off (the store, if the run has one, then stays as it is from there on).
+
+        Raises:
+            HistoryError: the store could not be opened or cut back.
+        """
+        h = getattr(cfg.trainer, "history", None)
+        on = h is not None and (h.every_updates > 0 or h.every_minutes > 0)
+        again = bool(int(getattr(cfg, "resume", 0) or 0) or int(getattr(ctx, "attempt", 0) or 0))
+        if not on and not (again and os.path.exists(db_path(ctx.run_dir))):
+            return None
+        store = VersionStore(ctx.run_dir)
+        name = store_name(ctx.policy)
+        if again:  # also when a resume turned the history off: the store agrees with the checkpoint
+            store.drop_after(name, version)
+        if not on or h is None:
+            store.close()
+            return None
+        return cls(store, name, HistorySchedule(h.every_updates, 60.0 * h.every_minutes), h.keep)
+
+    def due(self, updates: int) -> bool:
+        """Whether a version is due after update number ``updates``."""
+        return self.schedule.due(updates)
+
+    def keep(self, algo: Any, algo_cfg: Any, state: Any, time_s: float) -> None:
+        """Keep the current weights (``algo.policy``'s state dict, on the CPU) as version
+        ``state.version``, with the algorithm's options (as a checkpoint holds them, so the
+        file loads wherever a checkpoint's weights do).
+
+        Raises:
+            CheckpointError: the weights file could not be written.
+            HistoryError: the row could not be written.
+        """
+        weights = {k: v.detach().cpu() for k, v in algo.policy.state_dict().items()}
+        is_options = dataclasses.is_dataclass(algo_cfg) and not isinstance(algo_cfg, type)
+        options = dataclasses.asdict(algo_cfg) if is_options else None
+        self.dropped = self.store.add(self.policy, state.version, state.updates, state.env_steps, time_s,
+                                      {"format": FORMAT, "algorithm": {"policy": weights, "config": options}},
+                                      keep=self.keep_most)
+        self.schedule.kept()
+
+    def close(self) -> None:
+        self.store.close()
