@@ -467,10 +467,12 @@ class Trainer:
     def replay_counters(self) -> dict[str, Any]:
         """A rate-limited algorithm's cumulative counters for status messages: its
         ``gradient_steps_total`` (the algorithm's ``gradient_steps``; the status's own
-        ``gradient_steps`` is the last update's, :func:`status_stats`), ``replayed`` (samples drawn for them: transitions, or r2d2's
-        sequences) and ``inserted`` (samples put in its replay), and :meth:`TrainerState.rate_limit`."""
+        ``gradient_steps`` is the last update's, :func:`status_stats`), ``replayed`` (samples
+        drawn for them: transitions, or r2d2's sequences) and ``inserted`` (samples put in its
+        replay), and :meth:`TrainerState.rate_limit`."""
         return {"gradient_steps_total": int(getattr(self.algo, "gradient_steps", 0)),
-                "replayed": int(getattr(self.algo, "replayed", 0)), "inserted": int(getattr(self.algo, "inserted", 0)),
+                "replayed": int(getattr(self.algo, "replayed", 0)),
+                "inserted": int(getattr(self.algo, "inserted", 0)),
                 **self.state.rate_limit()}
 
     def keep_version(self) -> None:
