@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -40,7 +41,6 @@ from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.options import ConfigError
-from zoo.plugins.algorithms.apex import config as apex_config
 from zoo.plugins.algorithms.apex.config import (  # noqa: F401 (re-exported) torch-free, loaded first by zoo train
     ApeXConfig,
     available_memory,
@@ -48,7 +48,7 @@ from zoo.plugins.algorithms.apex.config import (  # noqa: F401 (re-exported) tor
 )
 from zoo.plugins.algorithms.apex.networks import QNetwork
 from zoo.plugins.algorithms.encoders import is_image_space
-from zoo.plugins.algorithms.replay import Replay, batch_transitions, rate_limited_steps
+from zoo.plugins.algorithms.replay import Replay, batch_transitions, make_replay, rate_limited_steps
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated")
@@ -184,16 +184,14 @@ class ApeX:
         c = self.config
         return (np.abs(td).astype(np.float64) + c.priority_eps) ** c.priority_alpha
 
-    def _make_replay(self, sample_length: int, obs: dict[str, np.ndarray]) -> Replay:
-        """The replay, sized for ``sample_length`` and the batch's columns; refused when it cannot
-        fit in memory."""
+    def _make_replay(self, sample_length: int, obs: dict[str, np.ndarray], action: np.ndarray) -> Replay:
+        """The replay, sized for ``sample_length`` and the batch's columns, frame stacks stored once
+        (``algo.frame_stack``); refused when it cannot fit in memory."""
         c = self.config
-        rows = obs_capacity_for(c.capacity, sample_length, next(iter(obs.values())).shape[1])
-        row_bytes = sum(int(np.prod(v.shape[2:], dtype=np.int64)) * v.dtype.itemsize for v in obs.values())
-        problem = apex_config.replay_memory_problem(c.capacity, rows, row_bytes, available_memory())
-        if problem:
-            raise MemoryError(problem)
-        return Replay(c.capacity, rows)
+        replay, need = make_replay(c.capacity, sample_length, obs, int(action[0, 0].nbytes),
+                                   frame_stack=c.frame_stack, avail=available_memory())
+        print(f"zoo: apex-dqn replay of {c.capacity:,} transitions: {need.describe()}", file=sys.stderr, flush=True)
+        return replay
 
     # -- the update ------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:
@@ -222,7 +220,7 @@ class ApeX:
         T, B = reward.shape
         obs_np = {k: np.asarray(v) for k, v in batch["obs"].items()}
         if self.replay is None:
-            self.replay = self._make_replay(T, obs_np)
+            self.replay = self._make_replay(T, obs_np, np.asarray(batch["action"]))
         replay = self.replay
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
         m_new = int(active.sum())
@@ -299,7 +297,7 @@ class ApeX:
                 guard.restore()
                 raise NonFiniteUpdate("initial_priority", step, bad)
             priority = self._priority(td_np)
-        replay.insert(obs_rows, s_idx, boot_idx, tr["action"], tr["ret"], tr["disc"], priority)
+        replay.insert(obs_rows, s_idx, boot_idx, tr["action"], tr["ret"], tr["disc"], priority, tr["prev_row"])
 
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -336,5 +334,4 @@ class ApeX:
             if int(rs["capacity"]) != self.config.capacity:
                 raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} transitions but algo.capacity="
                                  f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-            self.replay = Replay(int(rs["capacity"]), int(rs["obs_capacity"]))
-            self.replay.load_state_dict(rs)
+            self.replay = Replay.from_state_dict(rs)
