@@ -23,6 +23,7 @@ module imports numpy only (config validation runs before torch is loaded).
 from __future__ import annotations
 
 import math
+import zlib
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -172,10 +173,13 @@ class Replay:
         self.obs_written = 0
         self.trans_written = 0
         self.frames_written = {k: 0 for k in self.frame_capacity}
+        # per frame key: digest -> the latest row no row of its block continued, and those rows in order
+        self.tails: dict[str, dict[int, int]] = {k: {} for k in self.frame_capacity}
+        self.tail_log: dict[str, deque[tuple[int, int]]] = {k: deque() for k in self.frame_capacity}
         self.max_priority = 1.0
-        # (obs_start, obs_end, trans_start, trans_end, frame starts, frame ends): the frame counts
-        # are tuples in the order of the sorted frame keys
-        self.blocks: deque[tuple[int, int, int, int, tuple[int, ...], tuple[int, ...]]] = deque()
+        # (obs_start, obs_end, trans_start, trans_end, the oldest plane number each frame key's rows
+        # use, in the order of the sorted frame keys)
+        self.blocks: deque[tuple[int, int, int, int, tuple[int, ...]]] = deque()
 
     def __len__(self) -> int:
         return self.n_valid
@@ -230,6 +234,96 @@ class Replay:
         return np.minimum(ref[self.s_ref[pos] % self.obs_capacity].min(1),
                           ref[self.boot_ref[pos] % self.obs_capacity].min(1))
 
+    def _plan(self, k: str, x: np.ndarray, prev: np.ndarray) -> _FramePlan:
+        """Which planes of the stacked rows ``x`` (``[rows, P, ...]``) of key ``k`` this block
+        stores, and the plane numbers every row is rebuilt from (the class docstring). A row
+        that starts its column (``prev`` -1) and equals, byte for byte, a row no later row
+        continued (the last row of an earlier sample of that env, whose planes are all still in
+        the ring, or of an earlier column of this block) shares that row's planes: a sample
+        starts from its predecessor's bootstrap observation. Vectorised over rows: one
+        comparison per shift and, for rows that stand alone, per pair of planes."""
+        x = np.asarray(x)
+        n, P = int(x.shape[0]), int(x.shape[1])
+        flat = x.reshape(n, P, -1)
+        F, base = self.frame_capacity[k], self.frames_written[k]
+        g = np.zeros(n, np.int64)  # planes a continuing row adds; 0: it does not continue its predecessor
+        cand = np.flatnonzero(prev >= 0)
+        for shift in range(1, P):
+            if cand.size == 0:
+                break
+            ok = (flat[cand, :P - shift] == flat[prev[cand], shift:]).all(axis=(1, 2))
+            g[cand[ok]] = shift
+            cand = cand[~ok]
+        # column starts that repeat an earlier sample's last row
+        succ = np.zeros(n, bool)
+        succ[prev[prev >= 0]] = True
+        tails = np.flatnonzero(~succ)
+        heads = np.flatnonzero(prev < 0)
+        digest = {row: _digest(flat[row]) for row in np.union1d(heads, tails).tolist()}
+        head_of = np.arange(n)
+        while True:  # the column start of every row's chain
+            up = np.where(prev[head_of] >= 0, prev[head_of], head_of)
+            if np.array_equal(up, head_of):
+                break
+            head_of = up
+        in_block: dict[int, list[int]] = {}
+        for tail in tails.tolist():
+            in_block.setdefault(digest[tail], []).append(tail)
+        copy_of = np.full(n, -1, np.int64)  # a column start that copies a row of this block
+        outside: dict[int, np.ndarray] = {}  # a column start that copies an earlier block's row: absolute refs
+        # at most this many new planes (copies only lower it): planes below `survive` may be overwritten now
+        survive = base + int(g.sum()) + P * int((g == 0).sum()) - F
+        known = self.tails.get(k, {})
+        for head in heads.tolist():
+            d = digest[head]
+            # only from a column whose chain starts earlier: copies never form a cycle
+            match = [i for i in in_block.get(d, ()) if head_of[i] < head and np.array_equal(flat[i], flat[head])]
+            if match:
+                copy_of[head] = match[0]
+                continue
+            row = known.get(d)
+            if row is not None and row >= self.obs_written - self.obs_capacity:
+                ref = self.frame_ref[k][row % self.obs_capacity]
+                if int(ref.min()) >= survive and np.array_equal(self.frames[k][ref % F].reshape(P, -1), flat[head]):
+                    outside[head] = ref.copy()
+        alone = np.flatnonzero((g == 0) & (copy_of < 0) & ~np.isin(np.arange(n), list(outside)))
+        same_as = np.broadcast_to(np.arange(P), (n, P)).copy()  # the earliest equal plane of a lone row
+        for p in range(1, P):
+            for q in range(p):
+                open_ = alone[same_as[alone, p] == p]
+                if open_.size == 0:
+                    break
+                eq = (flat[open_, p] == flat[open_, q]).all(axis=1)
+                same_as[open_[eq], p] = q
+        new = np.zeros((n, P), bool)
+        new[alone] = same_as[alone] == np.arange(P)
+        cont = np.flatnonzero(g > 0)
+        new[cont] = np.arange(P)[None, :] >= (P - g[cont])[:, None]
+        n_new = int(new.sum())
+        refs = np.zeros((n, P), np.int64)
+        refs[new] = np.arange(n_new, dtype=np.int64)
+        refs[alone] = np.take_along_axis(refs[alone], same_as[alone], axis=1)
+        resolved = np.zeros(n, bool)
+        resolved[alone] = True
+        for head, ref in outside.items():
+            refs[head] = ref - base
+            resolved[head] = True
+        src = np.where(g > 0, prev, copy_of)
+        pending = np.flatnonzero(~resolved)
+        while pending.size:  # a row takes its source's plane numbers once those are known
+            ready = pending[resolved[src[pending]]]
+            if ready.size == 0:
+                raise ValueError("replay: prev_row links the rows of a block in a cycle")
+            copies = ready[g[ready] == 0]
+            refs[copies] = refs[src[copies]]
+            for shift in np.unique(g[ready]):
+                if shift:
+                    r = ready[g[ready] == shift]
+                    refs[r, :P - shift] = refs[src[r], shift:]
+            resolved[ready] = True
+            pending = pending[~resolved[pending]]
+        return _FramePlan(refs, new, n_new, [(tail, digest[tail]) for tail in tails.tolist()])
+
     def insert(self, obs: dict[str, np.ndarray], s_idx: np.ndarray, boot_idx: np.ndarray, action: np.ndarray,
                ret: np.ndarray, disc: np.ndarray, priority: np.ndarray,
                prev_row: np.ndarray | None = None) -> np.ndarray:
@@ -258,7 +352,7 @@ class Replay:
         prev = np.full(rows, -1, np.int64) if prev_row is None else np.asarray(prev_row, np.int64).reshape(-1)
         if prev.shape[0] != rows or bool((prev >= np.arange(rows)).any()):
             raise ValueError(f"replay: prev_row must give each of the {rows} rows an earlier row of the block or -1")
-        plans = {k: _plan_frames(obs[k], prev) for k in self.frames}
+        plans = {k: self._plan(k, obs[k], prev) for k in self.frames}
         for k, plan in plans.items():
             if plan.n_new > self.frame_capacity[k]:
                 raise ValueError(f"replay: one insert of {plan.n_new} new planes of {k!r} does not fit its ring of "
@@ -267,12 +361,13 @@ class Replay:
         lost_below = self.obs_written + rows - self.obs_capacity
         frames_lost = tuple(self.frames_written[k] + plans[k].n_new - self.frame_capacity[k] for k in self.frames)
         oldest_live = self.trans_written + m - self.capacity  # transitions below this are overwritten now
-        while self.blocks:
-            obs_start, obs_end, ts, te, fs, fe = self.blocks[0]
-            frames_touched = any(a < b for a, b in zip(fs, frames_lost, strict=True))
+        dead = 0  # blocks at the front with no live transition left: dropped
+        for i, (obs_start, _, ts, te, oldest) in enumerate(self.blocks):
+            frames_touched = any(a < b for a, b in zip(oldest, frames_lost, strict=True))
             if not (obs_start < lost_below or te <= oldest_live or frames_touched):
-                break
-            lo = max(ts, self.trans_written - self.capacity)
+                break  # later blocks have later rows and transitions and need no older planes
+            lo = max(ts, self.trans_written - self.capacity, oldest_live)  # below: overwritten just below
+            alive = False
             if te > lo:
                 pos = np.arange(lo, te, dtype=np.int64) % self.capacity
                 pos = pos[self.valid[pos]]
@@ -280,9 +375,10 @@ class Replay:
                 for k, below in zip(self.frames, frames_lost, strict=True):
                     lost |= self._oldest_frame(k, pos) < below
                 self._invalidate(pos[lost])
-            frames_stay = all(a > b for a, b in zip(fe, frames_lost, strict=True))
-            if obs_end > lost_below and te > oldest_live and frames_stay:
-                break  # part of this block stays; later blocks start after it
+                alive = not bool(lost.all())
+            if i == dead and not alive:
+                dead += 1
+        for _ in range(dead):
             self.blocks.popleft()
         pos = (self.trans_written + np.arange(m, dtype=np.int64)) % self.capacity
         self._invalidate(pos)  # the ring wraps onto these
@@ -290,12 +386,16 @@ class Replay:
         for k, v in obs.items():
             if k in self.obs:
                 self.obs[k][rpos] = v
-        starts = tuple(self.frames_written[k] for k in self.frames)
+        needs = []
         for k, plan in plans.items():
             ref = plan.refs + self.frames_written[k]
             self.frames[k][ref[plan.new] % self.frame_capacity[k]] = np.asarray(obs[k])[plan.new]
             self.frame_ref[k][rpos] = ref
             self.frames_written[k] += plan.n_new
+            needs.append(int(ref.min()) if rows else self.frames_written[k])
+            for r, d in plan.tails:  # rows a later sample of the same env may start from
+                self.tails[k][d] = self.obs_written + r
+                self.tail_log[k].append((self.obs_written + r, d))
         assert self.action is not None, "allocated above"
         self.s_ref[pos] = self.obs_written + np.asarray(s_idx, np.int64)
         self.boot_ref[pos] = self.obs_written + np.asarray(boot_idx, np.int64)
@@ -308,10 +408,22 @@ class Replay:
         self.tree.update(pos, priority)
         if priority.size:
             self.max_priority = max(self.max_priority, float(priority.max()))
+        # each block records the oldest plane it needs; kept non-decreasing along the deque (an earlier
+        # block's is lowered to a later one's) so that eviction can stop at the first untouched block
+        j = len(self.blocks) - 1
+        while j >= 0 and any(a > b for a, b in zip(self.blocks[j][4], needs, strict=True)):
+            b = self.blocks[j]
+            self.blocks[j] = (*b[:4], tuple(min(a, c) for a, c in zip(b[4], needs, strict=True)))
+            j -= 1
         self.blocks.append((self.obs_written, self.obs_written + rows, self.trans_written, self.trans_written + m,
-                            starts, tuple(self.frames_written[k] for k in self.frames)))
+                            tuple(needs)))
         self.obs_written += rows
         self.trans_written += m
+        for k, log in self.tail_log.items():  # forget rows the observation ring no longer holds
+            while log and log[0][0] < self.obs_written - self.obs_capacity:
+                row, d = log.popleft()
+                if self.tails[k].get(d) == row:
+                    del self.tails[k][d]
         return pos
 
     def rows(self, row: np.ndarray) -> dict[str, np.ndarray]:
@@ -368,6 +480,7 @@ class Replay:
             "valid": self.valid[:n_tr], "priority": self.tree.leaves(np.arange(n_tr)),
             "n_valid": self.n_valid, "obs_written": self.obs_written, "trans_written": self.trans_written,
             "frames_written": dict(self.frames_written),
+            "tails": {k: [list(e) for e in log] for k, log in self.tail_log.items()},
             "max_priority": self.max_priority, "blocks": [list(b) for b in self.blocks],
         }
 
@@ -418,57 +531,23 @@ class Replay:
         self.frames_written = {k: int(v) for k, v in sorted((state.get("frames_written") or {}).items())}
         self.max_priority = float(state["max_priority"])
         self.blocks = deque((int(b[0]), int(b[1]), int(b[2]), int(b[3]),
-                             tuple(int(x) for x in (b[4] if len(b) > 4 else ())),
-                             tuple(int(x) for x in (b[5] if len(b) > 5 else ()))) for b in state["blocks"])
+                             tuple(int(x) for x in (b[4] if len(b) > 4 else ()))) for b in state["blocks"])
+        for k, log in (state.get("tails") or {}).items():
+            for row, d in log:
+                self.tails[k][int(d)] = int(row)
+                self.tail_log[k].append((int(row), int(d)))
 
 
 class _FramePlan(NamedTuple):
     refs: np.ndarray  # int64 [rows, P]: plane numbers relative to the frames written before the block
     new: np.ndarray  # bool [rows, P]: the planes stored by this block (numbered in row-major order)
     n_new: int
+    tails: list[tuple[int, int]]  # (row in the block, digest) of the rows no row of the block continues
 
 
-def _plan_frames(x: np.ndarray, prev: np.ndarray) -> _FramePlan:
-    """Which planes of the stacked rows ``x`` (``[rows, P, ...]``) a block stores, and the plane
-    numbers every row is rebuilt from (:class:`Replay`'s docstring). Vectorised over rows: one
-    comparison per shift ``g`` and, for the rows that stand alone, per pair of planes."""
-    x = np.asarray(x)
-    rows, P = int(x.shape[0]), int(x.shape[1])
-    flat = x.reshape(rows, P, -1)
-    g = np.zeros(rows, np.int64)  # planes a continuing row adds; 0: the row stands alone
-    cand = np.flatnonzero(prev >= 0)
-    for shift in range(1, P):
-        if cand.size == 0:
-            break
-        ok = (flat[cand, :P - shift] == flat[prev[cand], shift:]).all(axis=(1, 2))
-        g[cand[ok]] = shift
-        cand = cand[~ok]
-    alone = np.flatnonzero(g == 0)
-    same_as = np.broadcast_to(np.arange(P), (rows, P)).copy()  # the earliest equal plane of a standalone row
-    for p in range(1, P):
-        for q in range(p):
-            open_ = alone[same_as[alone, p] == p]
-            if open_.size == 0:
-                break
-            eq = (flat[open_, p] == flat[open_, q]).all(axis=1)
-            same_as[open_[eq], p] = q
-    new = np.zeros((rows, P), bool)
-    new[alone] = same_as[alone] == np.arange(P)
-    cont = np.flatnonzero(g > 0)
-    new[cont] = np.arange(P)[None, :] >= (P - g[cont])[:, None]
-    n_new = int(new.sum())
-    refs = np.full((rows, P), -1, np.int64)
-    refs[new] = np.arange(n_new, dtype=np.int64)
-    refs[alone] = np.take_along_axis(refs[alone], same_as[alone], axis=1)
-    pending = cont
-    while pending.size:  # a continuing row copies its predecessor's refs once those are known
-        ready = pending[refs[prev[pending], 0] >= 0]
-        assert ready.size, "prev_row points backwards, so some row is always ready"
-        for shift in np.unique(g[ready]):
-            r = ready[g[ready] == shift]
-            refs[r, :P - shift] = refs[prev[r], shift:]
-        pending = pending[refs[pending, 0] < 0]
-    return _FramePlan(refs, new, n_new)
+def _digest(plane_rows: np.ndarray) -> int:
+    """A deterministic digest of one stacked row (CRC-32; matches are compared byte for byte)."""
+    return zlib.crc32(np.ascontiguousarray(plane_rows).data) & 0xFFFFFFFF
 
 
 # -- sizing and refusing ---------------------------------------------------------------------
@@ -483,12 +562,12 @@ def obs_capacity_for(capacity: int, sample_length: int, columns: int = 0) -> int
 
 
 def frame_capacity_for(capacity: int, sample_length: int, columns: int, planes: int, per_step: int = 1) -> int:
-    """Plane slots of a frame ring for ``capacity`` transitions: ``per_step`` new planes per
-    step and per final observation (1%), and the ``planes`` of each column's first row of a
-    block (one per ``T`` transitions); at least two batches of ``columns`` columns whose every
-    row stands alone (``2 x (2T + 1) x columns x planes``), so any batch fits."""
-    slots = per_step * (capacity + math.ceil(capacity / 100)) + planes * math.ceil(capacity / sample_length)
-    return max(slots, 2 * (2 * sample_length + 1) * columns * planes)
+    """Plane slots of a frame ring for ``capacity`` transitions: ``per_step`` new planes per step
+    and per final observation of a truncated step (1%, as :func:`obs_capacity_for`), plus two
+    batches of ``columns`` columns whose every row stands alone (``2 x (2T + 1) x columns x
+    planes``: any batch fits, and samples that cannot start from a stored row, such as each
+    env's first, do not shorten the replay)."""
+    return per_step * (capacity + math.ceil(capacity / 100)) + 2 * (2 * sample_length + 1) * columns * planes
 
 
 def is_frame_stack(shape: tuple[int, ...], dtype: Any) -> bool:
@@ -499,17 +578,24 @@ def is_frame_stack(shape: tuple[int, ...], dtype: Any) -> bool:
     return np.dtype(dtype) == np.uint8 and len(shape) >= 3 and 2 <= shape[0] <= 32
 
 
-def planes_per_step(x: np.ndarray) -> int:
+def planes_per_step(x: np.ndarray, done: np.ndarray | None = None) -> int:
     """How many planes a step adds to a frame-stacked key, measured on a batch ``[T + 1, B, P,
     ...]``: the most common smallest shift ``g`` with ``obs[t][:P - g] == obs[t - 1][g:]`` (1 for
-    grey frames, 3 for the vector backend's RGB planes); 0 when fewer than half of the
-    consecutive rows continue their predecessor this way (not a frame stack)."""
+    grey frames, 3 for the vector backend's RGB planes), over the rows that do not start an
+    episode (``done`` ``[T, B]``: step ``t`` ended one, so row ``t + 1`` is a reset); 0 when
+    fewer than half of them continue their predecessor this way (not a frame stack), 1 when
+    there are none."""
     x = np.asarray(x)
     if x.shape[0] < 2:
         return 1
     P = int(x.shape[2])
     cur = x[1:].reshape(-1, P, int(np.prod(x.shape[3:], dtype=np.int64)))
     before = x[:-1].reshape(cur.shape)
+    if done is not None:
+        keep = ~np.asarray(done, bool).reshape(-1)
+        cur, before = cur[keep], before[keep]
+    if cur.shape[0] == 0:
+        return 1
     g = np.zeros(cur.shape[0], np.int64)
     cand = np.arange(cur.shape[0])
     for shift in range(1, P):
@@ -584,10 +670,11 @@ def replay_bytes(capacity: int, sample_length: int, columns: int,
 
 
 def make_replay(capacity: int, sample_length: int, obs: dict[str, np.ndarray], action_bytes: int, *,
-                frame_stack: str, avail: int | None) -> tuple[Replay, ReplayBytes]:
-    """The replay for batches like ``obs`` (``{key: [T + 1, B, ...]}``): keys that pass
-    :func:`is_frame_stack` and whose rows continue each other (:func:`planes_per_step`) are
-    stored as frames when ``frame_stack`` is ``auto`` (``off``: every key as rows).
+                frame_stack: str, avail: int | None, done: np.ndarray | None = None) -> tuple[Replay, ReplayBytes]:
+    """The replay for batches like ``obs`` (``{key: [T + 1, B, ...]}``; ``done`` ``[T, B]``:
+    terminated or truncated): keys that pass :func:`is_frame_stack` and whose rows continue
+    each other (:func:`planes_per_step`) are stored as frames when ``frame_stack`` is ``auto``
+    (``off``: every key as rows).
 
     Raises:
         MemoryError: the replay needs more than ``avail`` bytes (the arithmetic and the fix).
@@ -597,7 +684,7 @@ def make_replay(capacity: int, sample_length: int, obs: dict[str, np.ndarray], a
     if frame_stack == "auto":
         for k, v in obs.items():
             if is_frame_stack(shapes[k][0], v.dtype):
-                g = planes_per_step(v)
+                g = planes_per_step(v, done)
                 if g:
                     stacks[k] = g
     columns = int(next(iter(obs.values())).shape[1])

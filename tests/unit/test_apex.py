@@ -346,10 +346,10 @@ def test_replay_that_cannot_fit_in_memory_is_refused_with_the_arithmetic(monkeyp
     b["obs"] = {"obs": np.zeros((3, 1, 4, 84, 84), np.uint8)}
     b["final_obs"] = {"obs": np.zeros((0, 4, 84, 84), np.uint8)}
     # T = 2: 1,000,000 + 500,000 + 10,000 rows of 4 int64 plane numbers; 1 plane per step and per final
-    # observation (1,010,000) + 4 per block's first row (4 x 500,000) of 7,056 B; 33 B of fields; 2 x 2^20 x 8 B tree
+    # observation (1,010,000) + two batches of lone rows (2 x 5 x 1 x 4) of 7,056 B; 33 B of fields; 2 x 2^20 x 8 B
     with pytest.raises(MemoryError, match=r"algo.capacity=1,000,000 transitions need 1,510,000 observation rows "
-                                          r"x 32 B \+ 3,010,000 frames of 'obs' x 7,056 B \+ 1,000,000 x 33 B of "
-                                          r"fields \+ 16.0 MiB of sum-tree = 19.87 GiB \(21,337 B per transition\), "
+                                          r"x 32 B \+ 1,010,040 frames of 'obs' x 7,056 B \+ 1,000,000 x 33 B of "
+                                          r"fields \+ 16.0 MiB of sum-tree = 6.73 GiB \(7,225 B per transition\), "
                                           r"more than the 1.00 GiB available; lower --set algo.capacity"):
         algo.update(b)
     # algo.frame_stack=off: whole rows, as before frames were stored once

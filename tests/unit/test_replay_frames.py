@@ -27,12 +27,15 @@ class CountingFrames(gym.Env):
     observation_space = gym.spaces.Box(0, 255, (2, 2), np.uint8)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, env_id: int, seed: int) -> None:
-        self.env_id, self.count, self.rng = env_id, 0, np.random.default_rng(seed)
+    def __init__(self, env_id: int, seed: int, size: int = 2) -> None:
+        self.env_id, self.count, self.rng, self.size = env_id, 0, np.random.default_rng(seed), size
+        self.observation_space = gym.spaces.Box(0, 255, (size, size), np.uint8)
 
     def _frame(self) -> np.ndarray:
         self.count += 1
-        return np.array([[self.env_id, self.count % 256], [self.count // 256 % 256, self.count // 65536]], np.uint8)
+        frame = np.zeros((self.size, self.size), np.uint8)
+        frame.flat[:4] = (self.env_id, self.count % 256, self.count // 256 % 256, self.count // 65536)
+        return frame
 
     def reset(self, *, seed=None, options=None):
         return self._frame(), {}
@@ -46,8 +49,9 @@ class Actors:
     """``B`` envs under gymnasium's ``FrameStackObservation`` (as the atari env stacks), autoreset as
     Zoo's actors do: a batch ``[T + 1, B, ...]`` whose row 0 is the previous batch's row ``T``."""
 
-    def __init__(self, B: int, stack: int, seed: int, padding: str = "reset") -> None:
-        self.envs = [FrameStackObservation(CountingFrames(b, seed + b), stack, padding_type=padding) for b in range(B)]
+    def __init__(self, B: int, stack: int, seed: int, padding: str = "reset", size: int = 2) -> None:
+        self.envs = [FrameStackObservation(CountingFrames(b, seed + b, size), stack, padding_type=padding)
+                     for b in range(B)]
         self.obs = [e.reset()[0] for e in self.envs]
         self.rng = np.random.default_rng(seed)
 
@@ -123,25 +127,75 @@ def test_hand_worked_stack_of_three_2x2_frames():
     assert r2.frame_ref["obs"].tolist() == [[0, 0, 1], [0, 1, 2], [3, 4, 5]]  # [c d e] continues nothing
 
 
-@pytest.mark.parametrize("padding", ["reset", "zero"])
-def test_sampled_stacks_equal_the_inserted_ones_across_episodes_truncations_and_wraps(padding):
+def rgb(b: dict) -> dict:
+    """Each 2x2 frame as 3 colour planes, channels first (the vector backend's RGB layout):
+    ``[.., 4, 2, 2]`` -> ``[.., 12, 2, 2]``, a step adds 3 planes."""
+    def planes(x):
+        y = np.repeat(x, 3, axis=-3)
+        y[..., 1::3, :, :] ^= 0x55
+        y[..., 2::3, :, :] ^= 0xAA
+        return y
+    return {**b, "obs": {"obs": planes(b["obs"]["obs"])}, "final_obs": {"obs": planes(b["final_obs"]["obs"])}}
+
+
+@pytest.mark.parametrize("layout", ["reset", "zero", "rgb"])
+def test_sampled_stacks_equal_the_inserted_ones_across_episodes_truncations_and_wraps(layout):
     """Random episode ends (terminated, truncated with a final observation) under gymnasium's
-    frame stack, n = 3, rings that wrap many times; a row replay fed the same blocks is the oracle."""
-    actors = Actors(B=3, stack=4, seed=5, padding=padding)
+    frame stack (padded with the reset frame, or with zeros; grey or RGB planes), n = 3, rings
+    that wrap many times; a row replay fed the same blocks is the oracle."""
+    actors = Actors(B=3, stack=4, seed=5, padding="zero" if layout == "zero" else "reset")
     T, cap, rows = 8, 60, 102
-    frames = Replay(cap, rows, {"obs": 100})  # about 3 x (4 + 8) planes per insert
+    per_step = 3 if layout == "rgb" else 1
+    frames = Replay(cap, rows, {"obs": 150 * per_step})  # about 3 x 9 planes per step per insert
     oracle = Replay(cap, rows)
     n_final = 0
     for _ in range(30):
         b = actors.batch(T)
+        if layout == "rgb":
+            b = rgb(b)
         n_final += b["final_index"].shape[0]
         insert(frames, b)
         insert(oracle, b)
         assert_same_as_rows(frames, oracle)
     assert n_final > 10 and frames.frames_written["obs"] > 3 * frames.frame_capacity["obs"]  # the rings wrapped
     assert oracle.obs_written > 3 * rows and oracle.trans_written > 3 * cap
-    # about one plane per row, not four
-    assert frames.frames_written["obs"] < 1.5 * oracle.obs_written
+    if layout != "zero":
+        # every frame once: the first reset stacks (their frame once), one per step of each column,
+        # one per final observation; later samples start from the stored bootstrap rows
+        assert frames.frames_written["obs"] == per_step * (3 + 30 * T * 3 + n_final)
+    else:  # a zero-padded reset stack stores its zero plane again
+        assert frames.frames_written["obs"] < 1.3 * (3 + 30 * T * 3 + n_final)
+
+
+def test_a_sample_starts_from_the_stored_bootstrap_row_of_its_env():
+    """Two samples of one env: in two blocks (the second's first row is the first's bootstrap row),
+    and in one block as two columns; hand-worked plane numbers."""
+    a, b, c, d, e = (np.full((2, 2), v, np.uint8) for v in (1, 2, 3, 4, 5))
+    first = np.stack([np.stack(s) for s in ([a, a, a], [a, a, b], [a, b, c])])[:, None]  # T = 2, from a reset
+    second = np.stack([np.stack(s) for s in ([a, b, c], [b, c, d], [c, d, e])])[:, None]
+
+    def sample(obs):
+        return {"obs": {"obs": obs}, "action": np.zeros((2, obs.shape[1]), np.int64),
+                "reward": np.ones((2, obs.shape[1]), np.float32), "terminated": np.zeros((2, obs.shape[1]), bool),
+                "truncated": np.zeros((2, obs.shape[1]), bool), "final_obs": {"obs": np.zeros((0, 3, 2, 2), np.uint8)},
+                "final_index": np.zeros((0, 2), np.int64)}
+
+    r = Replay(capacity=8, obs_capacity=12, frame_capacity={"obs": 12})
+    insert(r, sample(first), n=1)
+    insert(r, sample(second), n=1)
+    # a (reset stack, once), b, c; then d, e: row 3 (the second sample's first row) is row 2's planes
+    assert r.frames_written == {"obs": 5} and r.frames["obs"][:5, 0, 0].tolist() == [1, 2, 3, 4, 5]
+    assert r.frame_ref["obs"][:6].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 2], [0, 1, 2], [1, 2, 3], [2, 3, 4]]
+    assert [blk[4] for blk in r.blocks] == [(0,), (0,)]  # the second block needs the first block's planes
+    # both samples in one block, columns 0 and 1: rows t * 2 + b; column 1 starts from row 4 (t = 2, b = 0)
+    one = Replay(capacity=8, obs_capacity=12, frame_capacity={"obs": 12})
+    tr = insert(one, sample(np.concatenate([first, second], axis=1)), n=1)
+    assert tr["prev_row"].tolist() == [-1, -1, 0, 1, 2, 3]
+    # planes in row order: a (row 0), b (row 2), d (row 3), c (row 4), e (row 5); row 1 copies row 4
+    assert one.frames_written == {"obs": 5} and one.frames["obs"][:5, 0, 0].tolist() == [1, 2, 4, 3, 5]
+    assert one.frame_ref["obs"][:6].tolist() == [[0, 0, 0], [0, 1, 3], [0, 0, 1], [1, 3, 2], [0, 1, 3], [3, 2, 4]]
+    assert np.array_equal(one.rows(np.arange(6))["obs"], np.concatenate([first, second], axis=1).reshape(6, 3, 2, 2))
+
 
 
 def test_a_transition_whose_planes_are_overwritten_is_never_sampled():
@@ -164,6 +218,34 @@ def test_a_transition_whose_planes_are_overwritten_is_never_sampled():
         lost = oracle.valid & ~frames.valid
         assert (oldest[lost] < written - F).all()
     assert len(frames) < len(oracle)  # the frame ring did evict
+
+
+def column(b: dict, c: int) -> dict:
+    """Column ``c`` of batch ``b`` alone, as a one-column batch."""
+    keep = b["final_index"][:, 1] == c
+    return {"obs": {"obs": b["obs"]["obs"][:, c:c + 1]}, "action": b["action"][:, c:c + 1],
+            "reward": b["reward"][:, c:c + 1], "terminated": b["terminated"][:, c:c + 1],
+            "truncated": b["truncated"][:, c:c + 1], "final_obs": {"obs": b["final_obs"]["obs"][keep]},
+            "final_index": np.stack([b["final_index"][keep, 0], np.zeros(int(keep.sum()), np.int64)], axis=1)}
+
+
+def test_eviction_reaches_blocks_that_start_from_an_older_block():
+    """Three envs whose samples arrive one per block, in turn: each block starts from the planes
+    of the block three back. When those planes are overwritten, that block's transitions go, although
+    the blocks between them are untouched."""
+    actors = Actors(B=3, stack=4, seed=21)
+    frames = Replay(capacity=300, obs_capacity=600, frame_capacity={"obs": 60})
+    oracle = Replay(capacity=300, obs_capacity=600)
+    for _ in range(8):
+        b = actors.batch(5)
+        for c in range(3):
+            insert(frames, column(b, c))
+            insert(oracle, column(b, c))
+            assert_same_as_rows(frames, oracle)
+            written, F = frames.frames_written["obs"], frames.frame_capacity["obs"]
+            oldest = frames._oldest_frame("obs", np.arange(frames.capacity))
+            assert (oldest[frames.valid] >= written - F).all()
+    assert frames.frames_written["obs"] < 1.3 * 8 * 3 * 5  # the samples did start from stored rows
 
 
 def test_state_dict_resume_is_exact_and_continues_identically():
@@ -200,8 +282,9 @@ def test_detection_and_planes_per_step():
     assert is_frame_stack((12, 84, 84), np.uint8)  # the vector backend's RGB planes
     assert not is_frame_stack((84, 84, 3), np.uint8) and not is_frame_stack((4, 84, 84), np.float32)
     assert not is_frame_stack((84, 84), np.uint8) and is_frame_stack((3, 2, 2), np.uint8)
-    grey = Actors(B=2, stack=4, seed=1).batch(6)["obs"]["obs"]
-    assert planes_per_step(grey) == 1
+    b = Actors(B=2, stack=4, seed=1).batch(6)
+    grey = b["obs"]["obs"]
+    assert planes_per_step(grey) == planes_per_step(grey, b["terminated"] | b["truncated"]) == 1
     # RGB planes channels-first, 3 per frame, as the vector backend lays them out
     rgb = np.repeat(grey, 3, axis=2)
     rgb[:, :, 1::3] += 100
@@ -209,6 +292,11 @@ def test_detection_and_planes_per_step():
     assert planes_per_step(rgb) == 3
     noise = np.random.default_rng(0).integers(0, 256, (7, 2, 4, 8, 8), dtype=np.uint8)
     assert planes_per_step(noise) == 0
+    # episode starts (reset stacks) do not count against a stack: two resets, then one continuing row
+    cont = np.stack([np.stack([np.full((2, 2), v, np.uint8) for v in s])
+                     for s in ((1, 1, 1), (5, 5, 5), (6, 6, 6), (6, 6, 7))])[:, None]
+    assert planes_per_step(cont) == 0  # 1 of 3 rows continues
+    assert planes_per_step(cont, np.array([[True], [True], [False]])) == 1
 
 
 def test_memory_per_transition_formula_equals_the_arrays():
@@ -219,17 +307,55 @@ def test_memory_per_transition_formula_equals_the_arrays():
     assert replay.frame_capacity == {"obs": frame_capacity_for(50, 8, 3, 4)} == need.frames
     insert(replay, b)
     assert replay.nbytes == need.total
-    # by hand: rows 2 x 17 x 3 = 102 of 4 int64 plane numbers; planes max(50 + 1 + 4 x 7, 2 x 17 x 3 x 4)
-    # = 408 of 4 B; 50 x (8 + 8 + 8 + 4 + 4 + 1) B of fields; a sum-tree of 2 x 64 float64
-    assert need.rows == 102 and need.frames == {"obs": 408}
-    assert replay.nbytes == 102 * 32 + 408 * 4 + 50 * 33 + 2 * 64 * 8
+    # by hand: rows 2 x 17 x 3 = 102 of 4 int64 plane numbers; planes 50 + 1 + 2 x 17 x 3 x 4 = 459 of 4 B;
+    # 50 x (8 + 8 + 8 + 4 + 4 + 1) B of fields; a sum-tree of 2 x 64 float64
+    assert need.rows == 102 and need.frames == {"obs": 459}
+    assert replay.nbytes == 102 * 32 + 459 * 4 + 50 * 33 + 2 * 64 * 8
     off, need_off = make_replay(50, 8, b["obs"], 8, frame_stack="off", avail=None)
     insert(off, b)
     assert off.frame_capacity == {} and off.nbytes == need_off.total == 102 * 16 + 50 * 33 + 2 * 64 * 8
     # 1M Atari transitions of uint8 [4, 84, 84], T = 32, 8 columns
     atari = replay_bytes(1_000_000, 32, 8, {"obs": ((4, 84, 84), np.uint8)}, 8, {"obs": 1})
-    # 1,041,250 rows x 32 B + (1,010,000 + 4 x 31,250) planes x 7,056 B + 33 B x 1M + 2 x 2^20 x 8 B
-    assert atari.total == 1_041_250 * 32 + 1_135_000 * 7_056 + 33_000_000 + 2 * 2**20 * 8 == 8_091_657_216
-    assert 84 * 84 < atari.per_transition < 1.15 * 84 * 84
+    # 1,041,250 rows x 32 B + (1,010,000 + 2 x 65 x 8 x 4) planes x 7,056 B + 33 B x 1M + 2 x 2^20 x 8 B
+    assert atari.total == 1_041_250 * 32 + 1_014_160 * 7_056 + 33_000_000 + 2 * 2**20 * 8 == 7_239_010_176
+    assert 84 * 84 < atari.per_transition < 1.03 * 84 * 84  # 7,239 B
     before = replay_bytes(1_000_000, 32, 8, {"obs": ((4, 84, 84), np.uint8)}, 8)
     assert before.total == 1_041_250 * 28_224 + 33_000_000 + 2 * 2**20 * 8
+
+
+def test_apex_dqn_on_frame_stacks_resumes_exactly():
+    """apex-dqn stores the frame stacks once (``algo.frame_stack=auto``) and a restored algorithm
+    continues like the uninterrupted one: weights, priorities, the replay and its frame ring."""
+    from gymnasium import spaces
+
+    from zoo.core.env import EnvSpec
+    from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig
+
+    spec = EnvSpec("Frames-v0", ("agent_0",), {"obs": spaces.Box(0, 255, (4, 36, 36), np.uint8)}, spaces.Discrete(2))
+    actors = Actors(B=2, stack=4, seed=11, size=36)
+    batches = []
+    for _ in range(10):
+        b = actors.batch(4)
+        b["active"] = np.ones((4, 2), bool)
+        b["policy_version"] = np.zeros((4, 2), np.int64)
+        batches.append(b)
+    cfg = ApeXConfig(batch_size=8, samples_per_insert=2.0, learning_starts=8, capacity=24, target_period=5)
+    a = ApeX(cfg, spec, seed=3)
+    for b in batches[:5]:
+        a.update(b)
+    assert a.replay is not None and set(a.replay.frames) == {"obs"} and a.replay.obs == {}
+    buf = io.BytesIO()
+    torch.save(a.state_dict(), buf)
+    buf.seek(0)
+    restored = ApeX(cfg, spec, seed=99)
+    restored.load_state_dict(torch.load(buf, weights_only=False))
+    for b in batches[5:]:  # the 24-transition ring wraps after the resume
+        for algo in (a, restored):
+            algo.update(b)
+    assert a.gradient_steps > 5
+    for k, v in a.policy.state_dict().items():
+        assert torch.equal(v, restored.policy.state_dict()[k]), k
+    ra, rb = a.replay, restored.replay
+    assert np.array_equal(ra.tree.tree, rb.tree.tree) and np.array_equal(ra.frames["obs"], rb.frames["obs"])
+    assert np.array_equal(ra.frame_ref["obs"], rb.frame_ref["obs"]) and ra.frames_written == rb.frames_written
+    assert list(ra.blocks) == list(rb.blocks) and list(ra.tail_log["obs"]) == list(rb.tail_log["obs"])

@@ -184,12 +184,15 @@ class ApeX:
         c = self.config
         return (np.abs(td).astype(np.float64) + c.priority_eps) ** c.priority_alpha
 
-    def _make_replay(self, sample_length: int, obs: dict[str, np.ndarray], action: np.ndarray) -> Replay:
-        """The replay, sized for ``sample_length`` and the batch's columns, frame stacks stored once
+    def _make_replay(self, batch: Batch) -> Replay:
+        """The replay, sized for the batch's sample length and columns, frame stacks stored once
         (``algo.frame_stack``); refused when it cannot fit in memory."""
         c = self.config
-        replay, need = make_replay(c.capacity, sample_length, obs, int(action[0, 0].nbytes),
-                                   frame_stack=c.frame_stack, avail=available_memory())
+        obs = {k: np.asarray(v) for k, v in batch["obs"].items()}
+        action = np.asarray(batch["action"])
+        done = np.asarray(batch["terminated"], bool) | np.asarray(batch["truncated"], bool)
+        replay, need = make_replay(c.capacity, action.shape[0], obs, int(action[0, 0].nbytes),
+                                   frame_stack=c.frame_stack, avail=available_memory(), done=done)
         print(f"zoo: apex-dqn replay of {c.capacity:,} transitions: {need.describe()}", file=sys.stderr, flush=True)
         return replay
 
@@ -218,9 +221,8 @@ class ApeX:
         c, dev = self.config, self.device
         reward = np.asarray(batch["reward"], np.float32)
         T, B = reward.shape
-        obs_np = {k: np.asarray(v) for k, v in batch["obs"].items()}
         if self.replay is None:
-            self.replay = self._make_replay(T, obs_np, np.asarray(batch["action"]))
+            self.replay = self._make_replay(batch)
         replay = self.replay
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
         m_new = int(active.sum())

@@ -209,10 +209,12 @@ class SAC:
     def _tensors(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
-    def _make_replay(self, sample_length: int, obs: dict[str, np.ndarray]) -> Replay:
+    def _make_replay(self, batch: Batch) -> Replay:
         c = self.config
-        replay, need = make_replay(c.capacity, sample_length, obs, 4 * self.policy.dims, frame_stack=c.frame_stack,
-                                   avail=available_memory())
+        obs = {k: np.asarray(v) for k, v in batch["obs"].items()}
+        done = np.asarray(batch["terminated"], bool) | np.asarray(batch["truncated"], bool)
+        replay, need = make_replay(c.capacity, done.shape[0], obs, 4 * self.policy.dims, frame_stack=c.frame_stack,
+                                   avail=available_memory(), done=done)
         print(f"zoo: sac replay of {c.capacity:,} transitions: {need.describe()}", file=sys.stderr, flush=True)
         return replay
 
@@ -251,7 +253,7 @@ class SAC:
         reward = np.asarray(batch["reward"], np.float32)
         T, B = reward.shape
         if self.replay is None:
-            self.replay = self._make_replay(T, {k: np.asarray(v) for k, v in batch["obs"].items()})
+            self.replay = self._make_replay(batch)
         replay = self.replay
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
         m_new = int(active.sum())
