@@ -573,15 +573,16 @@ def frame_capacity_for(capacity: int, sample_length: int, columns: int, planes: 
 def is_frame_stack(shape: tuple[int, ...], dtype: Any) -> bool:
     """The shape rule of ``algo.frame_stack=auto``: uint8 observations ``[P, H, W(, C)]`` with a
     stack axis first of ``2 <= P <= 32`` planes, as the atari env (Python and vector backends)
-    lays out its frame stacks; ``[H, W, C]`` images (``H > 32``) are not. Whether the planes
-    really continue from step to step is measured on the data (:func:`planes_per_step`)."""
+    lays out its frame stacks (``[4, 84, 84]``; RGB ``[12, 84, 84]``); ``[H, W, C]`` images
+    (``H > 32``) are not. Whether the planes really continue from step to step is measured on
+    the data (:func:`planes_per_step`)."""
     return np.dtype(dtype) == np.uint8 and len(shape) >= 3 and 2 <= shape[0] <= 32
 
 
 def planes_per_step(x: np.ndarray, done: np.ndarray | None = None) -> int:
     """How many planes a step adds to a frame-stacked key, measured on a batch ``[T + 1, B, P,
     ...]``: the most common smallest shift ``g`` with ``obs[t][:P - g] == obs[t - 1][g:]`` (1 for
-    grey frames, 3 for the vector backend's RGB planes), over the rows that do not start an
+    grey frames, 3 for RGB planes channels-first), over the rows that do not start an
     episode (``done`` ``[T, B]``: step ``t`` ended one, so row ``t + 1`` is a reset); 0 when
     fewer than half of them continue their predecessor this way (not a frame stack), 1 when
     there are none."""

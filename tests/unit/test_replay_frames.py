@@ -128,7 +128,7 @@ def test_hand_worked_stack_of_three_2x2_frames():
 
 
 def rgb(b: dict) -> dict:
-    """Each 2x2 frame as 3 colour planes, channels first (the vector backend's RGB layout):
+    """Each 2x2 frame as 3 colour planes, channels first (the atari env's RGB layout):
     ``[.., 4, 2, 2]`` -> ``[.., 12, 2, 2]``, a step adds 3 planes."""
     def planes(x):
         y = np.repeat(x, 3, axis=-3)
@@ -279,13 +279,13 @@ def test_state_dict_resume_is_exact_and_continues_identically():
 
 def test_detection_and_planes_per_step():
     assert is_frame_stack((4, 84, 84), np.uint8) and is_frame_stack((4, 84, 84, 3), np.uint8)
-    assert is_frame_stack((12, 84, 84), np.uint8)  # the vector backend's RGB planes
+    assert is_frame_stack((12, 84, 84), np.uint8)  # RGB: 3 colour planes per frame
     assert not is_frame_stack((84, 84, 3), np.uint8) and not is_frame_stack((4, 84, 84), np.float32)
     assert not is_frame_stack((84, 84), np.uint8) and is_frame_stack((3, 2, 2), np.uint8)
     b = Actors(B=2, stack=4, seed=1).batch(6)
     grey = b["obs"]["obs"]
     assert planes_per_step(grey) == planes_per_step(grey, b["terminated"] | b["truncated"]) == 1
-    # RGB planes channels-first, 3 per frame, as the vector backend lays them out
+    # RGB planes channels-first, 3 per frame, as the atari env lays them out
     rgb = np.repeat(grey, 3, axis=2)
     rgb[:, :, 1::3] += 100
     rgb[:, :, 2::3] += 200
@@ -359,3 +359,43 @@ def test_apex_dqn_on_frame_stacks_resumes_exactly():
     assert np.array_equal(ra.tree.tree, rb.tree.tree) and np.array_equal(ra.frames["obs"], rb.frames["obs"])
     assert np.array_equal(ra.frame_ref["obs"], rb.frame_ref["obs"]) and ra.frames_written == rb.frames_written
     assert list(ra.blocks) == list(rb.blocks) and list(ra.tail_log["obs"]) == list(rb.tail_log["obs"])
+
+
+@pytest.mark.parametrize("backend", ["python", "vector"])
+def test_pong_samples_from_the_actor_groups_come_back_exactly_with_each_frame_once(backend):
+    """Real Pong frame stacks as the actors record them (both backends): 100-frame games (25 env
+    steps, truncated with a final observation, then reset), samples of T = 16 one after another,
+    one block per sample. Sampled stacks equal a row replay's; each frame is stored once."""
+    from zoo.core.workers.actor import EnvGroup, SampleBuffer, VectorEnvGroup
+    from zoo.plugins.envs.atari.env import AtariConfig, make, make_vector
+
+    cfg = AtariConfig(noop_max=0, max_episode_frames=100, backend=backend)
+    seeds = [1, 4]
+    group = (VectorEnvGroup(make_vector("Pong", cfg, 2), seeds) if backend == "vector"
+             else EnvGroup([make("Pong", cfg, s) for s in seeds], seeds))
+    T = 16
+    actions = np.random.default_rng(3).integers(0, 6, (5, T, 2))
+    frames, oracle, n_final, episodes = None, Replay(400, 200), 0, []
+    try:
+        for k in range(5):
+            buf = SampleBuffer(T, group.obs)
+            for a in actions[k]:
+                buf.record_policy({"action": a}, version=0, active=group.active, on_reset=group.on_reset)
+                group.step(a, buf, episodes)
+            b = buf.bundle()
+            if frames is None:
+                assert b["obs"]["obs"].shape == (T + 1, 2, 4, 84, 84) and b["obs"]["obs"].dtype == np.uint8
+                frames, need = make_replay(400, T, b["obs"], 8, frame_stack="auto", avail=None,
+                                           done=b["terminated"] | b["truncated"])
+                assert frames.frame_capacity == {"obs": frame_capacity_for(400, T, 2, 4)}
+            n_final += b["final_index"].shape[0]
+            insert(frames, b)
+            insert(oracle, b)
+            assert_same_as_rows(frames, oracle)
+    finally:
+        for env in group.envs:
+            env.close()
+    assert n_final == 2 * 3  # truncated at t = 24, 49, 74 in both envs
+    # the first reset stacks (one frame each), one frame per step, one per final observation
+    assert frames.frames_written == {"obs": 2 + 5 * T * 2 + n_final}
+    assert frames.nbytes == need.total

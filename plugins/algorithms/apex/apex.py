@@ -97,11 +97,11 @@ class ApeX:
         replay data is off-policy anyway) and actors held back by the sample stream
         (``actors.drop_when_full`` false).
         Image observations (Atari): 2 actors x 8 envs (16 epsilons), T = 32, 8 columns per
-        update (256 transitions); replay of 100,000 transitions (2.9 GB of 4x84x84 uint8
-        rows, docs/replay.md), learning after 20,000; batch 64, 8 replayed per inserted
-        transition (DQN's 32 every 4 steps), lr 1e-4, Adam eps 1.5e-4, 3-step, target every
-        1,000 gradient steps, gradient norm 10; a checkpoint every 1,000 updates (and every
-        ``trainer.checkpoint_interval_s``), as each one holds the replay (up to 2.9 GB).
+        update (256 transitions); replay of 100,000 transitions (716 MiB: 4x84x84 uint8
+        stacks stored once per frame, docs/replay.md), learning after 20,000; batch 64, 8
+        replayed per inserted transition (DQN's 32 every 4 steps), lr 1e-4, Adam eps 1.5e-4,
+        3-step, target every 1,000 gradient steps, gradient norm 10; a checkpoint every 1,000 updates (and every
+        ``trainer.checkpoint_interval_s``), as each one holds the replay (up to 716 MiB).
         Vector observations (CartPole): 2 actors x 4 envs, T = 16, 8 columns per update (128
         transitions); replay of 50,000, learning after 1,000; batch 64, 16 replayed per
         inserted transition (32 gradient steps per update), lr 1e-3, 3-step, target every 500
