@@ -136,12 +136,13 @@ class Replay:
       of single planes ``frames[key]`` (``[frame_capacity[key], ...]``) and, per row, the
       absolute numbers of its ``P`` planes ``frame_ref[key]`` (int64 ``[obs_capacity, P]``). A
       row that continues the row before it in its column (its first ``P - g`` planes equal that
-      row's last ``P - g``, for the smallest such ``g``) stores only its ``g`` new planes; any
-      other row (a block's first row of a column, the reset stack that starts an episode) stores
-      its planes with repeats inside the row stored once (a reset stack of the first frame
-      repeated costs one plane). Planes are compared byte for byte before one is shared, so a
-      sampled stack equals the inserted one exactly, across episode starts, truncations and
-      ring wraps;
+      row's last ``P - g``, for the smallest such ``g``) stores only its ``g`` new planes; a
+      column's first row that equals a stored row no later row continued (the bootstrap row of
+      the env's previous sample, :meth:`_plan`) takes that row's planes and stores none; any
+      other row (the reset stack that starts an episode, an env's first sample) stores its
+      planes with repeats inside the row stored once (a reset stack of the first frame repeated
+      costs one plane). Planes are compared byte for byte before one is shared, so a sampled
+      stack equals the inserted one exactly, across episode starts, truncations and ring wraps;
     - a transition ring of ``capacity`` entries: ``s_ref`` and ``boot_ref`` (int64, absolute
       row numbers of the observation and of the n-step bootstrap observation), ``action``,
       ``ret`` (float32, the discounted n-step reward sum) and ``disc`` (float32, the discount of
