@@ -325,8 +325,9 @@ def test_obs_capacity_and_bytes_per_transition():
     r = Replay(10, 11)
     r.insert({"obs": np.zeros((11, 4, 84, 84), np.uint8)}, np.arange(10), np.arange(10) + 1, np.zeros(10, np.int64),
              np.zeros(10, np.float32), np.zeros(10, np.float32), np.ones(10))
-    # 28,224 B per row; T = 32: 33/32 rows per transition; 8+8+8+4+4+1 B of fields + 2 tree nodes (16 x 16/10)
-    assert r.nbytes_per_transition(33 / 32) == pytest.approx(28_224 * 33 / 32 + 33 + 2 * 8 * 16 / 10)
+    # rows kept whole (no frame ring): 11 rows of 28,224 B; 8+8+8+4+4+1 B of fields; 2 x 16 float64 tree nodes
+    assert r.nbytes == 11 * 28_224 + 10 * 33 + 2 * 16 * 8
+    assert r.bytes_per_transition == r.nbytes / 10
 
 
 def test_presets_refuse_the_env_before_anything_starts():
@@ -355,10 +356,17 @@ def test_replay_that_cannot_fit_in_memory_is_refused_with_the_arithmetic(monkeyp
     b = batch(2, 1, 0)
     b["obs"] = {"obs": np.zeros((3, 1, 4, 84, 84), np.uint8)}
     b["final_obs"] = {"obs": np.zeros((0, 4, 84, 84), np.uint8)}
-    # T = 2: 1,000,000 + 500,000 + 10,000 rows of 28,224 B, + 1,000,000 x 49 B
+    # T = 2: 1,000,000 + 500,000 + 10,000 rows of 4 int64 plane numbers; 1 plane per step and per final
+    # observation (1,010,000) + two batches of lone rows (2 x 5 x 1 x 4) of 7,056 B; 33 B of fields; 2 x 2^20 x 8 B
     with pytest.raises(MemoryError, match=r"algo.capacity=1,000,000 transitions need 1,510,000 observation rows "
-                                          r"x 28,224 B \+ 1,000,000 x 49 B of fields = 39.74 GiB, more than the "
-                                          r"1.00 GiB available; lower --set algo.capacity"):
+                                          r"x 32 B \+ 1,010,040 frames of 'obs' x 7,056 B \+ 1,000,000 x 33 B of "
+                                          r"fields \+ 16.0 MiB of sum-tree = 6.73 GiB \(7,225 B per transition\), "
+                                          r"more than the 1.00 GiB available; lower --set algo.capacity"):
+        algo.update(b)
+    # algo.frame_stack=off: whole rows, as before frames were stored once
+    algo = ApeX(ApeXConfig(capacity=1_000_000, learning_starts=0, frame_stack="off"), image, seed=0)
+    with pytest.raises(MemoryError, match=r"need 1,510,000 observation rows x 28,224 B \+ 1,000,000 x 33 B of "
+                                          r"fields \+ 16.0 MiB of sum-tree = 39.74 GiB \(42,668 B per transition\)"):
         algo.update(b)
 
 
@@ -440,7 +448,7 @@ def test_experiments_apex_cannot_run_are_refused_before_anything_starts(tmp_path
     monkeypatch.setattr(apex_config, "available_memory", lambda: 2**20)
     # CartPole rows: 4 float32 = 16 B; 50,000 + 3,125 + 500 rows (T = 16)
     with pytest.raises(ConfigError, match=r"algo.capacity=50,000 transitions need 53,625 observation rows x 16 B "
-                                          r"\+ 50,000 x 49 B of fields = 3.2 MiB, more than the 1.0 MiB "
-                                          r"available") as info:
+                                          r"\+ 50,000 x 33 B of fields \+ 1.0 MiB of sum-tree = 3.4 MiB \(71 B per "
+                                          r"transition\), more than the 1.0 MiB available") as info:
         build()
     assert info.value.field == "algo.capacity"

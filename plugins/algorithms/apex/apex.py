@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -40,7 +41,6 @@ from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.options import ConfigError
-from zoo.plugins.algorithms.apex import config as apex_config
 from zoo.plugins.algorithms.apex.config import (  # noqa: F401 (re-exported) torch-free, loaded first by zoo train
     ApeXConfig,
     available_memory,
@@ -48,7 +48,7 @@ from zoo.plugins.algorithms.apex.config import (  # noqa: F401 (re-exported) tor
 )
 from zoo.plugins.algorithms.apex.networks import QNetwork
 from zoo.plugins.algorithms.encoders import is_image_space
-from zoo.plugins.algorithms.replay import Replay, batch_transitions, rate_limited_steps
+from zoo.plugins.algorithms.replay import Replay, batch_transitions, make_replay, rate_limited_steps
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated")
@@ -103,11 +103,11 @@ class ApeX:
         replay data is off-policy anyway) and actors held back by the sample stream
         (``actors.drop_when_full`` false).
         Image observations (Atari): 2 actors x 8 envs (16 epsilons), T = 32, 8 columns per
-        update (256 transitions); replay of 100,000 transitions (2.9 GB of 4x84x84 uint8
-        rows, docs/replay.md), learning after 20,000; batch 64, 8 replayed per inserted
-        transition (DQN's 32 every 4 steps), lr 1e-4, Adam eps 1.5e-4, 3-step, target every
-        1,000 gradient steps, gradient norm 10; a checkpoint every 1,000 updates (and every
-        ``trainer.checkpoint_interval_s``), as each one holds the replay (up to 2.9 GB).
+        update (256 transitions); replay of 100,000 transitions (716 MiB: 4x84x84 uint8
+        stacks stored once per frame, docs/replay.md), learning after 20,000; batch 64, 8
+        replayed per inserted transition (DQN's 32 every 4 steps), lr 1e-4, Adam eps 1.5e-4,
+        3-step, target every 1,000 gradient steps, gradient norm 10; a checkpoint every 1,000 updates (and every
+        ``trainer.checkpoint_interval_s``), as each one holds the replay (up to 716 MiB).
         Vector observations (CartPole): 2 actors x 4 envs, T = 16, 8 columns per update (128
         transitions); replay of 50,000, learning after 1,000; batch 64, 16 replayed per
         inserted transition (32 gradient steps per update), lr 1e-3, 3-step, target every 500
@@ -190,16 +190,17 @@ class ApeX:
         c = self.config
         return (np.abs(td).astype(np.float64) + c.priority_eps) ** c.priority_alpha
 
-    def _make_replay(self, sample_length: int, obs: dict[str, np.ndarray]) -> Replay:
-        """The replay, sized for ``sample_length`` and the batch's columns; refused when it cannot
-        fit in memory."""
+    def _make_replay(self, batch: Batch) -> Replay:
+        """The replay, sized for the batch's sample length and columns, frame stacks stored once
+        (``algo.frame_stack``); refused when it cannot fit in memory."""
         c = self.config
-        rows = obs_capacity_for(c.capacity, sample_length, next(iter(obs.values())).shape[1])
-        row_bytes = sum(int(np.prod(v.shape[2:], dtype=np.int64)) * v.dtype.itemsize for v in obs.values())
-        problem = apex_config.replay_memory_problem(c.capacity, rows, row_bytes, available_memory())
-        if problem:
-            raise MemoryError(problem)
-        return Replay(c.capacity, rows)
+        obs = {k: np.asarray(v) for k, v in batch["obs"].items()}
+        action = np.asarray(batch["action"])
+        done = np.asarray(batch["terminated"], bool) | np.asarray(batch["truncated"], bool)
+        replay, need = make_replay(c.capacity, action.shape[0], obs, int(action[0, 0].nbytes),
+                                   frame_stack=c.frame_stack, avail=available_memory(), done=done)
+        print(f"zoo: apex-dqn replay of {c.capacity:,} transitions: {need.describe()}", file=sys.stderr, flush=True)
+        return replay
 
     # -- the update ------------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:
@@ -226,9 +227,8 @@ class ApeX:
         c, dev = self.config, self.device
         reward = np.asarray(batch["reward"], np.float32)
         T, B = reward.shape
-        obs_np = {k: np.asarray(v) for k, v in batch["obs"].items()}
         if self.replay is None:
-            self.replay = self._make_replay(T, obs_np)
+            self.replay = self._make_replay(batch)
         replay = self.replay
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
         m_new = int(active.sum())
@@ -305,7 +305,7 @@ class ApeX:
                 guard.restore()
                 raise NonFiniteUpdate("initial_priority", step, bad)
             priority = self._priority(td_np)
-        replay.insert(obs_rows, s_idx, boot_idx, tr["action"], tr["ret"], tr["disc"], priority)
+        replay.insert(obs_rows, s_idx, boot_idx, tr["action"], tr["ret"], tr["disc"], priority, tr["prev_row"])
 
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -342,5 +342,4 @@ class ApeX:
             if int(rs["capacity"]) != self.config.capacity:
                 raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} transitions but algo.capacity="
                                  f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-            self.replay = Replay(int(rs["capacity"]), int(rs["obs_capacity"]))
-            self.replay.load_state_dict(rs)
+            self.replay = Replay.from_state_dict(rs)

@@ -7,17 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.core.options import bounded, check_bounds
-from zoo.plugins.algorithms import replay as _replay
-from zoo.plugins.algorithms.replay import available_memory, obs_capacity_for  # noqa: F401 (re-exported)
-
-FIELD_BYTES = 8 + 8 + 8 + 4 + 4 + 1 + 16
-"""Bytes per transition besides its observation rows: two int64 row numbers, an int64 action,
-float32 return and discount, a validity byte, two float64 sum-tree nodes."""
-
-
-def replay_memory_problem(capacity: int, rows: int, row_bytes: int, avail: int | None) -> str | None:
-    """:func:`zoo.plugins.algorithms.replay.replay_memory_problem` with Ape-X's :data:`FIELD_BYTES`."""
-    return _replay.replay_memory_problem(capacity, rows, row_bytes, avail, FIELD_BYTES)
+from zoo.plugins.algorithms.replay import (  # noqa: F401 (re-exported)
+    available_memory,
+    check_frame_stack,
+    experiment_replay_bytes,
+    obs_capacity_for,
+    replay_memory_problem,
+)
 
 
 @dataclass
@@ -75,6 +71,10 @@ class ApeXConfig:
     """Exponent spread of the per-env epsilons (Ape-X: 7)."""
     eval_epsilon: float = field(default=0.0, metadata=bounded(ge=0, le=1))
     """Epsilon when act() gets no env index (zoo eval, watch) and ``deterministic`` is false."""
+    frame_stack: str = "auto"
+    """``auto``: uint8 observations ``[P, H, W(, C)]`` (a stack axis first, as the atari env gives)
+    whose consecutive rows share planes are stored once per new frame, stacks rebuilt at sampling
+    (docs/replay.md); ``off``: whole observations per row."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
 
@@ -87,6 +87,7 @@ class ApeXConfig:
         if self.initial_priority not in ("td", "max"):
             raise ValueError(f"algo.initial_priority={self.initial_priority!r} is not one of 'td', 'max'; "
                              "set --set algo.initial_priority=td or max")
+        check_frame_stack(self.frame_stack)
 
     def check_batch(self, agent_steps: int, text: str) -> None:
         """Called by config validation with one trainer's batch: one batch must fit in the replay.
@@ -109,19 +110,12 @@ class ApeXConfig:
                 this machine), the replay cannot fit in the memory available here
                 (:func:`replay_memory_problem`; the trainer checks again where it runs).
         """
-        import numpy as np
-
-        from zoo.core.config import batch_agent_steps
-
         if cfg.trainer.count > 1:
             raise ValueError(f"trainer.count={cfg.trainer.count}: apex-dqn keeps its replay in one trainer and "
                              "does not support data-parallel trainers yet; set --set trainer.count=1")
         if getattr(cfg, "launcher", "local") != "local":
             return  # the trainer may run on another machine: it checks there
-        steps, _ = batch_agent_steps(cfg, cfg.spec)
-        rows = obs_capacity_for(self.capacity, cfg.sample_length, steps // cfg.sample_length)
-        row_bytes = sum(int(np.prod(space.shape, dtype=np.int64)) * np.dtype(space.dtype).itemsize
-                        for space in cfg.spec.observation_space.values())
-        problem = replay_memory_problem(self.capacity, rows, row_bytes, available_memory())
+        need = experiment_replay_bytes(self.capacity, cfg, 8, self.frame_stack)  # int64 actions
+        problem = replay_memory_problem(need, available_memory())
         if problem:
             raise ValueError(problem)

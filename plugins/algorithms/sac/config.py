@@ -7,21 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.core.options import bounded, check_bounds
-from zoo.plugins.algorithms import replay as _replay
-from zoo.plugins.algorithms.replay import available_memory, obs_capacity_for
-
-
-def field_bytes(action_dims: int) -> int:
-    """Bytes per transition besides its observation rows: two int64 row numbers, a float32
-    action of ``action_dims`` entries, float32 return and discount, a validity byte, two float64
-    sum-tree nodes."""
-    return 8 + 8 + 4 * action_dims + 4 + 4 + 1 + 16
-
-
-def replay_memory_problem(capacity: int, rows: int, row_bytes: int, action_dims: int,
-                          avail: int | None) -> str | None:
-    """:func:`zoo.plugins.algorithms.replay.replay_memory_problem` with SAC's :func:`field_bytes`."""
-    return _replay.replay_memory_problem(capacity, rows, row_bytes, avail, field_bytes(action_dims))
+from zoo.plugins.algorithms.replay import (  # noqa: F401 (re-exported)
+    available_memory,
+    check_frame_stack,
+    experiment_replay_bytes,
+    obs_capacity_for,
+    replay_memory_problem,
+)
 
 
 @dataclass
@@ -84,6 +76,9 @@ class SACConfig:
     """Importance-sampling exponent at the start of the run, annealed to 1 (only with priority_alpha > 0)."""
     priority_eps: float = field(default=1e-6, metadata=bounded(gt=0))
     """Added to |TD| before the exponent."""
+    frame_stack: str = "auto"
+    """``auto``: uint8 observations ``[P, H, W(, C)]`` (a stack axis first) whose consecutive rows
+    share planes are stored once per new frame (docs/replay.md); ``off``: whole observations per row."""
     device: str = "cpu"
     """Torch device the trainer's networks live on."""
 
@@ -96,6 +91,7 @@ class SACConfig:
         if not self.log_std_min < self.log_std_max:
             raise ValueError(f"algo.log_std_min={self.log_std_min} must be below algo.log_std_max="
                              f"{self.log_std_max}; set --set algo.log_std_min=-5 algo.log_std_max=2")
+        check_frame_stack(self.frame_stack)
 
     def check_batch(self, agent_steps: int, text: str) -> None:
         """Called by config validation with one trainer's batch: one batch must fit in the replay.
@@ -117,18 +113,13 @@ class SACConfig:
         """
         import numpy as np
 
-        from zoo.core.config import batch_agent_steps
-
         if cfg.trainer.count > 1:
             raise ValueError(f"trainer.count={cfg.trainer.count}: sac keeps its replay in one trainer and "
                              "does not support data-parallel trainers yet; set --set trainer.count=1")
         if getattr(cfg, "launcher", "local") != "local":
             return
-        steps, _ = batch_agent_steps(cfg, cfg.spec)
-        rows = obs_capacity_for(self.capacity, cfg.sample_length, steps // cfg.sample_length)
-        row_bytes = sum(int(np.prod(space.shape, dtype=np.int64)) * np.dtype(space.dtype).itemsize
-                        for space in cfg.spec.observation_space.values())
         dims = int(np.prod(getattr(cfg.spec.action_space, "shape", ()) or (1,), dtype=np.int64))
-        problem = replay_memory_problem(self.capacity, rows, row_bytes, dims, available_memory())
+        need = experiment_replay_bytes(self.capacity, cfg, 4 * dims, self.frame_stack)  # float32 actions
+        problem = replay_memory_problem(need, available_memory())
         if problem:
             raise ValueError(problem)

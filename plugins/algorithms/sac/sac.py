@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -51,8 +52,7 @@ from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.options import ConfigError
 from zoo.plugins.algorithms.encoders import is_image_space
-from zoo.plugins.algorithms.replay import Replay, batch_transitions, rate_limited_steps
-from zoo.plugins.algorithms.sac import config as sac_config
+from zoo.plugins.algorithms.replay import Replay, batch_transitions, make_replay, rate_limited_steps
 from zoo.plugins.algorithms.sac.config import (  # noqa: F401 (re-exported) torch-free, loaded first by zoo train
     SACConfig,
     available_memory,
@@ -210,14 +210,14 @@ class SAC:
     def _tensors(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
-    def _make_replay(self, sample_length: int, obs: dict[str, np.ndarray]) -> Replay:
+    def _make_replay(self, batch: Batch) -> Replay:
         c = self.config
-        rows = obs_capacity_for(c.capacity, sample_length, next(iter(obs.values())).shape[1])
-        row_bytes = sum(int(np.prod(v.shape[2:], dtype=np.int64)) * v.dtype.itemsize for v in obs.values())
-        problem = sac_config.replay_memory_problem(c.capacity, rows, row_bytes, self.policy.dims, available_memory())
-        if problem:
-            raise MemoryError(problem)
-        return Replay(c.capacity, rows)
+        obs = {k: np.asarray(v) for k, v in batch["obs"].items()}
+        done = np.asarray(batch["terminated"], bool) | np.asarray(batch["truncated"], bool)
+        replay, need = make_replay(c.capacity, done.shape[0], obs, 4 * self.policy.dims, frame_stack=c.frame_stack,
+                                   avail=available_memory(), done=done)
+        print(f"zoo: sac replay of {c.capacity:,} transitions: {need.describe()}", file=sys.stderr, flush=True)
+        return replay
 
     def targets(self, boot: dict[str, torch.Tensor], ret: torch.Tensor, disc: torch.Tensor) -> torch.Tensor:
         """The soft Bellman targets ``y = ret + disc * (min_k Q'_k(s', a') - alpha log pi(a' | s'))``,
@@ -254,7 +254,7 @@ class SAC:
         reward = np.asarray(batch["reward"], np.float32)
         T, B = reward.shape
         if self.replay is None:
-            self.replay = self._make_replay(T, {k: np.asarray(v) for k, v in batch["obs"].items()})
+            self.replay = self._make_replay(batch)
         replay = self.replay
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
         m_new = int(active.sum())
@@ -323,7 +323,7 @@ class SAC:
             guard.check_weights(steps)
             tr = batch_transitions(batch, gamma=c.gamma, n=c.n_step, who="sac")
             replay.insert(tr["obs"], tr["s_idx"], tr["boot_idx"], np.asarray(tr["action"], np.float32), tr["ret"],
-                          tr["disc"], np.full(tr["s_idx"].shape[0], replay.max_priority))
+                          tr["disc"], np.full(tr["s_idx"].shape[0], replay.max_priority), tr["prev_row"])
         except NonFiniteUpdate:
             for idx, old in reversed(journal):
                 replay.tree.update(idx, old)
@@ -386,5 +386,4 @@ class SAC:
             if int(rs["capacity"]) != self.config.capacity:
                 raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} transitions but algo.capacity="
                                  f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-            self.replay = Replay(int(rs["capacity"]), int(rs["obs_capacity"]))
-            self.replay.load_state_dict(rs)
+            self.replay = Replay.from_state_dict(rs)
