@@ -55,6 +55,11 @@ trainable policy). ``weights`` is one of:
   folder (``checkpoints/POLICY/policy-v<VERSION:08d>.pt``, written with
   ``trainer.keep_checkpoints = true``): self-play against an earlier self, on resume.
 
+**Opponents from the history** (``opponent = {source = "learner", pick = "pfsp", every =
+"episode"}``, :class:`OpponentConfig`): the policy is not trainable and has no ``weights``;
+its policy workers act each env episode with a version of ``source`` picked from the run's
+history store (docs/history.md). :func:`opponent_problems` refuses a bad one.
+
 The source is resolved to one absolute file when the config is built
 (:func:`resolve_weights`). A frozen policy's ``algo.*`` options are those its weights were
 trained with (the checkpoint's ``["algorithm"]["config"]``, ``device`` excepted), over the

@@ -5,7 +5,9 @@ Policy worker ``m`` of ``policy.count`` serves the actors assigned to it
 and pulls parameters by itself from the one ``parameter`` endpoint trainer 0 publishes on.
 A named policy P's worker m serves ``inference-P-<m>`` and pulls ``parameter-P``; a frozen
 policy's loads its weights file once at start (:meth:`Inference.load_frozen`) and pulls
-nothing (docs/policies.md).
+nothing (docs/policies.md). An opponent policy's (``opponent = {source = S, ...}``) pulls
+``parameter-S`` and acts each row with the version of S picked for its env
+(:class:`OpponentVersions`, docs/history.md).
 
 Loop: take the first pending request (waiting up to 0.2 s), then keep collecting until
 ``policy.max_batch`` agent-slots are gathered or ``policy.max_wait_ms`` has passed;

@@ -3,13 +3,14 @@
 the opponent, which plays a uniformly picked kept version of the learner each episode."""
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 
 from zoo.core.history import VersionStore
 from zoo.core.testing import subprocess_env
-from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start
+from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start, zoo
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +63,10 @@ def test_an_opponent_plays_past_versions_of_the_learner_and_episode_rows_name_th
     assert len({v for v in played if 1 <= v < final}) >= 2  # past versions played, not only the newest
     assert ("history query uniform of policy learner: no version is kept yet; using latest (the learner's current "
             "weights)") in out + err
+
+    # zoo eval plays the opponent with its source's latest weights
+    scores = tmp_path / "eval.jsonl"
+    result = zoo("eval", str(run), "-n", "2", "--out", str(scores), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    played = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert len(played) == 2 and all(set(r["policy_returns"]) == {"learner", "opponent"} for r in played)
