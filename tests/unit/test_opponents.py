@@ -180,3 +180,20 @@ def test_a_version_whose_file_is_gone_plays_the_current_weights():
     out = router.act([(3, _request([1], [0], [True]), {"rows": 1, "group": 0})])
     assert out[0]["action"].tolist() == [1000.0] and out[0][PLAYED_VERSION].tolist() == [7]
     assert router.assigned == {(3, 0, 0): LIVE} and loads == [99]
+
+
+# ----------------------------------------------------------------------------- the actor's episode rows
+def test_episode_rows_name_the_version_that_played_each_env_and_forget_it_after():
+    from tests.unit.fakes import Counter
+    from zoo.core.workers.actor import EnvGroup, SampleBuffer
+
+    group = EnvGroup([Counter(terminate=False), Counter(terminate=True)], [0, 1])  # episodes of 3 steps
+    group.played["opp"] = np.array([5, -1], np.int64)  # env 0 played version 5; no opponent acted in env 1
+    buf = SampleBuffer(4, group.obs)
+    episodes: list[dict] = []
+    for step in range(3):
+        reply = {"action": np.zeros(2, np.int64)}
+        buf.record_policy(reply, version=step, active=group.active, on_reset=group.on_reset)
+        group.step(reply["action"], buf, episodes)
+    assert [e.get("opp_version") for e in episodes] == [5, None]
+    assert group.played["opp"].tolist() == [-1, -1]
