@@ -55,6 +55,11 @@ trainable policy). ``weights`` is one of:
   folder (``checkpoints/POLICY/policy-v<VERSION:08d>.pt``, written with
   ``trainer.keep_checkpoints = true``): self-play against an earlier self, on resume.
 
+**Opponents from the history** (``opponent = {source = "learner", pick = "pfsp", every =
+"episode"}``, :class:`OpponentConfig`): the policy is not trainable and has no ``weights``;
+its policy workers act each env episode with a version of ``source`` picked from the run's
+history store (docs/history.md). :func:`opponent_problems` refuses a bad one.
+
 The source is resolved to one absolute file when the config is built
 (:func:`resolve_weights`). A frozen policy's ``algo.*`` options are those its weights were
 trained with (the checkpoint's ``["algorithm"]["config"]``, ``device`` excepted), over the
@@ -101,14 +106,14 @@ from zoo.core.config import (
     validate,
 )
 from zoo.core.env import EnvSpec
-from zoo.core.options import NOT_OPTION
+from zoo.core.options import NOT_OPTION, bounded
 from zoo.core.registry import Registry
 
 __all__ = [
     "DEFAULT_POLICY", "POLICY_NAME_RULE", "NamedPolicy", "AgentRule", "Policies", "PolicyLayers",
     "split_policy_layers", "build_policies", "agent_policies", "policies_to_dict", "policies_from_saved",
     "resolve_weights", "weights_problems", "duplicate_table_message", "policy_name_problem", "policy_view",
-    "merge_policy_layers",
+    "merge_policy_layers", "OpponentConfig", "opponent_problems",
 ]
 
 DEFAULT_POLICY = "default"
@@ -118,6 +123,24 @@ _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 POLICY_NAME_RULE = ("a policy name is a letter, then letters, digits or '_' (at most 64 characters): it is "
                     "part of endpoint names (inference-<policy>-<m>) and of folder names (checkpoints/<policy>/)")
 _VERSION_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]{0,63})@(\d+)$")
+
+
+@dataclass
+class OpponentConfig:
+    """A policy served from another policy's version history (docs/history.md, "Opponents"):
+    it trains nothing, and its policy worker acts each env episode with a version of
+    ``source`` picked by ``pick``. Off while ``source`` is empty."""
+
+    source: str = ""
+    """The trainable policy whose kept versions it plays (same algorithm, same spaces, its
+    ``trainer.history`` on)."""
+    pick: str = "latest"
+    """The history query (:func:`zoo.core.history.parse_query`): ``latest``, ``v120``, ``uniform``,
+    ``top-K``, ``pfsp`` or ``pfsp:P``."""
+    every: str = "episode"
+    """When a new version is picked: ``"episode"``, at the start of every env episode (the one form built)."""
+    cache: int = field(default=4, metadata=bounded(ge=1))
+    """Versions each policy worker keeps loaded (least recently used dropped first)."""
 
 
 @dataclass
@@ -143,6 +166,9 @@ class NamedPolicy:
     weights: str = ""
     """A frozen policy's weights: a checkpoint file, a run folder, or ``POLICY@VERSION`` (module docstring);
     after :func:`build_policies` the resolved absolute file."""
+    opponent: OpponentConfig = field(default_factory=OpponentConfig)
+    """Served from another policy's history (``opponent = {source = "learner", pick = "pfsp"}``):
+    then not trainable, and without ``weights``."""
     agents: tuple[str, ...] = field(default=(), metadata={NOT_OPTION: "is computed from the [[agents]] entries"})
     """The env agents that act with it, in ``spec.agents`` order."""
     explicit: set[str] = field(default_factory=set, repr=False, compare=False,
@@ -576,6 +602,7 @@ def build_policies(registry: Registry, cfg: ExperimentConfig, layers: PolicyLaye
         _raise(problems)
     for pol in built.values():
         problems += _policy_problems(registry, cfg, pol, run_dir)
+        problems += opponent_problems(cfg, pol, built)
     if not any(p.trainable for p in built.values()):
         problems.append(("policies", f"policies: every policy is frozen (trainable = false: {', '.join(built)}), so "
                          "the run would train nothing; make one trainable (zoo eval plays frozen weights)"))
@@ -645,6 +672,12 @@ def _build_one(registry: Registry, cfg: ExperimentConfig, name: str, entries: li
                 key = "algo_name"
             set_value(pol, key, value, source=source)
             pol.explicit.add(key)
+        if pol.opponent.source:  # served from another policy's history: trains nothing
+            if "trainable" in pol.explicit and pol.trainable:
+                return None, [(prefix + "trainable", f"{prefix}trainable = true: policy {name} is served from "
+                               f"policy {pol.opponent.source}'s history ({prefix}opponent) and trains nothing; "
+                               f"remove {prefix}trainable, or remove {prefix}opponent")]
+            pol.trainable = False
     except ConfigError as exc:
         return None, [(prefix + exc.field, m) for m in exc.problems]
     return pol, []
@@ -702,14 +735,17 @@ def _policy_problems(registry: Registry, cfg: ExperimentConfig, pol: NamedPolicy
         for key in sorted(k for k in pol.explicit if k.startswith("trainer.")):
             out.append((prefix + key, f"{prefix}{key}: policy {name} is frozen (trainable = false) and has no "
                         f"trainers; remove {prefix}{key}, or make the policy trainable"))
-        if not pol.weights:
+        if pol.opponent.source and pol.weights:
+            out.append((prefix + "weights", f"{prefix}weights = {pol.weights!r}: policy {name} is served from policy "
+                        f"{pol.opponent.source}'s history ({prefix}opponent), not from weights; remove one of the two"))
+        elif not pol.weights and not pol.opponent.source:
             out.append((prefix + "weights", f"{prefix}weights: policy {name} is frozen (trainable = false) but has no "
                         f"weights to serve; set {prefix}weights to a checkpoint file, a run folder or "
                         "POLICY@VERSION (docs/policies.md), or make the policy trainable"))
     elif pol.weights:
         out.append((prefix + "weights", f"{prefix}weights = {pol.weights!r} is set on a trainable policy; weights are "
                     f"what a frozen policy serves: set {prefix}trainable = false, or remove {prefix}weights"))
-    if not pol.trainable and pol.weights and not out:
+    if not pol.trainable and pol.weights and not pol.opponent.source and not out:
         try:
             file = resolve_weights(pol.weights, name, run_dir=run_dir, runs_dir=cfg.runs_dir)
         except ConfigError as exc:
@@ -718,6 +754,54 @@ def _policy_problems(registry: Registry, cfg: ExperimentConfig, pol: NamedPolicy
         if bad:
             return [(prefix + "weights", m) for m in bad]
         pol.weights = str(file)
+    return out
+
+
+def opponent_problems(cfg: ExperimentConfig, pol: NamedPolicy,
+                      built: dict[str, NamedPolicy]) -> list[tuple[str, str]]:
+    """Why policy ``pol`` cannot be served from its ``opponent.source``'s history, one line each
+    (none when it has no ``opponent``): the source must be another policy of the run
+    (``built``), trainable, of the same algorithm and spaces, with its history on; ``pick``
+    must be a history query and ``every`` a form that is built."""
+    from zoo.core.history import parse_query
+
+    opp = pol.opponent
+    if not opp.source:
+        return []
+    key = f"policies.{pol.name}.opponent"
+    out: list[tuple[str, str]] = []
+    src = built.get(opp.source)
+    if src is None or src is pol:
+        others = [n for n in built if n != pol.name]
+        why = "is the policy itself" if src is pol else "names no policy of this run"
+        out.append((key + ".source", f"{key}.source = {opp.source!r} {why}; set it to a trainable policy whose history "
+                    f"it plays (policies: {', '.join(others) or 'none other'})"))
+    elif not src.trainable:
+        out.append((key + ".source", f"{key}.source = {opp.source!r}: policy {opp.source} is not trainable and keeps "
+                    "no history; set it to a trainable policy"))
+    elif src.algo_name != pol.algo_name:
+        out.append((key + ".source", f"{key}.source = {opp.source!r}: policy {opp.source} is of algorithm "
+                    f"{src.algo_name!r} and policy {pol.name} of {pol.algo_name!r}; a past version only loads into "
+                    f"its own algorithm's network: set policies.{pol.name}.algo = {src.algo_name!r}"))
+    elif cfg.spec is not None and src.agents and pol.agents and (
+            _spaces_str(cfg.spec, src.agents[0]) != _spaces_str(cfg.spec, pol.agents[0])):
+        mine = _spaces_str(cfg.spec, src.agents[0])
+        out.append((key + ".source", f"{key}.source = {opp.source!r}: its agents ({mine}"
+                    f") and policy {pol.name}'s ({_spaces_str(cfg.spec, pol.agents[0])}) have different spaces; a "
+                    "past version only acts for agents of its own spaces"))
+    elif not (src.trainer.history.every_updates > 0 or src.trainer.history.every_minutes > 0):
+        out.append((key + ".source", f"{key}.source = {opp.source!r}: policy {opp.source} keeps no history; set "
+                    f"policies.{opp.source}.trainer.history.every_updates=N (or every_minutes=M; docs/history.md)"))
+    try:
+        parse_query(opp.pick)
+    except ValueError as exc:
+        out.append((key + ".pick", f"{key}.pick = {opp.pick!r}: {exc}"))
+    if pol.policy.inline:
+        out.append((f"policies.{pol.name}.policy.inline", f"policies.{pol.name}.policy.inline = true: an opponent "
+                    "is served by policy workers (they hold its versions); set it to false"))
+    if opp.every != "episode":
+        out.append((key + ".every", f"{key}.every = {opp.every!r}: the version is picked per env episode; set "
+                    f"{key}.every = \"episode\" (or leave it out)"))
     return out
 
 
@@ -760,6 +844,8 @@ def policies_to_dict(policies: Policies) -> dict[str, Any]:
         if pol.trainable:
             table["trainer"] = flat["trainer"]
         table.update({"trainable": pol.trainable, "weights": pol.weights, "agents": list(pol.agents)})
+        if pol.opponent.source:
+            table["opponent"] = dataclasses.asdict(pol.opponent)
         tables[name] = table
     return {"policies": tables, "agents": [{"match": r.match, "policy": r.policy} for r in policies.rules]}
 

@@ -206,7 +206,8 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
 
     A run of named policies (its ``config.json`` has ``policies``) loads every policy, each
     playing its agents (:attr:`Evaluation.seats`): a trainable policy's
-    ``checkpoints/<policy>/latest.pt``, a frozen one's ``weights``; ``target`` may also be
+    ``checkpoints/<policy>/latest.pt``, a frozen one's ``weights``, an opponent from a policy's
+    history (docs/history.md) that policy's ``latest.pt``; ``target`` may also be
     a file in ``checkpoints/<policy>/``, which that policy then plays. ``swaps``
     (``{policy: source}``, :func:`parse_policy_swaps`) plays a checkpoint file, run folder or
     ``POLICY@VERSION`` (as a frozen policy's ``weights``) in place of a policy's weights,
@@ -355,10 +356,13 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
     for name, table in tables.items():
         if name in files:
             continue
-        if table.get("trainable", True):
-            own = run_dir / "checkpoints" / name / "latest.pt"
+        opponent = table.get("opponent") if isinstance(table.get("opponent"), dict) else {}
+        if table.get("trainable", True) or opponent.get("source"):
+            # an opponent from a policy's history (docs/history.md) plays that policy's latest weights
+            owner = str(opponent.get("source") or name)
+            own = run_dir / "checkpoints" / owner / "latest.pt"
             if not own.is_file():
-                raise RunError(f"run {str(run_dir)!r} has no checkpoint of policy {name} yet ({own} does not exist); "
+                raise RunError(f"run {str(run_dir)!r} has no checkpoint of policy {owner} yet ({own} does not exist); "
                                "the trainer writes one every trainer.checkpoint_interval updates and at the end, or "
                                f"play one with --policy {name}=CHECKPOINT")
             files[name] = (own, False)

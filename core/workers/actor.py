@@ -82,6 +82,7 @@ from zoo.core.health import Meter
 from zoo.core.seeding import env_seeds
 from zoo.core.spaces import ActionClipper
 from zoo.core.workers.base import WorkerContext, make_env
+from zoo.core.workers.policy import PLAYED_VERSION
 
 REQUEST_TIMEOUT_S = 0.2
 REQUEST_RETRY_S = 10.0
@@ -256,6 +257,7 @@ class EnvGroup:
         self.return_gamma = return_gamma
         self.disc_ret = np.zeros(n * self.A, np.float64)
         self.teams: dict[str, np.ndarray] = {}  # named policies: P -> its agents' indices (episode rows' <P>_return)
+        self.played: dict[str, np.ndarray] = {}  # opponents: P -> each env's version (episode rows' <P>_version)
 
     @staticmethod
     def _stack(obs: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -349,10 +351,19 @@ class EnvGroup:
             self.disc_ret[terminated | truncated | self.on_reset] = 0.0
         buf.record_step(rewards, terminated, truncated, self.obs)
 
+    def _played(self, env: int) -> dict[str, int]:
+        """``{"<P>_version": version}`` for each opponent policy P that acted in env ``env``'s
+        episode now ending (docs/history.md); forgets them for the next episode."""
+        out = {f"{team}_version": int(v[env]) for team, v in self.played.items() if v[env] >= 0}
+        for v in self.played.values():
+            v[env] = -1
+        return out
+
     def _episode_stats(self, i: int, info: dict[str, Any]) -> list[dict[str, Any]]:
         stats: dict[str, Any] = {"return": float(self.ep_return[i].mean()), "length": int(self.ep_length[i])}
         for team, agents in self.teams.items():  # per-policy returns; an env statistic of the same name wins
             stats[f"{team}_return"] = float(self.ep_return[i][agents].mean())
+        stats.update(self._played(i))
         self.ep_return[i] = 0
         self.ep_length[i] = 0
         stats.update({k: float(v) for k, v in info.get("stats", {}).items()})
@@ -414,6 +425,7 @@ class VectorEnvGroup(EnvGroup):
                 row = {"return": float(self.ep_return[e].mean()), "length": int(self.ep_length[e])}
                 row.update({f"{team}_return": float(self.ep_return[e][agents].mean())
                             for team, agents in self.teams.items()})
+                row.update(self._played(e))
                 episodes.append(row)
         self.ep_return[ended] = 0
         self.ep_length[ended] = 0
@@ -720,6 +732,9 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                     cols = slots[n][g]
                     buf.record_part(cols, reply, int(meta["policy_version"]), group.active[cols],
                                     group.on_reset[cols], extras[g].get(n))
+                    if PLAYED_VERSION in reply:  # an opponent: which version acted in each env
+                        played = group.played.setdefault(n, np.full(group.n_envs, -1, np.int64))
+                        played[cols[group.active[cols]] // A] = reply[PLAYED_VERSION]
                 replies[g] = {}
                 assert buf.action is not None
                 group.step(buf.action[buf.t], buf, writer.episodes)

@@ -5,7 +5,9 @@ Policy worker ``m`` of ``policy.count`` serves the actors assigned to it
 and pulls parameters by itself from the one ``parameter`` endpoint trainer 0 publishes on.
 A named policy P's worker m serves ``inference-P-<m>`` and pulls ``parameter-P``; a frozen
 policy's loads its weights file once at start (:meth:`Inference.load_frozen`) and pulls
-nothing (docs/policies.md).
+nothing (docs/policies.md). An opponent policy's (``opponent = {source = S, ...}``) pulls
+``parameter-S`` and acts each row with the version of S picked for its env
+(:class:`OpponentVersions`, docs/history.md).
 
 Loop: take the first pending request (waiting up to 0.2 s), then keep collecting until
 ``policy.max_batch`` agent-slots are gathered or ``policy.max_wait_ms`` has passed;
@@ -239,11 +241,13 @@ def run(ctx: WorkerContext) -> None:
     net = Inference(ctx, ctx.index)
     server = ctx.transport("inference").reply_server(endpoint("inference", ctx.rank, ctx.policy))
     weights = frozen_weights(cfg, ctx.policy)
+    opp = opponent_of(cfg, ctx.policy)
     if weights is not None:  # a frozen policy: its weights, once; it subscribes to nothing
         net.load_frozen(weights)
         params = None
-    else:
-        params = ctx.transport("parameter").subscriber(parameter_endpoint(ctx.policy))
+    else:  # an opponent follows its source's current weights (played until a version is kept)
+        params = ctx.transport("parameter").subscriber(parameter_endpoint(opp.source if opp else ctx.policy))
+    acts = opponent_versions(ctx, net, opp).act if opp is not None else net.act
     max_wait = cfg.policy.max_wait_ms / 1000
     watch = StallWatch(cfg.policy.stall_warning_s, time.monotonic())
     if ctx.meter is None:
@@ -261,7 +265,7 @@ def run(ctx: WorkerContext) -> None:
                 received = time.perf_counter()
                 batch, rows = gather(server, first, cfg.policy.max_batch, max_wait)
                 start = time.perf_counter()
-                _reply(server, batch, net.act(batch), net.version, ctx.index)
+                _reply(server, batch, acts(batch), net.version, ctx.index)
                 answered = meter.lap("busy", start)
                 meter.time_s["latency"] += answered - received
                 counts["batches"] += 1
@@ -273,7 +277,7 @@ def run(ctx: WorkerContext) -> None:
             if net.refresh(params, 0):  # newer weights, or the first of a restarted trainer
                 meter.lap("busy", start)
                 watch.new_version(time.monotonic())
-            elif cfg.trainer.learn and watch.due(now := time.monotonic()):
+            elif opp is None and cfg.trainer.learn and watch.due(now := time.monotonic()):
                 message = stall_message(watch, now, net.version, cfg.trainer.max_policy_lag)
                 if ctx.send_control("warning", timeout=0.05, key="parameter-stall", message=message):
                     watch.warned()
@@ -285,12 +289,155 @@ def run(ctx: WorkerContext) -> None:
 
 def frozen_weights(cfg: Any, policy: str) -> str | None:
     """The weights file a frozen named policy ``policy`` serves (resolved when the config was
-    built), or None for a trainable or the implicit ("") policy."""
+    built), or None for a trainable, an opponent (:func:`opponent_of`) or the implicit ("") policy."""
     policies = getattr(cfg, "policies", None)
     if not policy or policies is None:
         return None
     pol = policies.named[policy]
-    return None if pol.trainable else pol.weights
+    return None if pol.trainable or pol.opponent.source else pol.weights
+
+
+def opponent_of(cfg: Any, policy: str) -> Any:
+    """Named policy ``policy``'s :class:`~zoo.core.policies.OpponentConfig` when it is served
+    from another policy's history, else None."""
+    policies = getattr(cfg, "policies", None)
+    if not policy or policies is None or policies.implicit:
+        return None
+    opp = policies.named[policy].opponent
+    return opp if opp.source else None
+
+
+PLAYED_VERSION = "played_version"
+"""The key of an opponent policy's replies that holds, per row, the source's policy version
+that acted (int64 ``[rows]``); the actor writes it to episode rows as ``<P>_version``."""
+LIVE = -1
+"""An env assigned the source's current (published) weights rather than a kept version."""
+
+
+class OpponentVersions:
+    """Acts each request row with the version of the source policy picked for that row's env
+    (docs/history.md, "Opponents from the history").
+
+    An env is ``(client_id, group, slot // agents)`` (``agents``: the opponent policy's agents
+    per env; ``slot`` numbers its agent-slots of the group). A row with ``on_reset`` set starts
+    an episode: its env gets a new pick (once per env per batch), which it keeps until the next.
+    ``pick()`` returns a kept version, or None (no version kept yet): the env plays the
+    source's current weights, ``live.policy`` (version ``live.version``, which follows the
+    source's parameter stream). Kept versions are loaded with ``load(version)`` (a network in
+    eval mode, or None when its file is gone: the env then plays the current weights) into an
+    LRU cache of ``cache`` networks. Rows of one version run through its network together.
+
+    Attributes:
+        assigned: ``{env: version}`` (:data:`LIVE` for the current weights).
+        nets: the loaded versions, least recently used first.
+    """
+
+    def __init__(self, live: Any, pick: Any, load: Any, agents: int, cache: int) -> None:
+        from collections import OrderedDict
+
+        self.live, self.pick, self.load = live, pick, load
+        self.agents, self.cache = int(agents), int(cache)
+        self.assigned: dict[tuple[int, int, int], int] = {}
+        self.nets: OrderedDict[int, Any] = OrderedDict()
+
+    def _net(self, version: int) -> Any:
+        """The network of kept ``version`` (loaded on a miss; None when it cannot be)."""
+        if version in self.nets:
+            self.nets.move_to_end(version)
+            return self.nets[version]
+        net = self.load(version)
+        if net is not None:
+            self.nets[version] = net
+            while len(self.nets) > self.cache:
+                self.nets.popitem(last=False)
+        return net
+
+    def versions(self, batch: list) -> list[np.ndarray]:
+        """Each request's row versions, int64 ``[rows]`` (:data:`LIVE`: the current weights),
+        picking for the envs whose episode starts in ``batch``."""
+        out, picked = [], set()
+        for client_id, request, meta in batch:
+            group = int(meta.get("group", 0))
+            rows = np.empty(meta["rows"], np.int64)
+            for i, (slot, reset) in enumerate(zip(np.asarray(request["slot"]), np.asarray(request["on_reset"]),
+                                                  strict=True)):
+                env = (int(client_id), group, int(slot) // self.agents)
+                if (reset and env not in picked) or env not in self.assigned:
+                    got = self.pick()
+                    self.assigned[env] = LIVE if got is None else int(got)
+                    picked.add(env)
+                version = self.assigned[env]
+                if version != LIVE and self._net(version) is None:  # its file is gone: the current weights
+                    self.assigned[env] = version = LIVE
+                rows[i] = version
+            out.append(rows)
+        return out
+
+    def act(self, batch: list) -> list[dict[str, np.ndarray]]:
+        """The outputs of each request of ``batch``, every row from its env's version, plus
+        :data:`PLAYED_VERSION` (the version number that acted; the current weights' is
+        ``live.version``)."""
+        versions = self.versions(batch)
+        replies: list[dict[str, np.ndarray]] = [{} for _ in batch]
+        for version in sorted({int(v) for rows in versions for v in rows}):
+            net = self.live.policy if version == LIVE else self._net(version)
+            sub, where = [], []
+            for j, ((client_id, request, meta), rows) in enumerate(zip(batch, versions, strict=True)):
+                idx = np.flatnonzero(rows == version)
+                if idx.size:
+                    part = {"obs": {k: v[idx] for k, v in request["obs"].items()}, "slot": request["slot"][idx],
+                            "on_reset": request["on_reset"][idx]}
+                    sub.append((client_id, part, {**meta, "rows": int(idx.size)}))
+                    where.append((j, idx))
+            with self.live.autocast:
+                outs = infer(net, sub, self.live.device, self.live.states, self.live.env_index)
+            for (j, idx), got in zip(where, outs, strict=True):
+                for k, v in got.items():
+                    if k not in replies[j]:
+                        replies[j][k] = np.zeros((len(versions[j]), *v.shape[1:]), v.dtype)
+                    replies[j][k][idx] = v
+        for j, rows in enumerate(versions):
+            replies[j][PLAYED_VERSION] = np.where(rows == LIVE, self.live.version, rows).astype(np.int64)
+        return replies
+
+
+def opponent_versions(ctx: WorkerContext, net: Inference, opp: Any) -> OpponentVersions:
+    """The :class:`OpponentVersions` of a policy worker of an opponent policy: picks by
+    ``opp.pick`` from ``opp.source``'s kept versions in the run's store (read-only; it may not
+    exist yet), seeded per worker, and loads a version's weights file into a network built as
+    ``net.policy`` was."""
+    from zoo.core.checkpoint import CheckpointError, load_checkpoint
+    from zoo.core.history import Picker, VersionStore, log, parse_query
+
+    cfg = ctx.cfg
+    store = VersionStore(ctx.run_dir, readonly=True)
+    seed = derive_seed(cfg.seed, "policy", ctx.index, slot=1, resume=int(getattr(cfg, "resume", 0) or 0),
+                       attempt=ctx.attempt)
+    picker = Picker(store, np.random.default_rng(seed))
+    query = parse_query(opp.pick)
+    algo_cls = ctx.registry.get("algorithm", cfg.algo_name).load()
+
+    def pick() -> int | None:
+        got = picker.pick(opp.source, query)
+        return None if got.version is None else got.version.version
+
+    def load(version: int) -> Any:
+        row = store.get(opp.source, version)
+        try:
+            if row is None or not row.kept:
+                raise CheckpointError(f"version {version} of policy {opp.source} is no longer kept")
+            ckpt = load_checkpoint(store.file(row))
+        except (CheckpointError, OSError) as exc:
+            log.warning("opponent %s: cannot load version %d of policy %s (%s); playing its current weights",
+                        ctx.policy, version, opp.source, exc)
+            return None
+        policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(net.device)
+        policy.eval()
+        cast_for_precision(policy, net.precision)
+        policy.load_state_dict(ckpt["algorithm"]["policy"])
+        return policy
+
+    return OpponentVersions(net, pick, load, ctx.spec.num_agents, opp.cache)
 
 
 class EnvIndex:
