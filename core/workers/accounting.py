@@ -107,7 +107,8 @@ class TrainerState:
                 self.episodes += 1
                 self.recent.append(ep["return"])
                 for k, v in ep.items():
-                    if k not in ("return", "length"):
+                    # a played version (an opponent's "<P>_version", docs/history.md) is a label: no mean
+                    if k not in ("return", "length") and not k.endswith("_version"):
                         self.recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
                 logged.append((base + at if stamp_at_sample else self.env_steps, ep))
         return logged

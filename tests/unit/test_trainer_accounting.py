@@ -18,13 +18,17 @@ def share(env_steps: int, episodes: list[dict], episode_at: list[int], dropped: 
 def test_one_trainer_stamps_each_episode_with_the_env_steps_up_to_its_sample():
     st = TrainerState()
     st.env_steps = 100
-    logged = st.absorb([share(30, [{"return": 1.0, "length": 5}, {"return": 3.0, "length": 7, "win": 1.0}],
+    logged = st.absorb([share(30, [{"return": 1.0, "length": 5, "opponent_version": 3},
+                                   {"return": 3.0, "length": 7, "win": 1.0, "opponent_version": 8}],
                               [10, 30], dropped=2, actor_dropped=1)], stamp_at_sample=True)
     # 100 + 10 and 100 + 30
-    assert logged == [(110, {"return": 1.0, "length": 5}), (130, {"return": 3.0, "length": 7, "win": 1.0})]
+    assert logged == [(110, {"return": 1.0, "length": 5, "opponent_version": 3}),
+                      (130, {"return": 3.0, "length": 7, "win": 1.0, "opponent_version": 8})]
     assert (st.env_steps, st.episodes, st.dropped_samples, st.actor_dropped_samples) == (130, 2, 2, 1)
     assert st.return_mean() == 2.0  # (1 + 3) / 2
-    assert st.recent_means() == {"win": 1.0}  # only the episode that reported it; return and length are not stats
+    # only the episode that reported it; return and length are not stats, a played version
+    # is a label (its mean, 5.5, was shown as opponent_version=5.5)
+    assert st.recent_means() == {"win": 1.0}
 
 
 def test_data_parallel_ranks_stamp_every_episode_with_the_run_s_env_steps_after_the_sync_point():
