@@ -428,7 +428,9 @@ class PettingZooEnv:
             else:
                 if groups and not mixed_spaces:
                     raise TypeError(f"env {env_id!r}: agents {first!r} and {a!r} have different spaces; "
-                                    "Zoo's shared-policy layout needs one per-agent observation and action space")
+                                    "Zoo's shared-policy layout needs one per-agent observation and action space: "
+                                    "name a policy for each group of agents with one space ([policies.NAME] "
+                                    "tables and [[agents]] entries: docs/policies.md)")
                 groups.append([a])
         reset: list[dict[str, Any]] = []
 
