@@ -268,9 +268,10 @@ class ActionAssembler:
         out: list[np.ndarray | None] = [None] * len(self.groups)
         for name, act in actions.items():
             g, rows = self.where[name]
-            if out[g] is None:
-                out[g] = np.zeros((self.n_envs * len(self.groups[g]), *act.shape[1:]), act.dtype)
-            out[g][rows] = act
+            arr = out[g]
+            if arr is None:
+                arr = out[g] = np.zeros((self.n_envs * len(self.groups[g]), *act.shape[1:]), act.dtype)
+            arr[rows] = act
         missing = [g for g, a in enumerate(out) if a is None]
         if missing:
             raise ValueError(f"no policy acted for space group(s) {missing} ({', '.join(self.groups[missing[0]])})")
@@ -465,7 +466,7 @@ class VectorEnvGroup(EnvGroup):
     def _vector_active(self, info: dict[str, Any]) -> np.ndarray:
         return np.asarray(info.get("active", np.ones(self.n_envs * self.A, bool)), bool)
 
-    def step(self, action: np.ndarray, buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+    def step(self, action: np.ndarray | list[np.ndarray], buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
         """Step all ``n`` envs with ``action`` ``[n * A, ...]`` in one call (see :meth:`EnvGroup.step`;
         a list of one array, as a routed actor gives it, is that array)."""
         A, n = self.A, self.n_envs
