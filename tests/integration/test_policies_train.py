@@ -234,6 +234,13 @@ def test_agents_whose_action_spaces_differ_each_act_and_train_with_their_own_pol
         assert tuple(state["actor_out.weight"].shape) == (n_actions, 64) and ckpt["updates"] >= 1
         assert tuple(state["actor_encoder.mlp.0.weight"].shape) == (64, n_obs)
 
+    # zoo eval: each policy plays its agent with its own action space
+    out = tmp_path / "sl.jsonl"
+    result = zoo("eval", str(run), "-n", "2", "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(set(r["policy_returns"]) == {"speaker", "listener"} for r in rows)
+
 
 def test_eval_swaps_one_policy_and_plot_draws_one(tmp_path):
     """`zoo eval --policy lead=CHECKPOINT` plays rest's weights for lead; `zoo plot --policy lead`."""

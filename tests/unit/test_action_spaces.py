@@ -19,9 +19,10 @@ class TalkerMover:
 
     possible_agents = ["talker", "mover"]
 
-    def __init__(self) -> None:
+    def __init__(self, length: int = 100) -> None:
         self.agents: list[str] = []
         self.seen: list[dict[str, Any]] = []
+        self.length, self.t = length, 0
 
     def observation_space(self, agent: str) -> spaces.Box:
         return spaces.Box(-10, 10, (2 if agent == "talker" else 3,), np.float32)
@@ -33,20 +34,21 @@ class TalkerMover:
         return {"talker": np.full(2, 1.0, np.float32), "mover": np.full(3, 2.0, np.float32)}
 
     def reset(self, seed: int | None = None, options: Any = None):
-        self.agents = list(self.possible_agents)
+        self.agents, self.t = list(self.possible_agents), 0
         return self._obs(), {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]):
         self.seen.append(actions)
-        flags = dict.fromkeys(self.agents, False)
+        self.t += 1
+        flags = dict.fromkeys(self.agents, self.t >= self.length)
         return self._obs(), {"talker": 1.0, "mover": 2.0}, flags, dict(flags), {a: {} for a in self.agents}
 
     def close(self) -> None:
         pass
 
 
-def _env() -> tuple[PaddedSpaces, TalkerMover]:
-    raw = TalkerMover()
+def _env(length: int = 100) -> tuple[PaddedSpaces, TalkerMover]:
+    raw = TalkerMover(length)
     return PaddedSpaces(PettingZooEnv(raw, "talker-mover", mixed_spaces=True)), raw
 
 
@@ -123,3 +125,37 @@ def test_the_assembler_fills_each_policys_rows_in_its_space_groups_array():
     with pytest.raises(ValueError) as info:
         ActionAssembler(spec, {"p": np.array([0, 2])}, 1)({"p": np.array([1, 1])})
     assert str(info.value) == "no policy acted for space group(s) [1] (b)"
+
+
+class Constant:
+    """A stand-in network that always acts ``action`` (one row per agent asked)."""
+
+    def __init__(self, action: np.ndarray) -> None:
+        self.action = action
+        self.asked: list[dict[str, tuple[int, ...]]] = []
+
+    def act(self, batch: dict[str, Any], deterministic: bool = False) -> dict[str, Any]:
+        import torch
+
+        self.asked.append({k: tuple(v.shape) for k, v in batch.items()})
+        rows = next(iter(batch.values())).shape[0]
+        return {"action": torch.as_tensor(np.stack([self.action] * rows))}
+
+
+def test_zoo_eval_steps_each_env_with_each_seats_actions_in_its_own_space():
+    from zoo.evaluate import Seat, play
+
+    (env0, raw0), (env1, raw1) = _env(length=2), _env(length=2)
+    talk, move = Constant(np.array(2)), Constant(np.array([3.0, -0.5], np.float32))
+    seats = [Seat("talk", "fake", talk, np.array([0]), {"obs@0": "obs"}),
+             Seat("move", "fake", move, np.array([1]), {"obs@1": "obs"})]
+    rows = play(seats, [env0, env1], 2, seed=0)
+    assert [r["policy_returns"] for r in rows] == [{"talk": 2.0, "move": 4.0}] * 2
+    for raw in (raw0, raw1):
+        assert [a["talker"] for a in raw.seen] == [2, 2]
+        assert [a["mover"].tolist() for a in raw.seen] == [[1.0, -0.5], [1.0, -0.5]]  # clipped for the env
+    assert talk.asked[0] == {"obs": (2, 2)} and move.asked[0] == {"obs": (2, 3)}
+    with pytest.raises(ValueError) as info:
+        play(seats, [env0], 1, seed=0, override=lambda actions: None)
+    assert str(info.value) == ("env 'talker-mover': override takes one action array [envs, A, ...], but its agents' "
+                               "action spaces differ")
