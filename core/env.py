@@ -65,9 +65,10 @@ class EnvSpec:
     ``frame_skip`` converts env steps to frames (frames = env steps x frame_skip).
 
     **Agents with different spaces.** ``agent_spaces`` is None when every agent has
-    ``observation_space`` and ``action_space`` (every env Zoo's actor drives today). An env
-    whose agents differ (``mpe2``'s ``simple_adversary_v3``: the adversary sees 8 numbers,
-    the good agents 10) gives ``agent_spaces = {agent: (observation_space, action_space)}``
+    ``observation_space`` and ``action_space``. An env whose agents differ (``mpe2``'s
+    ``simple_adversary_v3``: the adversary sees 8 numbers, the good agents 10;
+    ``simple_speaker_listener_v4``: action spaces ``Discrete(3)`` and ``Discrete(5)``) gives
+    ``agent_spaces = {agent: (observation_space, action_space)}``
     for every agent; ``observation_space``/``action_space`` are then ``agents[0]``'s, and
     :attr:`mixed` is True. Such a spec is only trained through named policies, one per
     set of agents with one space (:meth:`subset` gives the spec a policy's algorithm is
@@ -403,8 +404,8 @@ class PettingZooEnv:
     agents in ``spec.agents`` order), and ``step`` takes a list of ``G`` action arrays
     ``[A_g, ...]``. With one group (every env whose agents share their spaces) the layout
     is exactly the ``mixed_spaces=False`` one: a dict of ``[A, ...]`` arrays and one action
-    array. Zoo's actor drives ``mixed_spaces=False`` envs only; the mixed layout is what
-    named policies route by (docs/policies.md).
+    array. Zoo's actor drives the mixed layout through :class:`PaddedSpaces` (padded
+    observations, one action array per space group), routing by named policy (docs/policies.md).
 
     Raises:
         TypeError: agents have observation or action spaces of different structure and
