@@ -159,3 +159,13 @@ def test_zoo_eval_steps_each_env_with_each_seats_actions_in_its_own_space():
         play(seats, [env0], 1, seed=0, override=lambda actions: None)
     assert str(info.value) == ("env 'talker-mover': override takes one action array [envs, A, ...], but its agents' "
                                "action spaces differ")
+
+
+def test_check_env_steps_a_mixed_env_with_one_random_array_per_space_group():
+    from zoo.core.testing.env_check import check_env
+
+    env, raw = _env(length=3)
+    report = check_env(env, seed=0, episodes=1, max_steps=3)
+    assert (report.steps, report.episodes) == (3, 1)
+    assert all(a["talker"] in (0, 1, 2) and isinstance(a["talker"], int) for a in raw.seen)
+    assert all(a["mover"].shape == (2,) and a["mover"].dtype == np.float32 for a in raw.seen)
