@@ -65,9 +65,10 @@ class EnvSpec:
     ``frame_skip`` converts env steps to frames (frames = env steps x frame_skip).
 
     **Agents with different spaces.** ``agent_spaces`` is None when every agent has
-    ``observation_space`` and ``action_space`` (every env Zoo's actor drives today). An env
-    whose agents differ (``mpe2``'s ``simple_adversary_v3``: the adversary sees 8 numbers,
-    the good agents 10) gives ``agent_spaces = {agent: (observation_space, action_space)}``
+    ``observation_space`` and ``action_space``. An env whose agents differ (``mpe2``'s
+    ``simple_adversary_v3``: the adversary sees 8 numbers, the good agents 10;
+    ``simple_speaker_listener_v4``: action spaces ``Discrete(3)`` and ``Discrete(5)``) gives
+    ``agent_spaces = {agent: (observation_space, action_space)}``
     for every agent; ``observation_space``/``action_space`` are then ``agents[0]``'s, and
     :attr:`mixed` is True. Such a spec is only trained through named policies, one per
     set of agents with one space (:meth:`subset` gives the spec a policy's algorithm is
@@ -403,8 +404,8 @@ class PettingZooEnv:
     agents in ``spec.agents`` order), and ``step`` takes a list of ``G`` action arrays
     ``[A_g, ...]``. With one group (every env whose agents share their spaces) the layout
     is exactly the ``mixed_spaces=False`` one: a dict of ``[A, ...]`` arrays and one action
-    array. Zoo's actor drives ``mixed_spaces=False`` envs only; the mixed layout is what
-    named policies route by (docs/policies.md).
+    array. Zoo's actor drives the mixed layout through :class:`PaddedSpaces` (padded
+    observations, one action array per space group), routing by named policy (docs/policies.md).
 
     Raises:
         TypeError: agents have observation or action spaces of different structure and
@@ -428,7 +429,9 @@ class PettingZooEnv:
             else:
                 if groups and not mixed_spaces:
                     raise TypeError(f"env {env_id!r}: agents {first!r} and {a!r} have different spaces; "
-                                    "Zoo's shared-policy layout needs one per-agent observation and action space")
+                                    "Zoo's shared-policy layout needs one per-agent observation and action space: "
+                                    "name a policy for each group of agents with one space ([policies.NAME] "
+                                    "tables and [[agents]] entries: docs/policies.md)")
                 groups.append([a])
         reset: list[dict[str, Any]] = []
 
@@ -528,18 +531,21 @@ PAD_SEP = "@"
 
 
 class PaddedSpaces:
-    """An env whose agents have different observation spaces (a ``mixed_spaces=True``
-    :class:`PettingZooEnv`) in the one layout the actor drives: every space group ``g``'s
-    observation key ``k`` becomes key ``k@g`` with an ``[A, ...]`` array, zero in the rows of
-    the agents of other groups; ``step`` takes one action array ``[A, ...]``. Named policies
-    route each policy's agents' rows of its group's keys, renamed back to ``k``
-    (docs/policies.md), so no network ever sees the padding.
+    """An env whose agents have different spaces (a ``mixed_spaces=True``
+    :class:`PettingZooEnv`) in the one observation layout the actor drives: every space group
+    ``g``'s observation key ``k`` becomes key ``k@g`` with an ``[A, ...]`` array, zero in the
+    rows of the agents of other groups. Named policies route each policy's agents' rows of its
+    group's keys, renamed back to ``k`` (docs/policies.md), so no network ever sees the padding.
+
+    Actions are not padded: ``step`` takes one array per space group (a list of ``G`` arrays,
+    group ``g``'s ``[A_g, *action_space_g.shape]`` in its own dtype, its agents in
+    ``spec.agents`` order), as the routed actor assembles them from the policies that acted
+    (:class:`zoo.core.workers.actor.ActionAssembler`). When every agent has the same action
+    space it also takes one array ``[A, ...]``, split by rows.
 
     ``spec``: the env's spec with the padded observation space (``agent_spaces`` kept, so
-    :meth:`EnvSpec.subset` still gives each policy its agents' own spaces).
-
-    Raises:
-        TypeError: the agents' action spaces differ (padding covers observations only).
+    :meth:`EnvSpec.subset` still gives each policy its agents' own spaces; ``action_space``
+    is ``agents[0]``'s).
     """
 
     def __init__(self, env: Any) -> None:
@@ -548,11 +554,8 @@ class PaddedSpaces:
         self.groups = spec.space_groups()
         self.rows = [np.array([spec.agents.index(a) for a in g], np.int64) for g in self.groups]
         action = spec.action_space_of(spec.agents[0])
-        for a in spec.agents[1:]:
-            if spec.action_space_of(a) != action:
-                raise TypeError(f"env {spec.env_id!r}: agents {spec.agents[0]!r} and {a!r} have different action "
-                                f"spaces ({_space_str(action)} vs {_space_str(spec.action_space_of(a))}); named "
-                                "policies drive agents whose observation spaces differ, not yet their actions")
+        # the first agent whose action space differs from agents[0]'s, or None (one array [A, ...] is then taken)
+        self.other_action = next((a for a in spec.agents[1:] if spec.action_space_of(a) != action), None)
         obs = {f"{k}{PAD_SEP}{g}": space for g, grp in enumerate(self.groups)
                for k, space in spec.observation_space_of(grp[0]).items()}
         self.spec = dataclasses.replace(spec, observation_space=obs)
@@ -573,8 +576,26 @@ class PaddedSpaces:
         obs, info = self.env.reset(seed=seed)
         return self._pad(obs), info
 
-    def step(self, action: np.ndarray):
-        actions = [action[rows] for rows in self.rows] if len(self.rows) > 1 else action
+    def step(self, action: Any):
+        """Step with a list of one action array per space group (``[A_g, ...]``), or, when every
+        agent has one action space, with one array ``[A, ...]`` (class docstring).
+
+        Raises:
+            ValueError: a list of the wrong length, or one array while the agents' action spaces
+                differ (naming two agents and their spaces).
+        """
+        if isinstance(action, (list, tuple)):
+            if len(action) != len(self.rows):
+                raise ValueError(f"env {self.spec.env_id!r}: actions for {len(action)} space group(s); its agents "
+                                 f"fall into {len(self.rows)} (spec.space_groups())")
+            actions: Any = list(action) if len(self.rows) > 1 else action[0]
+        elif self.other_action is not None:
+            first = self.spec.agents[0]
+            raise ValueError(f"env {self.spec.env_id!r}: one action array for agents whose action spaces differ "
+                             f"({first!r}: {self.spec.action_space_of(first)}, {self.other_action!r}: "
+                             f"{self.spec.action_space_of(self.other_action)}); pass one array per space group")
+        else:
+            actions = [action[rows] for rows in self.rows] if len(self.rows) > 1 else action
         obs, reward, terminated, truncated, info = self.env.step(actions)
         return self._pad(obs), reward, terminated, truncated, info
 

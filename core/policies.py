@@ -3,8 +3,7 @@
 SRL names its policies: every worker carries a ``policy_name`` and agent specs map env
 agents to policies by pattern, first match wins. This module is Zoo's model of that: the
 configuration, its validation and the agent -> policy mapping. Routing (which endpoint an
-actor's requests and samples go to) is designed in ``docs/policies.md``; ``zoo train``
-does not read named policies yet.
+actor's requests and samples go to) is described in ``docs/policies.md``.
 
 **In a config file**::
 

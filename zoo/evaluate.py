@@ -532,6 +532,13 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
     part}``). ``override(actions)``, optional, may change the actions in place before they are
     stepped: ``actions`` is ``[len(envs), A, *action_shape]`` (e.g. random actions for one
     team). ``deterministic`` takes the mode of the action distribution.
+
+    Agents whose action spaces differ (seats of different spaces over
+    :class:`zoo.core.env.PaddedSpaces`): each env is stepped with one array per space group, each
+    seat's actions in its own shape and dtype, as the actors do; ``override`` is refused then.
+
+    Raises:
+        ValueError: ``override`` with agents whose action spaces differ.
     """
     import torch
 
@@ -544,6 +551,14 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
     agents = list(spec.agents)
     named = isinstance(policy, (list, tuple))
     seats: list[Seat] = list(policy) if named else [Seat("", "", policy, np.arange(A, dtype=np.int64))]
+    # agents whose action spaces differ: one action array per space group (rows i * A_g + j), per seat its rows
+    space_groups = spec.space_groups() if spec.mixed else []
+    mixed_actions = len({str(spec.action_space_of(g[0])) for g in space_groups}) > 1
+    if mixed_actions and override is not None:
+        raise ValueError(f"env {spec.env_id!r}: override takes one action array [envs, A, ...], but its agents' "
+                         "action spaces differ")
+    group_of = {a: (g, j) for g, grp in enumerate(space_groups) for j, a in enumerate(grp)}
+    group_clip = [ActionClipper(spec.action_space_of(g[0])) for g in space_groups]
     teams: dict[str, list[int]] = {}
     for a, name in enumerate(agents):
         teams.setdefault(team_of(name), []).append(a)
@@ -602,6 +617,7 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
 
     for i in range(n):
         start(i)
+    per_group: list[Any] = [None] * len(space_groups)
     while any(ep is not None for ep in current):
         live = [i for i in range(n) if current[i] is not None]
         flat: np.ndarray | None = None
@@ -618,17 +634,33 @@ def play(policy, envs: Sequence[Any], episodes: int, seed: int, *, deterministic
                     out = seat.policy.act(batch, state=torch.as_tensor(state[slots]), deterministic=deterministic)
                     state[slots] = out["state"].float().numpy()
             act = out["action"].numpy()
+            if mixed_actions:
+                g = group_of[agents[int(seat.agents[0])]][0]
+                k = len(space_groups[g])
+                rows_g = np.concatenate([i * k + np.array([group_of[agents[int(a)]][1] for a in rows], np.int64)
+                                         for i, rows in zip(live, mine, strict=True)])
+                if per_group[g] is None:
+                    per_group[g] = np.zeros((n * k, *act.shape[1:]), act.dtype)
+                per_group[g][rows_g] = act
+                continue
             if flat is None:
                 flat = np.zeros((n * A, *act.shape[1:]), act.dtype)
             flat[slots] = act
-        assert flat is not None, "play: at least one policy"
-        actions = flat.reshape(n, A, *flat.shape[1:])
-        if override is not None:
-            override(actions)
+        if mixed_actions:
+            sizes = [len(grp) for grp in space_groups]
+            step_actions: Any = [[clip(a[i * k:(i + 1) * k]) for clip, a, k in zip(group_clip, per_group, sizes,
+                                                                                  strict=True)] for i in range(n)]
+            per_group = [None] * len(space_groups)
+        else:
+            assert flat is not None, "play: at least one policy"
+            actions = flat.reshape(n, A, *flat.shape[1:])
+            if override is not None:
+                override(actions)
+            step_actions = [to_env(actions[i]) for i in range(n)]
         for i in live:
             env, ep = envs[i], current[i]
             assert ep is not None, "live: in an episode"
-            obs[i], reward, terminated, truncated, info = env.step(to_env(actions[i]))
+            obs[i], reward, terminated, truncated, info = env.step(step_actions[i])
             ep.returns += reward
             ep.length += 1
             active[i] = _active(info, A)

@@ -170,9 +170,19 @@ def _check_step(env: Any, env_id: str, t: int, action: np.ndarray, a: int, check
 
 
 def _sampler(env: Any, seed: int):
-    space = copy.deepcopy(env.spec.action_space)
+    """Random actions ``[A, ...]``; for agents with different spaces (``spec.mixed``) a list of
+    one array ``[A_g, ...]`` per space group, as :class:`zoo.core.env.PaddedSpaces` takes them."""
+    spec = env.spec
+    if getattr(spec, "mixed", False):
+        groups = spec.space_groups()
+        group_spaces = [copy.deepcopy(spec.action_space_of(g[0])) for g in groups]
+        for i, space in enumerate(group_spaces):
+            space.seed(seed + i)
+        return lambda: [np.stack([np.asarray(space.sample()) for _ in g]) for space, g in
+                        zip(group_spaces, groups, strict=True)]
+    space = copy.deepcopy(spec.action_space)
     space.seed(seed)
-    a = env.spec.num_agents
+    a = spec.num_agents
     return lambda: np.stack([np.asarray(space.sample()) for _ in range(a)])
 
 

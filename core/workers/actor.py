@@ -76,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from zoo.core.env import PAD_SEP, close_envs
+from zoo.core.env import PAD_SEP, close_envs, describe_difference
 from zoo.core.graph import Graph, endpoint
 from zoo.core.health import Meter
 from zoo.core.seeding import env_seeds
@@ -138,31 +138,31 @@ class SampleBuffer:
         return self.action[t]
 
     def record_part(self, cols: np.ndarray, reply: dict[str, np.ndarray], version: int, active: np.ndarray,
-                    on_reset: np.ndarray, extras: dict[str, np.ndarray] | None) -> None:
+                    on_reset: np.ndarray, outputs: dict[str, np.ndarray], keep: bool = True) -> np.ndarray:
         """Record one named policy's outputs for step ``t`` (routed actor, docs/policies.md):
         ``cols`` int ``[S_P]`` are its agent-slots of the group, ``reply`` rows its active ones
-        (``active``/``on_reset`` bool ``[S_P]``, over ``cols``). Actions go to :attr:`action`
-        (every slot's, what the env steps with); its other outputs to ``extras`` (``{key: [T,
-        S_P, ...]}``, filled in place; None for a frozen policy, whose outputs are not kept).
-        Call once per policy of the group, then read ``action[t]``."""
+        (``active``/``on_reset`` bool ``[S_P]``, over ``cols``). Its outputs go to its own arrays
+        ``outputs`` (``{key: [T, S_P, ...]}``, filled in place, each in the shape and dtype the
+        policy gave: agents of different policies may have different action spaces): the
+        action always (the env steps with it), the others (log-probabilities, values) only when
+        ``keep`` (False for a frozen policy, whose samples are not sent). Call once per policy of
+        the group; :class:`ActionAssembler` makes the env's actions from the returned rows.
+
+        Returns:
+            the policy's actions of step ``t``, ``[S_P, ...]`` (zeros for inactive slots).
+        """
         t = self.t
-        if self.action is None:
-            S = self.active.shape[1]
-            self.action = np.zeros((self.T, S, *reply["action"].shape[1:]), reply["action"].dtype)
-        rows = cols[active]
-        self.action[t][cols] = 0
-        self.action[t][rows] = reply["action"]
-        if extras is not None:
-            for k, v in reply.items():
-                if k == "action":
-                    continue
-                if k not in extras:
-                    extras[k] = np.zeros((self.T, len(cols), *v.shape[1:]), v.dtype)
-                extras[k][t] = 0
-                extras[k][t][active] = v
+        for k, v in reply.items():
+            if k != "action" and not keep:
+                continue
+            if k not in outputs:
+                outputs[k] = np.zeros((self.T, len(cols), *v.shape[1:]), v.dtype)
+            outputs[k][t] = 0
+            outputs[k][t][active] = v
         self.policy_version[t][cols] = version
         self.active[t][cols] = active
         self.on_reset[t][cols] = on_reset
+        return outputs["action"][t]
 
     def record_step(self, reward, terminated, truncated, next_obs) -> None:
         t = self.t
@@ -178,9 +178,13 @@ class SampleBuffer:
         return self.t == self.T
 
     def bundle(self) -> dict[str, Any]:
-        out = {"obs": self.obs, "action": self.action, "reward": self.reward, "terminated": self.terminated,
+        """The sample's arrays (module docstring); a routed actor's (:meth:`record_part`) has no
+        ``action``: each policy's actions are in its own outputs (:func:`split_bundle`)."""
+        out = {"obs": self.obs, "reward": self.reward, "terminated": self.terminated,
                "truncated": self.truncated, "active": self.active, "on_reset": self.on_reset,
                "policy_version": self.policy_version, **self.extras}
+        if self.action is not None:
+            out["action"] = self.action
         if self.disc_return is not None:
             out["disc_return"] = self.disc_return
         if self.final_obs:
@@ -197,7 +201,8 @@ def split_bundle(bundle: dict[str, Any], cols: np.ndarray, extras: dict[str, np.
     """One named policy's sample out of a group's whole sample ``bundle`` (:meth:`SampleBuffer.bundle`):
     columns ``cols`` (int ``[S_P]``) of every ``[T(+1), S, ...]`` array, its truncated agents'
     final observations (``final_index`` column renumbered within ``cols``) and its own outputs
-    ``extras`` (``{key: [T, S_P, ...]}``). ``keys``: agents with different spaces
+    ``extras`` (``{key: [T, S_P, ...]}``: with :meth:`SampleBuffer.record_part` its ``action``
+    too, in its own action space's shape and dtype). ``keys``: agents with different spaces
     (:class:`zoo.core.env.PaddedSpaces`): the observation keys of the policy's space group,
     ``{padded key: its own key}``; the others are left out."""
     out: dict[str, Any] = {}
@@ -221,6 +226,57 @@ def split_bundle(bundle: dict[str, Any], cols: np.ndarray, extras: dict[str, np.
         np.empty((0, 2), np.int64)
     out.update(extras)
     return out
+
+
+class ActionAssembler:
+    """Makes each env step's actions from the named policies that acted (routed actor,
+    docs/policies.md): every policy's actions ``[S_P, *its action shape]`` (rows in the order
+    of its agent-slots ``[e * A + a for e in range(n) for a in agent_ids[P]]``) go to the rows of
+    its agents in its space group's array, so agents of different policies may have action
+    spaces of different shapes and dtypes. Vectorised: one fancy-index assignment per policy.
+
+    Args:
+        spec: the env's spec (``spec.space_groups()``: one group, every agent, unless mixed).
+        agent_ids: per policy, the positions in ``spec.agents`` of its agents (all in one space group).
+        n_envs: the ring group's envs.
+
+    Raises:
+        ValueError: a policy whose agents are in different space groups (naming two agents).
+    """
+
+    def __init__(self, spec: Any, agent_ids: dict[str, np.ndarray], n_envs: int) -> None:
+        self.groups = spec.space_groups() if spec.mixed else [tuple(spec.agents)]
+        self.n_envs = n_envs
+        of = {a: (g, j) for g, grp in enumerate(self.groups) for j, a in enumerate(grp)}
+        self.where: dict[str, tuple[int, np.ndarray]] = {}
+        for name, ids in agent_ids.items():
+            agents = [spec.agents[int(a)] for a in ids]
+            g = of[agents[0]][0]
+            other = next((a for a in agents if of[a][0] != g), None)
+            if other is not None:
+                pair = [(spec.observation_space_of(a), spec.action_space_of(a)) for a in (agents[0], other)]
+                raise ValueError(f"policy {name}: agents {agents[0]!r} and {other!r} have different spaces "
+                                 f"({describe_difference(agents[0], pair[0], other, pair[1])}); one policy acts "
+                                 "for agents of one space")
+            k = len(self.groups[g])
+            members = np.array([of[a][1] for a in agents], np.int64)
+            self.where[name] = (g, (np.arange(n_envs)[:, None] * k + members[None, :]).reshape(-1))
+
+    def __call__(self, actions: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """``{policy: [S_P, ...]}`` (every policy's) -> one array per space group ``g``,
+        ``[n * A_g, ...]`` (row ``e * A_g + j``: env ``e``'s ``j``-th agent of the group), in the
+        dtype of the group's first policy: what :meth:`EnvGroup.step` takes."""
+        out: list[np.ndarray | None] = [None] * len(self.groups)
+        for name, act in actions.items():
+            g, rows = self.where[name]
+            arr = out[g]
+            if arr is None:
+                arr = out[g] = np.zeros((self.n_envs * len(self.groups[g]), *act.shape[1:]), act.dtype)
+            arr[rows] = act
+        missing = [g for g, a in enumerate(out) if a is None]
+        if missing:
+            raise ValueError(f"no policy acted for space group(s) {missing} ({', '.join(self.groups[missing[0]])})")
+        return out  # type: ignore[return-value]
 
 
 class NonFiniteEnvError(FloatingPointError):
@@ -253,6 +309,9 @@ class EnvGroup:
         self.ep_length = np.zeros(n, np.int64)
         self.request_id = -1
         self.to_env = ActionClipper(spec.action_space)
+        # agents with different spaces (PaddedSpaces): actions travel as one array per space group
+        self.space_groups = spec.space_groups() if spec.mixed else [tuple(spec.agents)]
+        self.group_clippers = [ActionClipper(spec.action_space_of(g[0])) for g in self.space_groups]
         # reward normalisation: R = gamma R + r per agent-slot, reset when the agent's episode ends
         self.return_gamma = return_gamma
         self.disc_ret = np.zeros(n * self.A, np.float64)
@@ -294,16 +353,41 @@ class EnvGroup:
     def _active(self, infos) -> np.ndarray:
         return np.concatenate([np.asarray(i.get("active", np.ones(self.A, bool)), bool) for i in infos])
 
-    def step(self, action: np.ndarray, buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+    def step(self, action: np.ndarray | list[np.ndarray], buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
         """Step every env with ``action``, ``[n * A, ...]``: one row per agent-slot, inactive ones included.
+        Agents with different spaces (:class:`zoo.core.env.PaddedSpaces`): a list of one array per
+        space group ``g`` (``spec.space_groups()``), ``[n * A_g, *shape_g]`` in its own dtype, row
+        ``e * A_g + j`` env ``e``'s ``j``-th agent of the group (:class:`ActionAssembler`); each env
+        is stepped with its ``G`` slices.
 
         Raises:
-            ValueError: ``action`` does not have ``n * A`` rows (e.g. only the active agents' rows).
+            ValueError: ``action`` does not have ``n * A`` rows (e.g. only the active agents' rows), or
+                a list of the wrong length or with a group's array of the wrong number of rows.
         """
         A, n = self.A, self.n_envs
+        if isinstance(action, list):
+            return self._step_groups(action, buf, episodes)
         if len(action) != n * A:
             raise ValueError(f"actions for {len(action)} agent-slots; this group has {n} envs x {A} agents = "
                              f"{n * A} (inactive slots included)")
+        env_action = self.to_env(action)  # Box: clipped to the bounds, all slots at once
+        self._step_envs(lambda i: env_action[i * A:(i + 1) * A], buf, episodes)
+
+    def _step_groups(self, action: list[np.ndarray], buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+        n, sizes = self.n_envs, [len(g) for g in self.space_groups]
+        if len(action) != len(sizes) or any(len(a) != n * k for a, k in zip(action, sizes, strict=False)):
+            raise ValueError(f"actions for space groups of {[len(a) for a in action]} rows; this group has {n} envs "
+                             f"and space groups of {sizes} agents, so {[n * k for k in sizes]} rows")
+        clipped = [clip(a) for clip, a in zip(self.group_clippers, action, strict=True)]  # each group at once
+        if len(clipped) == 1:
+            self._step_envs(lambda i: clipped[0][i * sizes[0]:(i + 1) * sizes[0]], buf, episodes)
+        else:
+            self._step_envs(lambda i: [a[i * k:(i + 1) * k] for a, k in zip(clipped, sizes, strict=True)], buf,
+                            episodes)
+
+    def _step_envs(self, env_action: Any, buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+        """Step env ``i`` with ``env_action(i)`` for every env, reset the finished ones, record."""
+        A, n = self.A, self.n_envs
         rewards = np.zeros(n * A, np.float32)
         terminated = np.zeros(n * A, bool)
         truncated = np.zeros(n * A, bool)
@@ -311,9 +395,8 @@ class EnvGroup:
         n_final = len(buf.final_obs)
         # a slot stays "on reset" until it acts: an agent joining late starts from a fresh state
         self.on_reset &= ~self.active
-        env_action = self.to_env(action)  # Box: clipped to the bounds, all slots at once
         for i, env in enumerate(self.envs):
-            obs, r, term, trunc, info = env.step(env_action[i * A:(i + 1) * A])
+            obs, r, term, trunc, info = env.step(env_action(i))
             rewards[i * A:(i + 1) * A] = r
             terminated[i * A:(i + 1) * A] = term
             truncated[i * A:(i + 1) * A] = trunc
@@ -394,9 +477,14 @@ class VectorEnvGroup(EnvGroup):
     def _vector_active(self, info: dict[str, Any]) -> np.ndarray:
         return np.asarray(info.get("active", np.ones(self.n_envs * self.A, bool)), bool)
 
-    def step(self, action: np.ndarray, buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
-        """Step all ``n`` envs with ``action`` ``[n * A, ...]`` in one call (see :meth:`EnvGroup.step`)."""
+    def step(self, action: np.ndarray | list[np.ndarray], buf: SampleBuffer, episodes: list[dict[str, Any]]) -> None:
+        """Step all ``n`` envs with ``action`` ``[n * A, ...]`` in one call (see :meth:`EnvGroup.step`;
+        a list of one array, as a routed actor gives it, is that array)."""
         A, n = self.A, self.n_envs
+        if isinstance(action, list):
+            if len(action) != 1:
+                raise ValueError(f"actions for {len(action)} space groups; a vector env's agents share one space")
+            action = action[0]
         if len(action) != n * A:
             raise ValueError(f"actions for {len(action)} agent-slots; this group has {n} envs x {A} agents = "
                              f"{n * A} (inactive slots included)")
@@ -695,7 +783,9 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                     for j, n in enumerate(trainable)}
         writer = outboxes[trainable[0]]  # the episode writer: episodes ride on its samples only
         buffers = [SampleBuffer(cfg.sample_length, g.obs, return_gamma is not None) for g in groups]
-        extras: list[dict[str, dict[str, np.ndarray]]] = [{n: {} for n in trainable} for _ in groups]
+        # each policy's outputs per group, its actions in its own space's shape and dtype (record_part)
+        extras: list[dict[str, dict[str, np.ndarray]]] = [{n: {} for n in names} for _ in groups]
+        assemble = [ActionAssembler(spec, agent_ids, g.n_envs) for g in groups]
         replies: list[dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]] = [{} for _ in groups]
         for g in range(n_groups):
             for n in names:
@@ -727,17 +817,17 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                 if len(replies[g]) < len(names):
                     continue
                 group, buf = groups[g], buffers[g]
+                acted = {}
                 for n in names:
                     reply, meta = replies[g][n]
                     cols = slots[n][g]
-                    buf.record_part(cols, reply, int(meta["policy_version"]), group.active[cols],
-                                    group.on_reset[cols], extras[g].get(n))
+                    acted[n] = buf.record_part(cols, reply, int(meta["policy_version"]), group.active[cols],
+                                               group.on_reset[cols], extras[g][n], keep=n in outboxes)
                     if PLAYED_VERSION in reply:  # an opponent: which version acted in each env
                         played = group.played.setdefault(n, np.full(group.n_envs, -1, np.int64))
                         played[cols[group.active[cols]] // A] = reply[PLAYED_VERSION]
                 replies[g] = {}
-                assert buf.action is not None
-                group.step(buf.action[buf.t], buf, writer.episodes)
+                group.step(assemble[g](acted), buf, writer.episodes)
                 t = meter.lap("env", t)
                 for outbox in outboxes.values():
                     outbox.stepped(group.n_envs)
@@ -749,7 +839,7 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                         if not outboxes[n].push(part, g * per_group, len(agent_ids[n]), t, more):
                             return
                     buffers[g] = SampleBuffer(cfg.sample_length, group.obs, return_gamma is not None)
-                    extras[g] = {n: {} for n in trainable}
+                    extras[g] = {n: {} for n in names}
                 for n in names:
                     requests[n].send(g)
     finally:

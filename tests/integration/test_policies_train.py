@@ -172,6 +172,76 @@ def test_teams_whose_observations_differ_each_train_their_own_network(tmp_path):
         result.stderr
 
 
+SPEAKER_LISTENER = """
+sample_length = 25
+[actors]
+count = 1
+envs_per_actor = 4
+ring_size = 2
+[trainer]
+batch_samples = 8
+[policies.speaker]
+algo = "mappo"
+[policies.listener]
+algo = "mappo"
+[[agents]]
+match = "speaker_*"
+policy = "speaker"
+[[agents]]
+match = "listener_*"
+policy = "listener"
+"""
+
+
+def test_agents_whose_action_spaces_differ_each_act_and_train_with_their_own_policy(tmp_path):
+    """simple_speaker_listener_v4: the speaker says Discrete(3) seeing 3 numbers, the listener
+    moves with Discrete(5) seeing 11; one policy each, and one policy for both is refused."""
+    import torch
+
+    one = tmp_path / "one.toml"
+    one.write_text('[policies.both]\nalgo = "mappo"\n')
+    result = zoo("train", "mappo", "--env", "pettingzoo:mpe2.simple_speaker_listener_v4", "--config", str(one),
+                 "--steps", "1000", "--set", f"runs_dir={tmp_path}", timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "error: policies.both: its agents (speaker_0, listener_0) must share one observation and one action space "
+        "(one network acts for all of them), but agents 'speaker_0' and 'listener_0' of env "
+        "'mpe2.simple_speaker_listener_v4' have different spaces: observation 'obs' Box(3,) float32 (speaker_0) vs "
+        "Box(11,) float32 (listener_0); action space Discrete(3) (speaker_0) vs Discrete(5) (listener_0); map agents "
+        "with different spaces to different policies"), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.toml"]
+
+    mark = uuid.uuid4().hex
+    config = tmp_path / "sl.toml"
+    config.write_text(SPEAKER_LISTENER)
+    proc = start("train", "mappo", "--env", "pettingzoo:mpe2.simple_speaker_listener_v4", "--config", str(config),
+                 "--steps", "300", "--name", "sl", "--set", f"runs_dir={tmp_path}",
+                 env=subprocess_env(ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
+    assert proc.returncode == 0, err[-3000:]
+    assert marked_processes(mark) == [] and leftovers(proc.pid) == []
+    run = tmp_path / "sl"
+    rows = read_metrics(run)
+    for policy in ("speaker", "listener"):
+        updates = [r for r in rows if r["type"] == "update" and r.get("policy") == policy]
+        assert updates and updates[-1]["policy_version"] >= 1, (policy, updates)
+    saved = json.loads((run / "config.json").read_text())
+    spaces = saved["env_spec"]["agent_spaces"]
+    assert (spaces["speaker_0"]["action_space"], spaces["listener_0"]["action_space"]) == ("Discrete(3)", "Discrete(5)")
+    for policy, n_actions, n_obs in (("speaker", 3, 3), ("listener", 5, 11)):
+        ckpt = torch.load(run / "checkpoints" / policy / "latest.pt", map_location="cpu", weights_only=False)
+        state = ckpt["algorithm"]["policy"]
+        assert tuple(state["actor_out.weight"].shape) == (n_actions, 64) and ckpt["updates"] >= 1
+        assert tuple(state["actor_encoder.mlp.0.weight"].shape) == (64, n_obs)
+
+    # zoo eval: each policy plays its agent with its own action space
+    out = tmp_path / "sl.jsonl"
+    result = zoo("eval", str(run), "-n", "2", "--out", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(set(r["policy_returns"]) == {"speaker", "listener"} for r in rows)
+
+
 def test_eval_swaps_one_policy_and_plot_draws_one(tmp_path):
     """`zoo eval --policy lead=CHECKPOINT` plays rest's weights for lead; `zoo plot --policy lead`."""
     mark = uuid.uuid4().hex

@@ -3,8 +3,10 @@ final observations (docs/policies.md, "The actor")."""
 from __future__ import annotations
 
 import numpy as np
+from gymnasium import spaces
 
-from zoo.core.workers.actor import SampleBuffer, split_bundle
+from zoo.core.env import EnvSpec
+from zoo.core.workers.actor import ActionAssembler, SampleBuffer, split_bundle
 
 
 def test_each_policys_part_holds_its_columns_outputs_and_final_observations():
@@ -13,17 +15,19 @@ def test_each_policys_part_holds_its_columns_outputs_and_final_observations():
     obs = {"obs": np.arange(6, dtype=np.float32)[:, None] * np.ones((6, 2), np.float32)}
     buf = SampleBuffer(2, obs)
     extras_lead: dict[str, np.ndarray] = {}
+    extras_rest: dict[str, np.ndarray] = {}
+    spec = EnvSpec("three", ("a0", "a1", "a2"), {"obs": spaces.Box(0, 9, (2,), np.float32)}, spaces.Discrete(300))
+    assemble = ActionAssembler(spec, {"lead": np.array([0]), "rest": np.array([1, 2])}, 2)
     for t in range(2):
         active_rest = np.array([True, True, t == 0, True])
-        buf.record_part(lead, {"action": np.array([10 + t, 20 + t]), "logp": np.array([-1.0, -2.0], np.float32)},
-                        5 + t, np.array([True, True]), np.array([t == 0, t == 0]), extras_lead)
+        acted = {"lead": buf.record_part(lead, {"action": np.array([10 + t, 20 + t]),
+                                                "logp": np.array([-1.0, -2.0], np.float32)},
+                                         5 + t, np.array([True, True]), np.array([t == 0, t == 0]), extras_lead)}
         rows = int(active_rest.sum())
-        buf.record_part(rest, {"action": np.arange(rows) + 100 * (t + 1)}, 9, active_rest, np.zeros(4, bool), None)
-        assert buf.action is not None
-        if t == 0:
-            assert buf.action[0].tolist() == [10, 100, 101, 20, 102, 103]
-        else:
-            assert buf.action[1].tolist() == [11, 200, 201, 21, 0, 202]
+        acted["rest"] = buf.record_part(rest, {"action": np.arange(rows) + 100 * (t + 1), "logp": np.zeros(rows)}, 9,
+                                        active_rest, np.zeros(4, bool), extras_rest, keep=False)
+        assert [a.tolist() for a in assemble(acted)] == ([[10, 100, 101, 20, 102, 103]] if t == 0 else
+                                                         [[11, 200, 201, 21, 0, 202]])
         if t == 1:
             buf.final_obs.append((1, 3, {"obs": np.array([7.0, 7.0], np.float32)}))
             buf.final_obs.append((1, 4, {"obs": np.array([8.0, 8.0], np.float32)}))
@@ -37,7 +41,8 @@ def test_each_policys_part_holds_its_columns_outputs_and_final_observations():
     assert part["obs"]["obs"].shape == (3, 2, 2) and part["obs"]["obs"][0, 1].tolist() == [3.0, 3.0]
     assert part["on_reset"].tolist() == [[True, True], [False, False]]
     assert part["final_index"].tolist() == [[1, 1]] and part["final_obs"]["obs"].tolist() == [[7.0, 7.0]]
-    other = split_bundle(whole, rest, {})
+    other = split_bundle(whole, rest, extras_rest)
+    assert other["action"].tolist() == [[100, 101, 102, 103], [200, 201, 0, 202]]
     assert other["active"].tolist() == [[True, True, True, True], [True, True, False, True]]
     assert other["final_index"].tolist() == [[1, 2]] and other["final_obs"]["obs"].tolist() == [[8.0, 8.0]]
     assert "logp" not in other and other["policy_version"].tolist() == [[9, 9, 9, 9], [9, 9, 9, 9]]
