@@ -399,6 +399,10 @@ class VersionStore:
             sql += " AND kept = 1"
         return [_row(r) for r in self._rows(sql + " ORDER BY version", (policy,))]
 
+    def policies(self) -> list[str]:
+        """The policies that have rows, by name."""
+        return [str(r[0]) for r in self._rows("SELECT DISTINCT policy FROM versions ORDER BY policy", ())]
+
     def get(self, policy: str, version: int) -> Version | None:
         """``policy``'s row of ``version`` (kept or not), or None."""
         found = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM versions WHERE policy = ? AND version = ?",
@@ -522,6 +526,65 @@ class VersionStore:
                 self.db.execute(f"UPDATE versions SET {', '.join(f'{k} = ?' for k in clean)} "
                                 "WHERE policy = ? AND version = ?", (*clean.values(), policy, int(version)))
         return merged
+
+
+    def record_games(self, policy: str, games: Sequence[Any], learner_rating: float, *,
+                     k: float | None = None, initial: float | None = None) -> tuple[float, int]:
+        """Count a batch of training games of ``policy``'s learner against its past versions
+        (:class:`zoo.core.ratings.Game`, in play order) in one short write transaction: for each
+        game whose version has a row, ``games`` + 1, ``wins`` + 1 when the learner lost (score
+        0), ``draws`` + 1 on a draw, ``mean_return`` the mean of the version's returns over all
+        its counted games, and ``rating`` and the learner's rating moved by one Elo update
+        (:func:`zoo.core.ratings.elo_update`; a version never rated starts at ``initial``).
+        A game of a version without a row (the source's current weights before any version was
+        kept, or a row cut back on resume) is not counted.
+
+        Args:
+            learner_rating: the learner's rating before the batch, Elo points.
+            k: the K-factor (:data:`zoo.core.ratings.DEFAULT_K` when None).
+            initial: a new version's rating (:data:`zoo.core.ratings.INITIAL_RATING` when None).
+
+        Returns:
+            ``(the learner's rating after the batch, games counted)``.
+
+        Raises:
+            HistoryError: the store could not be written.
+        """
+        from zoo.core.ratings import DEFAULT_K, INITIAL_RATING, elo_update
+
+        k = DEFAULT_K if k is None else float(k)
+        initial = INITIAL_RATING if initial is None else float(initial)
+        if not games:
+            return float(learner_rating), 0
+        rating = float(learner_rating)
+        try:
+            with self._write():
+                rows: dict[int, Version | None] = {}
+                changed: dict[int, Version] = {}
+                for game in games:
+                    v = int(game.version)
+                    if v not in rows:
+                        rows[v] = self.get(policy, v)
+                    row = changed.get(v, rows[v])
+                    if row is None:
+                        continue
+                    n = row.games or 0
+                    lost, drew = game.score == 0.0, game.score == 0.5
+                    mean = float(game.opponent_return) if row.mean_return is None or n == 0 else (
+                        (row.mean_return * n + float(game.opponent_return)) / (n + 1))
+                    rating, theirs = elo_update(rating, initial if row.rating is None else row.rating, game.score, k)
+                    changed[v] = dataclasses.replace(row, games=n + 1, wins=(row.wins or 0) + int(lost),
+                                                     draws=(row.draws or 0) + int(drew), mean_return=mean,
+                                                     rating=theirs)
+                self.db.executemany("UPDATE versions SET games = ?, wins = ?, draws = ?, mean_return = ?, rating = ? "
+                                    "WHERE policy = ? AND version = ?",
+                                    [(r.games, r.wins, r.draws, r.mean_return, r.rating, policy, v)
+                                     for v, r in changed.items()])
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot record games of policy {policy} in the history store {self.path}: "
+                               f"{exc}") from exc
+        counted = sum(1 for g in games if rows.get(int(g.version)) is not None)
+        return rating, counted
 
 
 def _row(r: Iterable[Any]) -> Version:

@@ -26,6 +26,7 @@ from typing import Any
 
 from zoo.core.checkpoint import FORMAT
 from zoo.core.history import HistorySchedule, VersionStore, db_path
+from zoo.core.ratings import INITIAL_RATING, Game, games_in
 
 
 def store_name(policy: str) -> str:
@@ -38,9 +39,14 @@ def store_name(policy: str) -> str:
 class History:
     """The lead trainer's history writer: its schedule, its store, its policy's name there."""
 
-    def __init__(self, store: VersionStore, policy: str, schedule: HistorySchedule, keep: int) -> None:
+    def __init__(self, store: VersionStore, policy: str, schedule: HistorySchedule, keep: int,
+                 opponents: dict[str, str] | None = None) -> None:
         self.store, self.policy, self.schedule, self.keep_most = store, policy, schedule, keep
         self.dropped: list[int] = []  # versions the last keep() dropped (tests, logs)
+        self.opponents = dict(opponents or {})  # {opponent policy O: this policy's name in the episode rows}
+        self.games: list[Game] = []  # seen, not yet recorded
+        kept = store.versions(policy)
+        self.rating = INITIAL_RATING if not kept or kept[-1].rating is None else float(kept[-1].rating)
 
     @classmethod
     def open(cls, ctx: Any, cfg: Any, version: int) -> History | None:
@@ -64,7 +70,10 @@ class History:
         if not on or h is None:
             store.close()
             return None
-        return cls(store, name, HistorySchedule(h.every_updates, 60.0 * h.every_minutes), h.keep)
+        named = getattr(getattr(cfg, "policies", None), "named", None) or {}
+        opponents = {o: ctx.policy for o, pol in named.items()
+                     if ctx.policy and getattr(getattr(pol, "opponent", None), "source", "") == ctx.policy}
+        return cls(store, name, HistorySchedule(h.every_updates, 60.0 * h.every_minutes), h.keep, opponents)
 
     def due(self, updates: int) -> bool:
         """Whether a version is due after update number ``updates``."""
@@ -86,6 +95,28 @@ class History:
                                       {"format": FORMAT, "algorithm": {"policy": weights, "config": options}},
                                       keep=self.keep_most)
         self.schedule.kept()
+        self.store.update_metadata(self.policy, state.version, rating=self.rating)
+
+    def saw(self, episode: dict[str, Any]) -> None:
+        """An episode row the trainer logs: its games against this policy's past versions, for
+        the next :meth:`record`."""
+        if self.opponents:
+            self.games.extend(games_in([episode], self.opponents))
+
+    def record(self) -> int:
+        """Write the games seen since the last call (one transaction; none: no write).
+
+        Returns:
+            The games counted (those of versions the store holds).
+
+        Raises:
+            HistoryError: the store could not be written.
+        """
+        if not self.games:
+            return 0
+        games, self.games = self.games, []
+        self.rating, counted = self.store.record_games(self.policy, games, self.rating)
+        return counted
 
     def close(self) -> None:
         self.store.close()

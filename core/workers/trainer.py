@@ -314,8 +314,10 @@ class Trainer:
                 continue
             self.publish()
             self.log_update(stats)
-            if self.history is not None and self.history.due(self.state.updates):
-                self.keep_version()
+            if self.history is not None:
+                self.record_games()
+                if self.history.due(self.state.updates):
+                    self.keep_version()
             if self.lead and self.checkpoints.due(self.state.updates):
                 self.checkpoint()
             self.report()  # after the checkpoint it may announce
@@ -437,6 +439,8 @@ class Trainer:
         for stamp, episode in self.state.absorb(shares, stamp_at_sample=not self.sync.data_parallel):
             if self.metrics is not None:
                 self.metrics.write({"type": "episode", "env_steps": stamp, **episode}, stamp)
+            if self.history is not None:
+                self.history.saw(episode)
 
     def log_update(self, stats: dict[str, Any]) -> None:
         """Rank 0: the ``update`` row (counters, time, policy lag, flow, recent return, the algorithm's stats)."""
@@ -481,6 +485,13 @@ class Trainer:
             return
         with self.ctx.busy("history"):
             self.history.keep(self.algo, self.cfg.algo, self.state, self.elapsed())
+
+    def record_games(self) -> None:
+        """Rank 0: this update's games against the policy's past versions, with their Elo
+        ratings, into the history store (one transaction; docs/history.md, "Results and ratings")."""
+        if self.history is not None and self.history.games:
+            with self.ctx.busy("history"):
+                self.history.record()
 
     def report(self) -> None:
         """Rank 0: a ``status`` message to the controller (counters, flow, budget, returns, lag)."""
