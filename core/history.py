@@ -17,11 +17,12 @@ column          type    meaning
 ``path``        TEXT    its weights file, relative to the run folder (``history/<policy>/v....pt``)
 ``kept``        INTEGER 1: its file is there and queries see it; 0: dropped by ``keep`` (the row
                         and its metadata stay, for tables of ratings; the file is deleted)
-``rating``      REAL    what evaluation writes (:meth:`VersionStore.update_metadata`); NULL until then
+``rating``      REAL    its Elo rating (:meth:`VersionStore.record_games`, or an evaluator's
+                        :meth:`VersionStore.update_metadata`); NULL until then
 ``games``       INTEGER games this version played against the policy's learner; NULL until then
 ``wins``        INTEGER of those, games this version won (the learner lost)
 ``draws``       INTEGER of those, games drawn
-``mean_return`` REAL    this version's mean return in evaluation
+``mean_return`` REAL    this version's mean return over its counted games
 =============== ======= ==========================================================================
 
 A weights file is what :func:`zoo.core.checkpoint.write_checkpoint` writes (atomically:
@@ -31,13 +32,14 @@ so whatever reads a checkpoint's weights reads it (a frozen policy's ``weights``
 worker's ``load_frozen``).
 
 **Who writes, who reads** (the run folder may be a network file system under the Ray
-launcher): only the lead trainer (rank 0) of a policy adds, drops and prunes its rows; an
-evaluator adds metadata with :meth:`VersionStore.update_metadata`; anyone reads. Every write
+launcher): only the lead trainer (rank 0) of a policy adds, drops and prunes its rows, and
+records the results of its training games once per update (:meth:`VersionStore.record_games`); an
+evaluator may add metadata with :meth:`VersionStore.update_metadata`; anyone reads. Every write
 is one short ``BEGIN IMMEDIATE`` transaction; the journal is SQLite's rollback journal
 (``journal_mode=DELETE``: WAL needs shared memory between the processes, which processes on
 different hosts do not have), and a connection waits up to ``timeout_s`` for another's lock
-(``busy_timeout``). Writes are rare (one row per kept version), so the lock is held for
-milliseconds a few times a minute at most.
+(``busy_timeout``). Writes are short and few: a row per kept version, and one batch of game
+results per update that had games (a few rows), so the lock is held for milliseconds at a time.
 
 **Queries** (:func:`parse_query`, :func:`query_weights`, :meth:`VersionStore.pick`): ``latest``
 (the newest kept version), a fixed version (``v120`` or ``120``), ``uniform`` over the kept
