@@ -17,6 +17,14 @@ to c stay, with the metadata evaluation wrote. A version that ``trainer.history.
 because of a newer version that is now forgotten stays dropped (its file is gone): until the
 next kept version the store then holds one version less than an uninterrupted run's, and
 from it on the same ones.
+
+**Results and ratings** (docs/history.md): the lead trainer of a source policy S is also the one
+writer of its games. The episode rows it logs carry ``O_version``, ``O_return`` and ``S_return``
+for each opponent policy O served from S's history; :meth:`History.saw` turns them into games
+(:func:`zoo.core.ratings.games_in`) and :meth:`History.record` writes each batch's as the trainer
+takes the batch in (one transaction, :meth:`zoo.core.history.VersionStore.record_games`), with
+the Elo ratings. The learner's current rating lives in this object; a kept version starts with
+it as its ``rating``, and a resumed trainer starts from the rating of the newest kept version.
 """
 from __future__ import annotations
 

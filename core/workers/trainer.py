@@ -300,6 +300,7 @@ class Trainer:
             if meeting is None:
                 return False  # asked to stop while waiting for the others, who are being stopped too
             self.account(meeting.shares)
+            self.record_games()  # this batch's episodes' games, one write (also the last batch, before the end)
             point = meeting.point
             self.lag = (point.lag_mean, point.lag_max)
             if (finished := self.sync.end_at(meeting, self.budget_reached())) is not None:
@@ -314,10 +315,8 @@ class Trainer:
                 continue
             self.publish()
             self.log_update(stats)
-            if self.history is not None:
-                self.record_games()
-                if self.history.due(self.state.updates):
-                    self.keep_version()
+            if self.history is not None and self.history.due(self.state.updates):
+                self.keep_version()
             if self.lead and self.checkpoints.due(self.state.updates):
                 self.checkpoint()
             self.report()  # after the checkpoint it may announce
@@ -487,7 +486,7 @@ class Trainer:
             self.history.keep(self.algo, self.cfg.algo, self.state, self.elapsed())
 
     def record_games(self) -> None:
-        """Rank 0: this update's games against the policy's past versions, with their Elo
+        """Rank 0: the games of the batch just taken in against the policy's past versions, with their Elo
         ratings, into the history store (one transaction; docs/history.md, "Results and ratings")."""
         if self.history is not None and self.history.games:
             with self.ctx.busy("history"):

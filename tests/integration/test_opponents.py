@@ -56,8 +56,18 @@ def test_an_opponent_plays_past_versions_of_the_learner_and_episode_rows_name_th
     # each env's first episode starts before any version is kept: the learner's current weights, version 0
     assert [e["opponent_version"] for e in episodes[:4]] == [0, 0, 0, 0]
     with VersionStore(run, readonly=True) as store:
-        kept = [v.version for v in store.versions("learner")]
+        rows = store.versions("learner")
+    kept = [v.version for v in rows]
     assert kept == list(range(1, final + 1))
+    # the learner's trainer counted each episode against a kept version as a game of that version
+    # (docs/history.md, "Results and ratings"): games, wins (the learner lost) and draws per version
+    for v in rows:
+        mine = [e for e in episodes if e["opponent_version"] == v.version]
+        assert (v.games or 0) == len(mine), v
+        assert (v.wins or 0) == sum(e["learner_return"] < e["opponent_return"] for e in mine), v
+        assert (v.draws or 0) == sum(e["learner_return"] == e["opponent_return"] for e in mine), v
+        assert v.rating is not None  # the learner's when kept, then moved by its games
+    assert sum(v.games or 0 for v in rows) >= 10
     played = {e["opponent_version"] for e in episodes}
     assert played <= {0, *kept}
     assert len({v for v in played if 1 <= v < final}) >= 2  # past versions played, not only the newest
