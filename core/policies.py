@@ -52,7 +52,10 @@ trainable policy). ``weights`` is one of:
   (``checkpoints/latest.pt``, every run made before named policies);
 - ``"POLICY@VERSION"``: policy POLICY's kept checkpoint of that version in this run's own
   folder (``checkpoints/POLICY/policy-v<VERSION:08d>.pt``, written with
-  ``trainer.keep_checkpoints = true``): self-play against an earlier self, on resume.
+  ``trainer.keep_checkpoints = true``; ``checkpoints/policy-v<VERSION:08d>.pt`` for
+  ``default@VERSION`` of a run that names no policy), else that version in its history
+  (``history/POLICY/v<VERSION:08d>.pt``, docs/history.md): self-play against an earlier
+  self, on resume.
 
 **Opponents from the history** (``opponent = {source = "learner", pick = "pfsp", every =
 "episode"}``, :class:`OpponentConfig`): the policy is not trainable and has no ``weights``;
@@ -461,12 +464,20 @@ def resolve_weights(source: str, policy: str, *, run_dir: str | os.PathLike | No
         if run_dir is None:
             raise ConfigError(f"{what}: a POLICY@VERSION checkpoint is one this run kept, and a new run "
                               "has none yet; give a checkpoint file or another run's folder", field=key)
-        file = Path(run_dir) / "checkpoints" / other / f"policy-v{version:08d}.pt"
-        if not file.is_file():
-            raise ConfigError(f"{what}: {file} does not exist (policy {other} keeps every version only "
-                              f"with policies.{other}.trainer.keep_checkpoints = true); give a version it kept",
-                              field=key)
-        return file.resolve()
+        from zoo.core.history import weights_relpath
+
+        name = f"policy-v{version:08d}.pt"
+        kept = [Path(run_dir) / "checkpoints" / other / name,  # a named policy's kept checkpoint
+                Path(run_dir) / weights_relpath(other, version)]  # its version history (docs/history.md)
+        if other == DEFAULT_POLICY:  # a run that names no policy keeps checkpoints/policy-v....pt
+            kept.insert(0, Path(run_dir) / "checkpoints" / name)
+        for file in kept:
+            if file.is_file():
+                return file.resolve()
+        option = "trainer" if other == DEFAULT_POLICY else f"policies.{other}.trainer"
+        raise ConfigError(f"{what}: policy {other} kept no version {version} ({kept[0]} does not exist, nor "
+                          f"{kept[-1]}): versions are kept with {option}.keep_checkpoints = true or "
+                          f"{option}.history.every_updates = N; give a version it kept", field=key)
     for candidate in (path, named):
         if candidate.is_file():
             return candidate.resolve()

@@ -23,12 +23,14 @@ class DuplicateComponentError(RuntimeError):
 class UnknownComponentError(LookupError):
     """No component of that kind has that name; ``suggestions`` holds the closest names."""
 
-    def __init__(self, kind: str, name: str, suggestions: list[str], available: list[str]):
+    def __init__(self, kind: str, name: str, suggestions: list[str], available: list[str],
+                 installed: int | None = None):
         self.kind, self.name, self.suggestions, self.available = kind, name, suggestions, available
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        count = len(available) if installed is None else installed  # aliases are names, not components
         super().__init__(
             f"unknown {kind} {name!r}.{hint} Run `zoo list {kind}s` to see all "
-            f"({len(available)} installed)."
+            f"({count} installed)."
         )
 
 
@@ -100,7 +102,8 @@ class Registry:
         if name in table:
             return table[name]
         candidates = sorted(table) + sorted(self._aliases[kind])
-        raise UnknownComponentError(kind, name, difflib.get_close_matches(name, candidates, n=3), candidates)
+        raise UnknownComponentError(kind, name, difflib.get_close_matches(name, candidates, n=3), candidates,
+                                    installed=len(table))
 
     def names(self, kind: str) -> list[str]:
         return sorted(self._by_kind[kind])

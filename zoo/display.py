@@ -108,7 +108,10 @@ def _real(value: Any) -> str:
 
 
 # Message bookkeeping the controller may leave in a status dict; never shown.
-IGNORED_KEYS = ("type", "role", "index", "attempt", "time", "timestamp")
+IGNORED_KEYS = ("type", "role", "index", "attempt", "time", "timestamp",
+                # a replay trainer's cumulative counters, for `zoo bench` (docs/replay.md): beside
+                # the last update's gradient_steps they read as a second, contradicting figure
+                "gradient_steps_total", "replayed", "inserted", "rate_limit_wait_s", "rate_limit_held_s")
 
 
 def status_extras(status: dict[str, Any]) -> dict[str, Any]:

@@ -95,6 +95,11 @@ def test_a_replay_algorithms_status_shows_buffer_fill_and_replay_ratio():
         "env_steps=20,000/100,000 (20.0%) version=150 updates=150 replay=12,800 (12.8% full) replay_ratio=2.00 "
         "gradient_steps=4")
     assert format_status_line({**status, "rate_limit_waits": 37}).endswith(" gradient_steps=4 rate_limit_waits=37")
+    # the cumulative counters `zoo bench` reads stay off the line (they showed as gradient_steps=4 ...
+    # gradient_steps_total=800 replayed=51,200 inserted=4,000 rate_limit_wait_s=2.2 rate_limit_held_s=2.2)
+    bench = {"gradient_steps_total": 800, "replayed": 51_200, "inserted": 4_000, "rate_limit_wait_s": 2.2,
+             "rate_limit_held_s": 2.2}
+    assert format_status_line({**status, **bench}) == format_status_line(status)
     statuses = PolicyStatuses({"q": True})
     shown = statuses.offer({**status, "policy": "q", "loss": 0.25})
     assert format_status_line(shown).splitlines()[1] == (

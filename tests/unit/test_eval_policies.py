@@ -216,8 +216,10 @@ def test_bad_policy_swaps_are_one_line_naming_the_option(teams, spread_spec, tmp
                                                "(.pt), a run folder, or POLICY@VERSION (docs/policies.md)")
     wrong = _checkpoint(tmp_path / "wrong.pt", _net(spread_spec.subset(("agent_1", "agent_2")), 3), 1)
     assert refused({"lead": "rest@4"}) == (
-        f"--policy lead=rest@4: {teams / 'checkpoints' / 'rest' / 'policy-v00000004.pt'} does not exist (policy rest "
-        "keeps every version only with policies.rest.trainer.keep_checkpoints = true); give a version it kept")
+        f"--policy lead=rest@4: policy rest kept no version 4 ({teams / 'checkpoints' / 'rest' / 'policy-v00000004.pt'} "
+        f"does not exist, nor {teams / 'history' / 'rest' / 'v00000004.pt'}): versions are kept with "
+        "policies.rest.trainer.keep_checkpoints = true or policies.rest.trainer.history.every_updates = N; give a "
+        "version it kept")
     ok = refused({"lead": str(wrong), "rest": str(missing)})  # every name and file is checked before any load
     assert ok.startswith(f"--policy rest={missing} does not exist")
     wide = _checkpoint(tmp_path / "wide.pt", _net(spread_spec.subset(("agent_0",)), 3, hidden=16), 1)  # no options

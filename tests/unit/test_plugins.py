@@ -205,6 +205,9 @@ def test_registry_duplicate_alias_and_unknown_name():
     with pytest.raises(LookupError) as err:
         reg.get("env", "alpah")
     assert err.value.suggestions == ["alpha"]
+    # one component with one alias: "1 installed" (was "2 installed", the alias counted; `zoo list` shows 1)
+    assert str(err.value) == ("unknown env 'alpah'. Did you mean: alpha? Run `zoo list envs` to see all "
+                              "(1 installed).")
 
 
 # -- third-party distributions, in subprocesses -------------------------------------------

@@ -455,9 +455,25 @@ def test_fitting_weights_resolve_from_a_file_a_run_folder_or_a_kept_version(regi
     assert resolve_weights("good2@120", "adversary", run_dir=run) == Path(kept).resolve()
     with pytest.raises(ConfigError) as info:
         resolve_weights("good2@121", "adversary", run_dir=run)
-    assert str(info.value) == (f"policies.adversary.weights = 'good2@121': {run}/checkpoints/good2/policy-v00000121.pt "
-                               "does not exist (policy good2 keeps every version only with "
-                               "policies.good2.trainer.keep_checkpoints = true); give a version it kept")
+    assert str(info.value) == (
+        f"policies.adversary.weights = 'good2@121': policy good2 kept no version 121 "
+        f"({run}/checkpoints/good2/policy-v00000121.pt does not exist, nor {run}/history/good2/v00000121.pt): "
+        "versions are kept with policies.good2.trainer.keep_checkpoints = true or "
+        "policies.good2.trainer.history.every_updates = N; give a version it kept")
+    # a version the history kept (docs/history.md) is found too
+    (run / "history" / "good2").mkdir(parents=True)
+    shutil.copy(kept, run / "history" / "good2" / "v00000121.pt")
+    assert resolve_weights("good2@121", "adversary", run_dir=run) == (run / "history" / "good2" / "v00000121.pt")
+    # a run that names no policy keeps checkpoints/policy-v....pt: default@VERSION (looked in checkpoints/default/)
+    shutil.copy(kept, run / "checkpoints" / "policy-v00000007.pt")
+    assert resolve_weights("default@7", "adversary", run_dir=run) == (run / "checkpoints" / "policy-v00000007.pt")
+    with pytest.raises(ConfigError) as info:
+        resolve_weights("default@8", "adversary", run_dir=run)
+    assert str(info.value) == (
+        f"policies.adversary.weights = 'default@8': policy default kept no version 8 "
+        f"({run}/checkpoints/policy-v00000008.pt does not exist, nor {run}/history/default/v00000008.pt): "
+        "versions are kept with trainer.keep_checkpoints = true or trainer.history.every_updates = N; "
+        "give a version it kept")
     with pytest.raises(ConfigError) as info:
         resolve_weights("good2@120", "adversary")
     assert str(info.value) == ("policies.adversary.weights = 'good2@120': a POLICY@VERSION checkpoint is one this run "
