@@ -105,7 +105,8 @@ def test_named_policies_on_ray_train_each_policy_and_leave_nothing(ray_cluster, 
     example = Path(__file__).resolve().parents[2] / "examples" / "policies" / "spread-two-policies.toml"
     proc = start("train", "mappo", "--env", "pettingzoo:mpe2.simple_spread_v3", "--config", str(example),
                  "--name", "r", "--launcher", "ray", "--ray-address", ray_cluster, "--steps", "1200",
-                 "--set", f"runs_dir={tmp_path}", "--set", "actors.envs_per_actor=4", env=env)
+                 "--set", f"runs_dir={tmp_path}", "--set", "actors.envs_per_actor=4",
+                 "--set", "trainer.batch_samples=16", env=env)
     code, out, err = finish(proc)
     assert code == 0, err[-3000:]
     run = tmp_path / "r"
@@ -116,7 +117,9 @@ def test_named_policies_on_ray_train_each_policy_and_leave_nothing(ray_cluster, 
     assert [(w["role"], w["index"]) for w in graph["launcher"]["workers"]] == [
         ("trainer", 0), ("trainer", 1), ("policy", 0), ("policy", 1), ("actor", 0), ("actor", 1)]
     updates = rows(run, "update")
-    # 2 actors x 4 envs x 25 steps = 200 env steps a batch; 1,200 env steps -> each policy updates
+    # 2 actors x 4 envs, 25 steps a sample: lead (1 agent an env) has its 16 samples every 400 env
+    # steps, rest (2 agents) every 200: by 1,200 env steps both updated (with mappo's preset of 48
+    # samples lead's first batch came at 1,200 env steps exactly, and a CI run ended before it)
     assert {u["policy"] for u in updates} == {"lead", "rest"}
     assert sorted(str(p.relative_to(run)) for p in run.glob("checkpoints/*/latest.pt")) == [
         "checkpoints/lead/latest.pt", "checkpoints/rest/latest.pt"]
