@@ -807,6 +807,26 @@ def batch_transitions(batch: dict[str, Any], *, gamma: float, n: int, who: str) 
             "disc": disc.reshape(-1)[keep]}
 
 
+def check_q_learning_spec(spec: Any, who: str) -> None:
+    """What a Q-learner (apex-dqn, r2d2) needs of ``spec``: a Discrete action space (one Q-value
+    per action) and no action mask (its greedy and epsilon-random actions could be illegal).
+    Several agents are fine: they share the network as independent learners, as PPO trains them.
+
+    Raises:
+        TypeError: either need is not met, naming ``who``, the env and what to use instead.
+    """
+    from gymnasium import spaces
+
+    from zoo.core.spaces import ACTION_MASK_KEY
+
+    if not isinstance(spec.action_space, spaces.Discrete):
+        raise TypeError(f"{who} needs a Discrete action space; env {spec.env_id!r} has {spec.action_space} "
+                        "(use ppo or impala for other action spaces)")
+    if ACTION_MASK_KEY in spec.observation_space:
+        raise TypeError(f"{who} does not apply action masks; env {spec.env_id!r} has {ACTION_MASK_KEY!r} "
+                        "(use ppo or mappo, which sample legal actions only)")
+
+
 def rate_limited_steps(credit: float, replay_size: int, inserting: int, *, learning_starts: int,
                        samples_per_insert: float, batch_size: int) -> tuple[int, float]:
     """The rate limiter (Reverb's samples per insert, docs/replay.md): ``(steps, credit)`` after

@@ -48,7 +48,13 @@ from zoo.plugins.algorithms.apex.config import (  # noqa: F401 (re-exported) tor
 )
 from zoo.plugins.algorithms.apex.networks import QNetwork
 from zoo.plugins.algorithms.encoders import is_image_space
-from zoo.plugins.algorithms.replay import Replay, batch_transitions, make_replay, rate_limited_steps
+from zoo.plugins.algorithms.replay import (
+    Replay,
+    batch_transitions,
+    check_q_learning_spec,
+    make_replay,
+    rate_limited_steps,
+)
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated")
@@ -70,16 +76,7 @@ class ApeX:
         """Raises ``TypeError`` unless ``spec`` has a Discrete action space and no action mask. Called by
         :meth:`presets` (so ``zoo train`` refuses the env before any process starts),
         :meth:`build_policy` and ``__init__``."""
-        from gymnasium import spaces
-
-        if not isinstance(spec.action_space, spaces.Discrete):
-            raise TypeError(f"apex-dqn needs a Discrete action space; env {spec.env_id!r} has {spec.action_space} "
-                            "(use ppo or impala for other action spaces)")
-        from zoo.core.spaces import ACTION_MASK_KEY
-
-        if ACTION_MASK_KEY in spec.observation_space:  # a greedy or random action could be illegal
-            raise TypeError(f"apex-dqn does not apply action masks; env {spec.env_id!r} has {ACTION_MASK_KEY!r} "
-                            "(use ppo or mappo, which sample legal actions only)")
+        check_q_learning_spec(spec, "apex-dqn")
 
     @classmethod
     def build_policy(cls, config: ApeXConfig, spec: EnvSpec) -> QNetwork:
@@ -97,7 +94,7 @@ class ApeX:
         """Experiment-config overrides for ``spec``.
 
         Raises:
-            ConfigError: the env's action space is not Discrete, or it has several agents.
+            ConfigError: the env's action space is not Discrete, or it masks actions.
 
         Every layout: ``trainer.max_policy_lag`` = :data:`REPLAY_MAX_POLICY_LAG` (never drop:
         replay data is off-policy anyway) and actors held back by the sample stream

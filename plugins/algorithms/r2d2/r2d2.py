@@ -38,6 +38,7 @@ from zoo.plugins.algorithms.r2d2.config import R2D2Config
 from zoo.plugins.algorithms.r2d2.networks import RecurrentQNetwork
 from zoo.plugins.algorithms.r2d2.replay import SequenceReplay
 from zoo.plugins.algorithms.r2d2.sequences import cut_sequences, h, h_inv, sequence_priority
+from zoo.plugins.algorithms.replay import check_q_learning_spec
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "rnn_state")
@@ -58,16 +59,7 @@ class R2D2:
     def check_spec(cls, spec: EnvSpec) -> None:
         """Raises ``TypeError`` unless ``spec`` has a Discrete action space and no action mask.
         Several agents share the network (independent learners, as PPO does)."""
-        from gymnasium import spaces
-
-        if not isinstance(spec.action_space, spaces.Discrete):
-            raise TypeError(f"r2d2 needs a Discrete action space; env {spec.env_id!r} has {spec.action_space} "
-                            "(use ppo or impala for other action spaces)")
-        from zoo.core.spaces import ACTION_MASK_KEY
-
-        if ACTION_MASK_KEY in spec.observation_space:  # a greedy or random action could be illegal
-            raise TypeError(f"r2d2 does not apply action masks; env {spec.env_id!r} has {ACTION_MASK_KEY!r} "
-                            "(use ppo or mappo, which sample legal actions only)")
+        check_q_learning_spec(spec, "r2d2")
 
     @classmethod
     def build_policy(cls, config: R2D2Config, spec: EnvSpec) -> RecurrentQNetwork:
@@ -85,7 +77,7 @@ class R2D2:
         """Experiment-config overrides for ``spec``.
 
         Raises:
-            ConfigError: the env's action space is not Discrete, or it has several agents.
+            ConfigError: the env's action space is not Discrete, or it masks actions.
 
         Every layout: ``trainer.max_policy_lag`` = 2^30 and actors held back by the sample
         stream, as apex-dqn. Images (Atari): R2D2's sequences of 80 (burn-in 40, period 40) in
