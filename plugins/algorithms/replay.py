@@ -751,6 +751,28 @@ def _flat(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
 
 
+def observation_rows(batch: dict[str, Any]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """A time-major batch's observation rows, as :meth:`Replay.insert` stores them: the ``T + 1``
+    rows per column (row ``t * B + b``), then the final observations of its truncated steps
+    (``final_obs``, in ``final_index`` order).
+
+    Returns:
+        ``({key: [rows, ...]}, prev_row)``: ``prev_row`` int64 ``[rows]`` is each row's
+        predecessor in its env column (row ``(t - 1) * B + b``, -1 for ``t = 0``; a final
+        observation's is its step's row).
+    """
+    T, B = np.shape(batch["reward"])
+    final_index = np.asarray(batch.get("final_index", np.zeros((0, 2), np.int64)), np.int64).reshape(-1, 2)
+    obs_rows = {k: _flat(np.asarray(v)) for k, v in batch["obs"].items()}
+    if final_index.shape[0]:
+        final = batch["final_obs"]
+        obs_rows = {k: np.concatenate([v, np.asarray(final[k]).astype(v.dtype, copy=False)])
+                    for k, v in obs_rows.items()}
+    prev_row = np.concatenate([np.full(B, -1, np.int64), np.arange(T * B, dtype=np.int64),
+                               final_index[:, 0] * B + final_index[:, 1]])
+    return obs_rows, prev_row
+
+
 def batch_transitions(batch: dict[str, Any], *, gamma: float, n: int, who: str) -> dict[str, Any]:
     """The active transitions of a time-major batch (:mod:`zoo.core.algorithm`) with n-step targets,
     ready for :meth:`Replay.insert`.
@@ -778,7 +800,6 @@ def batch_transitions(batch: dict[str, Any], *, gamma: float, n: int, who: str) 
     """
     reward = np.asarray(batch["reward"], np.float32)
     T, B = reward.shape
-    obs_np = {k: np.asarray(v) for k, v in batch["obs"].items()}
     active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
     ret, disc, last, from_final = nstep_targets(reward, batch["terminated"], batch["truncated"], gamma=gamma, n=n)
     rows = (T + 1) * B
@@ -792,15 +813,8 @@ def batch_transitions(batch: dict[str, Any], *, gamma: float, n: int, who: str) 
         raise ValueError(f"{who}: a truncated step has no row in 'final_index'; every truncated step needs "
                          "its final observation (zoo.core.algorithm)")
     boot_idx = np.where(disc > 0, boot_idx, s_idx)  # unused after termination: any valid row
-    obs_rows = {k: _flat(v) for k, v in obs_np.items()}
-    if final_index.shape[0]:
-        final = batch["final_obs"]
-        obs_rows = {k: np.concatenate([v, np.asarray(final[k]).astype(v.dtype, copy=False)])
-                    for k, v in obs_rows.items()}
+    obs_rows, prev_row = observation_rows(batch)
     keep = active.reshape(-1)
-    # each row's predecessor in its env column: row (t - 1, b); a final observation follows row (t, b)
-    prev_row = np.concatenate([np.full(B, -1, np.int64), np.arange(T * B, dtype=np.int64),
-                               final_index[:, 0] * B + final_index[:, 1]])
     return {"obs": obs_rows, "prev_row": prev_row, "s_idx": s_idx.reshape(-1)[keep],
             "boot_idx": boot_idx.reshape(-1)[keep],
             "action": _flat(np.asarray(batch["action"]))[keep], "ret": ret.reshape(-1)[keep],

@@ -284,28 +284,41 @@ def test_resume_from_state_dict_is_exact_and_final_rows_evict():
         for algo in (a, restored):
             algo.progress = 0.5
             algo.update(b)
-    assert a.gradient_steps > 20 and a.replay.final_written > 0
+    assert a.gradient_steps > 20 and (a.replay.final_ref >= 0).any()
+    assert a.replay.store.obs_written > a.replay.obs_capacity  # the row ring wrapped too
     assert_same(a.state_dict(), restored.state_dict())
     assert np.array_equal(a.replay.tree.tree, restored.replay.tree.tree)
 
 
-def test_replay_evicts_sequences_whose_final_row_is_overwritten():
-    def seqs(M, trunc_rows):
-        fp = np.array([[i, 0] for i in trunc_rows], np.int64).reshape(-1, 2)
-        return {"obs": {"obs": np.zeros((M, 3, 1), np.float32)}, "state0": np.zeros((M, 2, 1), np.float32),
-                "action": np.zeros((M, 2), np.int64), "ret": np.zeros((M, 2), np.float32),
-                "disc": np.zeros((M, 2), np.float32), "last": np.zeros((M, 2), np.int64),
-                "from_final": np.zeros((M, 2), bool), "active": np.ones((M, 2), bool), "mask": np.ones((M, 2), bool),
-                "reset": np.zeros((M, 3), bool),
-                "final_obs": {"obs": np.arange(len(trunc_rows), dtype=np.float32)[:, None]},
-                "final_pos": fp}
+def test_replay_evicts_sequences_whose_rows_are_overwritten():
+    from zoo.plugins.algorithms.replay import observation_rows
 
-    r = SequenceReplay(capacity=10, final_capacity=2)
-    r.insert(seqs(2, [0, 1]), np.ones(2))  # final rows 0, 1
-    r.insert(seqs(2, [1]), np.ones(2))  # final row 2 overwrites row 0: sequence 0 goes
-    assert r.valid[:4].tolist() == [False, True, True, True] and len(r) == 3
-    s = r.sample(3, 0.0, np.random.default_rng(0))
-    assert sorted(s["index"].tolist()) == [1, 2, 3]
+    # T = 4, B = 1, m = 2 every 2: sequences at steps 0 and 2 (rows 0-2, 2-4); a truncation at step 1
+    # adds final row 5; 6 rows per insert in a ring of 8: the second insert overwrites rows 0-3
+    def one(seed):
+        b = batch(4, 1, seed)
+        b["terminated"][:] = False
+        b["truncated"][:] = False
+        b["truncated"][1, 0] = True
+        b["final_index"] = np.array([[1, 0]], np.int64)
+        b["final_obs"] = {"obs": np.full((1, 4), 100.0 + seed, np.float32)}
+        return b
+
+    r = SequenceReplay(capacity=10, obs_capacity=8)
+    for seed in (0, 1):
+        b = one(seed)
+        seqs = cut_sequences(b, 2, 2, 0, 0.9, 1)
+        assert seqs["row0"].tolist() == [0, 2] and seqs["stride"] == 1 and seqs["final_row"].tolist() == [5]
+        r.insert(seqs, np.ones(2), *observation_rows(b))
+    # the first insert's rows 0-5 are absolute rows 0-5; the second's 6-11 overwrite 0-3: both first sequences go
+    assert r.row0[:4].tolist() == [0, 2, 6, 8] and r.final_ref[0].tolist() == [-1, 5]
+    assert r.valid[:4].tolist() == [False, False, True, True] and len(r) == 2
+    s = r.sample(2, 0.0, np.random.default_rng(0))
+    assert sorted(s["index"].tolist()) == [2, 3]
+    b = one(1)
+    i = s["index"].tolist().index(2)
+    assert np.array_equal(s["obs"]["obs"][i], b["obs"]["obs"][0:3, 0])
+    assert s["final_pos"].tolist() == [[i, 1]] and s["final_obs"]["obs"].tolist() == [[101.0] * 4]
 
 
 def test_presets_and_experiment_checks(tmp_path, monkeypatch):
@@ -333,10 +346,12 @@ def test_presets_and_experiment_checks(tmp_path, monkeypatch):
     from zoo.plugins.algorithms import replay
 
     monkeypatch.setattr(replay, "available_memory", lambda: 2**20)
-    # m = 20, rows of 16 B: 21 x 16 + 20 x 35 + 21 reset flags + 2 x 64 x 4 state + 17, + a final row of 16 B
-    with pytest.raises(ConfigError, match=r"algo.capacity=5,000 sequences need 5,000 x 1,602 B \(sequence and final "
-                                          r"row\) = 7.6 MiB, more than the 1.0 MiB available; lower --set "
-                                          r"algo.capacity or algo.sequence_length") as info:
+    # T = 40, m = 20 every 10: 3 sequences per column, 5,000 cover 1,667 x 40 = 66,680 steps: 66,680 + 1,667 + 667
+    # (1%) rows of 16 B; per sequence 20 x 35 B of step fields + 21 reset flags + 2 x 64 x 4 B of state + 17 B
+    with pytest.raises(ConfigError, match=r"algo.capacity=5,000 sequences need 69,014 observation rows x 16 B \+ "
+                                          r"5,000 sequences x 1,250 B \+ 0.1 MiB of sum-tree = 7.1 MiB \(112 B per "
+                                          r"env step over 66,666 steps\), more than the 1.0 MiB available; lower "
+                                          r"--set algo.capacity or algo.sequence_length") as info:
         build()
     assert info.value.field == "algo.capacity"
 

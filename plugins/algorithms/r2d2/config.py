@@ -7,15 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.core.options import bounded, check_bounds
-
-
-def sequence_bytes(sequence_length: int, row_bytes: int, state_floats: int) -> int:
-    """Bytes one stored sequence of ``sequence_length`` steps costs besides final observations:
-    ``m + 1`` observation rows, per step an int64 action, float32 return and discount, int64
-    last step, three flag bytes (bootstrap from final, active, reset), the float32 start state,
-    and a validity byte and two float64 sum-tree nodes per sequence."""
-    m = sequence_length
-    return (m + 1) * row_bytes + m * (8 + 4 + 4 + 8 + 8 + 3) + (m + 1) + 4 * state_floats + 1 + 16
+from zoo.plugins.algorithms.replay import check_frame_stack
 
 
 @dataclass
@@ -79,6 +71,11 @@ class R2D2Config:
     """Exponent spread of the per-env epsilons."""
     eval_epsilon: float = field(default=0.0, metadata=bounded(ge=0, le=1))
     """Epsilon when act() gets no env index (zoo eval, watch) and ``deterministic`` is false."""
+    frame_stack: str = "auto"
+    """``auto``: uint8 observations ``[P, H, W(, C)]`` (a stack axis first, as the atari env gives)
+    whose consecutive rows share planes are stored once per new frame, shared by overlapping
+    sequences and rebuilt at sampling (docs/replay.md); ``off``: whole observations per row (rows
+    are shared by overlapping sequences either way)."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
 
@@ -100,6 +97,7 @@ class R2D2Config:
         if self.initial_priority not in ("td", "max"):
             raise ValueError(f"algo.initial_priority={self.initial_priority!r} is not one of 'td', 'max'; "
                              "set --set algo.initial_priority=td or max")
+        check_frame_stack(self.frame_stack)
 
     def check_experiment(self, cfg: Any) -> None:
         """Called by config validation before anything starts (:mod:`zoo.core.algorithm`).
@@ -109,8 +107,6 @@ class R2D2Config:
                 cut inside each sample), ``trainer.count`` > 1, one batch's sequences do not fit
                 in ``capacity``, or (``local`` launcher) the replay does not fit in memory.
         """
-        import numpy as np
-
         from zoo.core.config import batch_agent_steps
         from zoo.plugins.algorithms.replay import available_memory
 
@@ -127,17 +123,15 @@ class R2D2Config:
             raise ValueError(f"algo.capacity={self.capacity:,} sequences is less than one batch's {per_batch:,} "
                              f"sequences; set --set algo.capacity={per_batch} or more")
         if getattr(cfg, "launcher", "local") != "local":
-            return
-        row = sum(int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
-                  for s in cfg.spec.observation_space.values())
-        need = self.capacity * (sequence_bytes(self.sequence_length, row, 2 * self.lstm) + row)
-        avail = available_memory()
+            return  # the trainer may run on another machine: it checks there
+        from zoo.plugins.algorithms.r2d2.replay import sequence_memory_problem, sequence_replay_bytes
+        from zoo.plugins.algorithms.replay import is_frame_stack
 
-        def gib(n: int) -> str:
-            return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-        if avail is not None and need > avail:
-            raise ValueError(f"algo.capacity={self.capacity:,} sequences need {self.capacity:,} x "
-                             f"{need // self.capacity:,} B (sequence and final row) = {gib(need)}, more than the "
-                             f"{gib(avail)} available; "
-                             "lower --set algo.capacity or algo.sequence_length")
+        obs = {k: (tuple(s.shape), s.dtype) for k, s in cfg.spec.observation_space.items()}
+        auto = self.frame_stack == "auto"
+        stacks = {k: 1 for k, (shape, dtype) in obs.items() if auto and is_frame_stack(shape, dtype)}
+        need = sequence_replay_bytes(self.capacity, T, self.sequence_length, self.period, steps // T, obs,
+                                     2 * self.lstm, stacks)
+        problem = sequence_memory_problem(need, available_memory())
+        if problem:
+            raise ValueError(problem)

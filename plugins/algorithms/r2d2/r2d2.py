@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -36,9 +37,9 @@ from zoo.plugins.algorithms.apex.apex import REPLAY_MAX_POLICY_LAG
 from zoo.plugins.algorithms.encoders import is_image_space
 from zoo.plugins.algorithms.r2d2.config import R2D2Config
 from zoo.plugins.algorithms.r2d2.networks import RecurrentQNetwork
-from zoo.plugins.algorithms.r2d2.replay import SequenceReplay
+from zoo.plugins.algorithms.r2d2.replay import SequenceReplay, make_sequence_replay
 from zoo.plugins.algorithms.r2d2.sequences import cut_sequences, h, h_inv, sequence_priority
-from zoo.plugins.algorithms.replay import check_q_learning_spec
+from zoo.plugins.algorithms.replay import available_memory, check_q_learning_spec, observation_rows
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "rnn_state")
@@ -82,7 +83,7 @@ class R2D2:
         Every layout: ``trainer.max_policy_lag`` = 2^30 and actors held back by the sample
         stream, as apex-dqn. Images (Atari): R2D2's sequences of 80 (burn-in 40, period 40) in
         samples of 80 steps, 2 actors x 8 envs, 4 columns per update, replay of 1,000
-        sequences (81 rows of 4x84x84 uint8 each: 2.3 GB), learning after 200, LSTM 512, n = 5,
+        sequences (80,000 env steps; frames stored once: 830 MiB, docs/replay.md), learning after 200, LSTM 512, n = 5,
         gamma 0.997, lr 1e-4; not yet run on Atari. Vector observations (CartPole):
         samples of 40 steps, sequences of 20 (burn-in 4, period 10: 3 per column), 2 actors x 4
         envs, 8 columns per update (24 sequences, 320 env steps), replay of 5,000 sequences,
@@ -201,11 +202,19 @@ class R2D2:
         q_sa = q_on[:L].gather(-1, action[..., None]).squeeze(-1)
         return y - q_sa, q_sa, tm(s["mask"])
 
-    def _make_replay(self, seqs: dict[str, Any]) -> SequenceReplay:
+    def _make_replay(self, batch: Batch) -> SequenceReplay:
+        """The sequence replay, its rows sized for the batch's sample length and columns, frame
+        stacks stored once (``algo.frame_stack``); refused when it cannot fit in memory."""
         c = self.config
-        m = seqs["action"].shape[1]
-        # final rows: one per sequence on average, and always two inserts' worth
-        return SequenceReplay(c.capacity, max(c.capacity, 2 * m * seqs["action"].shape[0]))
+        obs = {k: np.asarray(v) for k, v in batch["obs"].items()}
+        action = np.asarray(batch["action"])
+        done = np.asarray(batch["terminated"], bool) | np.asarray(batch["truncated"], bool)
+        state_floats = int(np.prod(np.shape(batch["rnn_state"])[2:], dtype=np.int64))
+        replay, need = make_sequence_replay(c.capacity, action.shape[0], c.sequence_length, c.period, obs,
+                                            state_floats, int(action[0, 0].nbytes), frame_stack=c.frame_stack,
+                                            avail=available_memory(), done=done)
+        print(f"zoo: r2d2 replay of {c.capacity:,} sequences: {need.describe()}", file=sys.stderr, flush=True)
+        return replay
 
     def update(self, batch: Batch) -> dict[str, float]:
         """Gradient steps on replayed sequences (as many as the rate limiter grants), then the
@@ -231,7 +240,7 @@ class R2D2:
         c = self.config
         seqs = cut_sequences(batch, c.sequence_length, c.period, c.burn_in, c.gamma, c.n_step)
         if self.replay is None:
-            self.replay = self._make_replay(seqs)
+            self.replay = self._make_replay(batch)
         replay = self.replay
         m_new = int(seqs["action"].shape[0])
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones(np.shape(batch["reward"]), bool)
@@ -285,7 +294,8 @@ class R2D2:
                     guard.restore()
                     raise NonFiniteUpdate("initial_priority", steps, bad)
                 priority = self._priority(np.abs(td_np), mask.cpu().numpy())
-            replay.insert(seqs, priority)
+            obs_rows, prev_row = observation_rows(batch)
+            replay.insert(seqs, priority, obs_rows, prev_row)
         except NonFiniteUpdate:
             for idx, old in reversed(journal):
                 replay.tree.update(idx, old)
@@ -303,7 +313,8 @@ class R2D2:
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Online and target networks, optimiser, RNG, counters, the rate limiter's credit and the
-        whole replay (sequences, final observations, priorities, ring positions): an exact resume."""
+        whole replay (sequences, their shared observation rows and planes, priorities, ring positions): an
+        exact resume."""
         return {
             "policy": self.policy.state_dict(), "target": self.target.state_dict(),
             "optimizer": self.optimizer.state_dict(), "rng": copy.deepcopy(self.rng.bit_generator.state),
@@ -316,7 +327,8 @@ class R2D2:
         """Restore what :meth:`state_dict` returned (the stored config is informational).
 
         Raises:
-            ValueError: the checkpoint's replay capacity differs from ``algo.capacity``.
+            ValueError: the checkpoint's replay capacity differs from ``algo.capacity``, or it was
+                written before sequences shared their observation rows.
         """
         self.policy.load_state_dict(state["policy"])
         self.target.load_state_dict(state["target"])
@@ -332,5 +344,4 @@ class R2D2:
         if int(rs["capacity"]) != self.config.capacity:
             raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} sequences but algo.capacity="
                              f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-        self.replay = SequenceReplay(int(rs["capacity"]), int(rs["final_capacity"]))
-        self.replay.load_state_dict(rs)
+        self.replay = SequenceReplay.from_state_dict(rs)

@@ -102,7 +102,11 @@ def cut_sequences(batch: dict[str, Any], m: int, period: int, burn_in: int, gamm
         bool ``[M, m]``; ``mask`` bool ``[M, m]`` (trained: ``t >= burn_in`` and active);
         ``final_obs`` dict of ``[K, ...]`` and ``final_pos`` int64 ``[K, 2]`` (sequence, step)
         of every truncated, not terminated, active step of every sequence (a step in two
-        overlapping sequences is listed for each), sequence-major.
+        overlapping sequences is listed for each), sequence-major; where the rows live in the
+        batch's observation rows (:func:`~zoo.plugins.algorithms.replay.observation_rows`):
+        ``row0`` int64 ``[M]`` (the first row, ``s_i * B + b``), ``stride`` (``B``: row ``j`` of
+        a sequence is ``row0 + j * B``), ``final_row`` int64 ``[K]`` (``(T + 1) * B`` + the
+        ``final_index`` position of each ``final_pos`` entry).
 
     Raises:
         KeyError: ``rnn_state`` is missing (the acting policy was not recurrent).
@@ -156,4 +160,6 @@ def cut_sequences(batch: dict[str, Any], m: int, period: int, burn_in: int, gamm
         "final_obs": {k: np.asarray(final[k])[rows] if k in final else np.zeros((0, *v.shape[2:]), v.dtype)
                       for k, v in obs.items()},
         "final_pos": pos.astype(np.int64),
+        "row0": (starts[:, None] * B + np.arange(B)[None, :]).reshape(-1).astype(np.int64), "stride": B,
+        "final_row": ((T + 1) * B + rows).astype(np.int64),
     }
