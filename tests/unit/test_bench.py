@@ -242,13 +242,17 @@ def test_replay_workloads():
     assert dqn.gradient_steps_per_env_step == pytest.approx(0.1)
     assert (sac.replay, sac.gradient_steps_per_env_step, sac.batch_env_steps, sac.minibatch_size) == (True, 1.0, 64, 0)
     assert not WORKLOADS["pong"].replay and WORKLOADS["pong"].gradient_steps_per_env_step == 0.0
+    # CleanRL dqn_atari.py: a gradient step of 32 every 4 env steps
+    apex = WORKLOADS["apex-pong"]
+    assert (apex.replay, apex.samples_per_insert, apex.replay_batch, apex.batch_env_steps) == (True, 8.0, 32, 256)
+    assert apex.gradient_steps_per_env_step == 0.25 and peers.SYSTEMS["cleanrl"].command(apex, "/tmp/x") is None
     # the peers' PPO runs have no replay counterpart: no command
     assert peers.SYSTEMS["rllib"].command(dqn, "/tmp/x") is None
     assert peers.SYSTEMS["sample-factory"].command(sac, "/tmp/x") is None
     assert peers.SYSTEMS["cleanrl"].command(dqn, "/tmp/x") is None
 
 
-@pytest.mark.parametrize("name", ["dqn-cartpole", "sac-halfcheetah"])
+@pytest.mark.parametrize("name", ["dqn-cartpole", "sac-halfcheetah", "apex-pong"])
 def test_zoo_config_matches_the_replay_workload(name, tmp_path):
     """Zoo at a replay workload inserts num_envs x rollout_steps transitions per update and replays
     samples_per_insert per inserted one in gradient steps of replay_batch."""

@@ -109,6 +109,16 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         "transitions instead of 10,000 so the window measures training)",
         "CartPole-v1", 8, 16, 0, 0, None, samples_per_insert=12.8, replay_batch=128),
     Workload(
+        "apex-pong", "apex-dqn", "atari:Pong",
+        ("actors.count=2", "actors.envs_per_actor=4", "trainer.batch_samples=8", "sample_length=32",
+         "algo.batch_size=32", "algo.samples_per_insert=8", "algo.capacity=100000", "algo.learning_starts=2000"),
+        "Ape-X DQN on Pong at CleanRL dqn_atari.py's replay ratio: batches of 32, one gradient step per 4 env steps "
+        "(8 replayed samples per inserted one), Nature CNN (Zoo: apex-dqn's Atari presets otherwise: prioritised "
+        "replay of 100,000 with frames stored once, 3-step double dueling Q, target every 1,000 steps; 2 actors x 4 "
+        "envs with Ape-X's 8 epsilons, T = 32, 256 transitions and 64 gradient steps per update; learning after "
+        "2,000 transitions instead of CleanRL's 80,000 so the window measures training)",
+        "PongNoFrameskip-v4", 8, 32, 0, 0, None, samples_per_insert=8.0, replay_batch=32),
+    Workload(
         "sac-halfcheetah", "sac", "HalfCheetah-v5", (),
         "CleanRL sac_continuous_action.py's workload: SAC on HalfCheetah-v5 (MuJoCo), batches of 256, one gradient "
         "step per env step (256 replayed samples per inserted one), learning after 5,000 (Zoo's sac presets: 1 actor "

@@ -23,8 +23,9 @@ in words (:mod:`zoo.bench.report`). ``--json FILE`` writes the same figures.
 
 Workloads: :data:`zoo.bench.workloads.WORKLOADS` (``pong``: CleanRL ``ppo_atari.py``'s, the
 default; ``cartpole``: CleanRL ``ppo.py``'s; ``pong-defaults``/``cartpole-defaults``: Zoo's own
-presets; replay: ``dqn-cartpole``, apex-dqn at CleanRL ``dqn.py``'s replay ratio, and
-``sac-halfcheetah``, CleanRL ``sac_continuous_action.py``'s, whose end-to-end phase also
+presets; replay: ``dqn-cartpole``, apex-dqn at CleanRL ``dqn.py``'s replay ratio,
+``apex-pong``, apex-dqn on Pong at CleanRL ``dqn_atari.py``'s, and ``sac-halfcheetah``,
+CleanRL ``sac_continuous_action.py``'s, whose end-to-end phase also
 reports gradient steps/s, updates/s, replayed samples per env step and the rate limiter's
 waits, :func:`zoo.bench.report.replay_figures`). Exit codes: 0 measured, 1 a measurement
 failed, 2 bad options (before anything starts).
@@ -69,8 +70,8 @@ def bench_command(
     workload: str = typer.Option("pong", "--workload", "-w", metavar="NAME",
                                  help="Named workload: pong (CleanRL ppo_atari.py's, default), cartpole (CleanRL "
                                  "ppo.py's), pong-defaults, cartpole-defaults (Zoo's own presets), dqn-cartpole "
-                                 "(apex-dqn at CleanRL dqn.py's replay ratio), sac-halfcheetah (CleanRL "
-                                 "sac_continuous_action.py's)."),
+                                 "(apex-dqn at CleanRL dqn.py's replay ratio), apex-pong (apex-dqn on Pong at CleanRL "
+                                 "dqn_atari.py's replay ratio), sac-halfcheetah (CleanRL sac_continuous_action.py's)."),
     seconds: float | None = typer.Option(None, "--seconds", min=1.0, metavar="S",
                                          help="Measured seconds per phase (S >= 1; default 60, with --search 10 "
                                          "per trial)."),
