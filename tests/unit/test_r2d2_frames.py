@@ -223,3 +223,43 @@ def test_atari_memory_per_step():
     assert rows.frames == {} and round(rows.per_step) == 28_947
     unstacked = sequence_replay_bytes(12_500, 80, 80, 40, 32, {"obs": ((1, 84, 84), np.uint8)}, 1024)
     assert round(unstacked.per_step) == 7_302  # env.frame_stack=1: one 7,056 B row per step
+
+
+@pytest.mark.parametrize("backend", ["python", "vector"])
+def test_pong_sequences_from_the_actor_groups_come_back_exactly_with_each_frame_once(backend):
+    """Real Pong frame stacks as the actors record them (both backends): 100-frame games (25 env
+    steps, truncated with a final observation, then reset), samples of T = 16 cut into sequences of
+    8 every 4. Every sampled sequence and final observation equals the inserted one; each frame is
+    stored once."""
+    from zoo.core.workers.actor import EnvGroup, SampleBuffer, VectorEnvGroup
+    from zoo.plugins.envs.atari.env import AtariConfig, make, make_vector
+
+    cfg = AtariConfig(noop_max=0, max_episode_frames=100, backend=backend)
+    seeds = [1, 4]
+    group = (VectorEnvGroup(make_vector("Pong", cfg, 2), seeds) if backend == "vector"
+             else EnvGroup([make("Pong", cfg, s) for s in seeds], seeds))
+    T = 16
+    actions = np.random.default_rng(3).integers(0, 6, (5, T, 2))
+    replay, inserted, n_final, episodes = None, {}, 0, []
+    try:
+        for k in range(5):
+            buf = SampleBuffer(T, group.obs)
+            for a in actions[k]:
+                buf.record_policy({"action": a}, version=0, active=group.active, on_reset=group.on_reset)
+                group.step(a, buf, episodes)
+            b = buf.bundle()
+            b["rnn_state"] = np.zeros((T, 2, 2, H), np.float32)
+            if replay is None:
+                assert b["obs"]["obs"].shape == (T + 1, 2, 4, 84, 84) and b["obs"]["obs"].dtype == np.uint8
+                replay, need = make_sequence_replay(30, T, 8, 4, b["obs"], 2 * H, 8, frame_stack="auto", avail=None,
+                                                    done=b["terminated"] | b["truncated"])
+                assert set(replay.frame_capacity) == {"obs"}
+            n_final += b["final_index"].shape[0]
+            inserted = run(replay, [b], 8, 4, inserted)
+    finally:
+        for env in group.envs:
+            env.close()
+    assert n_final == 2 * 3  # truncated at t = 24, 49, 74 in both envs
+    # the first reset stacks (one frame each), one frame per step, one per final observation
+    assert replay.store.frames_written == {"obs": 2 + 5 * T * 2 + n_final}
+    assert replay.written == 5 * 3 * 2 and replay.nbytes == need.total
