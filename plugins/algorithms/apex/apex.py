@@ -300,12 +300,14 @@ class ApeX:
         if c.initial_priority == "max":
             priority = np.full(s_idx.shape[0], replay.max_priority)
         else:
-            with torch.no_grad():
-                td, _ = self._td(self._tensors({k: v[s_idx] for k, v in obs_rows.items()}),
-                                 self._tensors({k: v[boot_idx] for k, v in obs_rows.items()}),
-                                 to_tensor(tr["action"], self.device), to_tensor(tr["ret"], self.device),
-                                 to_tensor(tr["disc"], self.device))
-            td_np = td.cpu().numpy()
+            td_np = np.zeros(0, np.float32)  # no active step in the batch (e.g. every agent slot inactive)
+            if s_idx.shape[0]:
+                with torch.no_grad():
+                    td, _ = self._td(self._tensors({k: v[s_idx] for k, v in obs_rows.items()}),
+                                     self._tensors({k: v[boot_idx] for k, v in obs_rows.items()}),
+                                     to_tensor(tr["action"], self.device), to_tensor(tr["ret"], self.device),
+                                     to_tensor(tr["disc"], self.device))
+                td_np = td.cpu().numpy()
             finite = bool(np.isfinite(td_np).all())
             if zdist.global_any(not finite):  # K > 1: a non-finite one on any rank skips the update on every rank
                 bad = math.nan if finite else float(td_np[~np.isfinite(td_np)][0])
