@@ -4,7 +4,9 @@ Horgan, Quan, Budden, Barth-Maron, Hessel, van Hasselt and Silver, "Distributed 
 Experience Replay", ICLR 2018 (arXiv 1803.00933): many actors with per-actor epsilons feed a
 prioritised replay; the learner trains a double (van Hasselt et al. 2016) dueling (Wang et al.
 2016) Q-network on n-step targets with a target network, and writes the |TD| errors back as
-priorities. Here the replay lives in the algorithm's state, one per trainer (docs/replay.md):
+priorities. Here the replay lives in the algorithm's state, one per trainer (docs/replay.md;
+with ``trainer.count`` = K data-parallel trainers each rank keeps a shard fed by its own actors,
+and all take the steps of one global grant, their gradients all-reduced: "Data-parallel trainers"):
 
 - ``update(batch)`` first takes ``k`` gradient steps on transitions replayed from what earlier
   batches inserted, then inserts this batch's transitions (n-step targets,

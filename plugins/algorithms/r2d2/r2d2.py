@@ -15,7 +15,9 @@ sequences (:func:`~zoo.plugins.algorithms.r2d2.sequences.cut_sequences`) and ins
 initial priorities from the current networks (``initial_priority=td``) or the largest so far.
 Loss per sampled sequence ``i``: ``w_i * mean_t 0.5 * delta_t^2`` over its trained steps (after
 the burn-in, active), mean over the batch; Adam; global gradient-norm clipping; the target
-network copies the online one every ``target_period`` gradient steps.
+network copies the online one every ``target_period`` gradient steps. Data-parallel trainers
+(``trainer.count`` = K) as for apex-dqn: a sequence-replay shard per rank, one global grant (K x
+``batch_size`` sequences a step), gradients all-reduced (docs/replay.md, "Data-parallel trainers").
 """
 from __future__ import annotations
 

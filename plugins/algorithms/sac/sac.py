@@ -22,6 +22,9 @@ transitions sampled from the replay (uniformly by default):
 truncated step bootstraps from its ``final_obs`` (docs/replay.md). The replay, the rate limiter
 and the batch-to-transitions step are :mod:`zoo.plugins.algorithms.replay`, as for Ape-X DQN:
 ``update(batch)`` takes the gradient steps the rate limiter grants, then inserts the batch.
+With ``trainer.count`` = K data-parallel trainers each rank keeps a replay shard fed by its own
+actors, all take the steps of one global grant, and the Q, policy and temperature gradients are
+all-reduced in every step (docs/replay.md, "Data-parallel trainers").
 
 **Exploration.** The policy workers sample from the policy. Until the replay holds
 ``learning_starts`` transitions they act uniformly at random within the bounds instead
