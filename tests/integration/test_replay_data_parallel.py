@@ -2,7 +2,8 @@
 ranks take the rate limiter's global grant (a rank with an empty shard holds every rank back),
 rank 1 checkpoints its replay shard beside latest.pt, and a resume restores every shard.
 
-Each run is short (a few updates; measured 15-20 s per `zoo train` on 2 loaded cores)."""
+Each run is short (a few updates; measured 12-20 s per `zoo train` on 2 loaded cores, two runs
+per test)."""
 from __future__ import annotations
 
 import json
@@ -81,7 +82,7 @@ def test_sac_with_two_trainers_on_pendulum_updates_and_resumes(tmp_path):
     assert shard["rank_state"]["replay"]["n_valid"] == 384
 
 
-def test_r2d2_with_two_trainers_updates(tmp_path):
+def test_r2d2_with_two_trainers_updates_and_a_lost_shard_restarts_empty(tmp_path):
     # CartPole presets: 8 columns x 40 steps per trainer, sequences of 20 every 10 steps: 24 a trainer
     # and update; 8 per insert (set here), batch 16. Update 1: 48 x 8 = 384 credit, shards empty; update 2:
     # 768 / (2 x 16) = 24 steps. The run counts 3 batches (1,920 env steps) and trains 2.
@@ -97,3 +98,17 @@ def test_r2d2_with_two_trainers_updates(tmp_path):
     shard = load_checkpoint(str(run / "checkpoints" / "replay-rank1-u00000002.pt"))
     assert (shard["rank"], shard["updates"]) == (1, 2)
     assert shard["rank_state"]["replay"]["n_valid"] == 48
+    # Without rank 1's file (as after a crash between the two writes) the resume warns, rank 1's shard
+    # starts empty, and the global grant holds every rank back for an update: the credit carries.
+    (run / "checkpoints" / "replay-rank1-u00000002.pt").unlink()
+    second = zoo("train", "--resume", str(run), "--steps", "3840", timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    warning = ("zoo: warning from trainer worker 1: trainer rank 1: no replay-rank1-u00000002.pt beside latest.pt "
+               "(update 2); its replay shard starts empty and fills from its actors' next samples")
+    assert warning in second.stdout + second.stderr
+    after = [r for r in rows(run) if r["type"] == "update" and r["updates"] > 2]
+    # update 3: no step (rank 1's shard was empty before its insert), credit 384 carried; update 4: 768 / 32
+    assert [(u["updates"], u["gradient_steps"], u["replay_size"]) for u in after] == [(3, 0.0, 72.0), (4, 24.0, 96.0)]
+    assert shards(run) == ["replay-rank1-u00000004.pt"]
+    assert load_checkpoint(str(run / "checkpoints" / "replay-rank1-u00000004.pt"))["rank_state"]["replay"][
+        "n_valid"] == 48
