@@ -30,7 +30,7 @@ An algorithm is a class registered through ``register_algorithms`` with:
 - optionally ``Config.check_experiment(cfg)``: called by config validation, before anything
   starts, with the resolved experiment config (``cfg.spec`` set); raises ``ValueError`` with a
   one-line message starting with the option (``algo.capacity=...``) when the experiment
-  cannot run (apex-dqn: a replay larger than the memory available, ``trainer.count`` > 1);
+  cannot run (apex-dqn: replays larger than the memory available, one per data-parallel trainer);
 - ``__init__(config, spec, seed)``: builds ``self.policy`` and the optimiser;
 - ``update(batch) -> dict[str, float]``: one training step on a :data:`Batch` (any number of
   gradient steps: a replay algorithm keeps the batches in its state and takes as many steps
@@ -50,6 +50,13 @@ An algorithm is a class registered through ``register_algorithms`` with:
   rate limiter's waits to every ``update`` row (``rate_limit_waits`` [batches],
   ``rate_limit_wait_s``, ``rate_limit_held_s`` [s]: :mod:`zoo.core.workers.accounting`) and
   those counters and waits to its status messages (``zoo bench`` reads them);
+- optionally ``replicated`` (an ``nn.Module``): what data-parallel trainers copy from rank 0 when
+  they join (default ``policy``; a replay algorithm adds its target networks, SAC its Q networks
+  and temperature), so every rank starts identical, fresh or resumed;
+- optionally ``rank_state_dict()`` / ``load_rank_state_dict(state | None)``: the part of the
+  state that is the data-parallel rank's own (a replay shard, its sampling RNG); ranks >= 1
+  checkpoint it beside ``latest.pt`` and load it on a resume (None: none was found, start
+  it empty; :mod:`zoo.core.workers.checkpointing`, "Rank shards");
 - optionally an attribute ``progress``: the trainer sets it before each update to the
   fraction of the run's env-step budget that the updates already done stand for, in
   [0, 1] (0 at the first update; :func:`zoo.core.workers.trainer.schedule_progress`), for

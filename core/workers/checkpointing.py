@@ -26,6 +26,15 @@ checkpoint yet, the trainer starts afresh and cuts the trainer's rows of ``metri
 With data-parallel trainers every rank loads the checkpoint's algorithm state and counters;
 the samples waiting for the next update are rank 0's only (other ranks start their batch
 afresh).
+
+**Rank shards.** An algorithm whose state is partly its rank's own (a replay algorithm's replay
+shard and sampling RNG: ``rank_state_dict()`` / ``load_rank_state_dict(state | None)``,
+:mod:`zoo.core.algorithm`) checkpoints it on every rank: rank 0's is in ``latest.pt`` (its
+whole ``state_dict()``), each rank ``k`` >= 1 writes ``replay-rank<k>-u<updates:08d>.pt``
+beside it at the same update (:func:`write_rank_state`; the ranks decide together when a
+checkpoint is due) and keeps its two newest. On a resume rank ``k`` loads the one of
+``latest.pt``'s update (:func:`load_rank_state`); without it (a crash between the two writes,
+or a run that had fewer trainers) its shard starts empty, with a warning.
 """
 from __future__ import annotations
 
@@ -164,6 +173,53 @@ class Checkpointer:
                     os.unlink(snapshot + TMP_SUFFIX)
                 raise CheckpointError(f"cannot write the checkpoint {snapshot}: {exc.strerror or exc}; "
                                       f"{self.latest} is intact") from exc
+
+
+RANK_STATE_PREFIX = "replay-rank"
+
+
+def rank_state_path(run_dir: str, rank: int, updates: int, policy: str = "") -> str:
+    """``<checkpoints>/replay-rank<rank>-u<updates:08d>.pt``: rank ``rank``'s own state at update ``updates``."""
+    return os.path.join(checkpoint_dir(run_dir, policy), f"{RANK_STATE_PREFIX}{rank}-u{updates:08d}.pt")
+
+
+def write_rank_state(run_dir: str, rank: int, updates: int, algo: Any, policy: str = "", keep: int = 2) -> str:
+    """Write ``{"format", "rank", "updates", "rank_state": algo.rank_state_dict()}`` durably to
+    :func:`rank_state_path`, then delete this rank's older ones but the ``keep`` newest (the
+    newest may be ahead of ``latest.pt`` when rank 0 has not finished writing it). Returns the path.
+
+    Raises:
+        CheckpointError: the file could not be written (the path and the reason).
+    """
+    folder = checkpoint_dir(run_dir, policy)
+    os.makedirs(folder, exist_ok=True)
+    path = rank_state_path(run_dir, rank, updates, policy)
+    write_checkpoint(path, {"format": FORMAT, "rank": rank, "updates": updates, "rank_state": algo.rank_state_dict()})
+    head = f"{RANK_STATE_PREFIX}{rank}-u"
+    mine = sorted(n for n in os.listdir(folder) if n.startswith(head) and n.endswith(".pt"))
+    for name in mine[:-keep]:
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+    return path
+
+
+def load_rank_state(run_dir: str, rank: int, updates: int, algo: Any, policy: str = "") -> str | None:
+    """Load rank ``rank``'s own state at update ``updates`` (``latest.pt``'s) into ``algo``
+    (``load_rank_state_dict``). Returns None when it was there, else one line saying that the
+    rank's shard starts empty, and why (the trainer warns with it).
+
+    Raises:
+        CheckpointError: the file exists and could not be read.
+    """
+    path = rank_state_path(run_dir, rank, updates, policy)
+    if not os.path.exists(path):
+        algo.load_rank_state_dict(None)
+        return (f"trainer rank {rank}: no {os.path.basename(path)} beside latest.pt (update {updates:,}); its replay "
+                "shard starts empty and fills from its actors' next samples")
+    algo.load_rank_state_dict(load_checkpoint(path, map_location="cpu")["rank_state"])
+    return None
 
 
 @dataclass(frozen=True)

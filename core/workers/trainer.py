@@ -69,12 +69,14 @@ from zoo.core.workers.accounting import RECENT_EPISODES, TrainerState  # noqa: F
 from zoo.core.workers.base import WorkerContext
 from zoo.core.workers.checkpointing import (  # noqa: F401  (rng_state, set_rng_state, save_checkpoint: re-exported)
     Checkpointer,
+    load_rank_state,
     load_resume,
     prepare_dir,
     rng_state,
     save_checkpoint,
     set_rng_state,
     start_from_checkpoint,
+    write_rank_state,
 )
 from zoo.core.workers.guard import (  # noqa: F401  (Origin, describe_sources, nonfinite_columns: re-exported)
     NonFiniteGuard,
@@ -214,6 +216,13 @@ class Trainer:
                                                 ctx.policy)
         if self.lead and st.rng_note:
             ctx.send_control("warning", timeout=0.05, key="rng", message=st.rng_note)
+        # K > 1 and part of the algorithm's state is this rank's own (a replay shard): every rank
+        # checkpoints it, ranks >= 1 beside latest.pt (zoo.core.workers.checkpointing, "Rank shards")
+        self.rank_state = K > 1 and hasattr(self.algo, "rank_state_dict")
+        if self.rank_state and not self.lead and self.start_from.purge_step is not None:  # latest.pt was loaded
+            note = load_rank_state(ctx.run_dir, rank, st.updates, self.algo, ctx.policy)
+            if note:
+                ctx.send_control("warning", timeout=0.05, key="rank_state", message=note)
         if not self.lead:  # the samples waiting in the checkpoint were rank 0's
             st.drop_pending()
         if ctx.meter is None:
@@ -251,7 +260,8 @@ class Trainer:
         """Join the peers, announce, run :meth:`loop`, then the final checkpoint, ``end`` row and ``done``."""
         together = False  # every rank ends here together (no exception on its way out)
         try:
-            if not self.sync.join(self.algo.policy):
+            # every rank starts from rank 0's weights (a replay algorithm's target networks too)
+            if not self.sync.join(getattr(self.algo, "replicated", self.algo.policy)):
                 return  # stopped before every trainer arrived
             if self.lead and self.sync.info is not None:  # what the group chose, for graph.json's launcher entry
                 self.ctx.send_control("group", timeout=1.0, **self.sync.info)
@@ -317,14 +327,15 @@ class Trainer:
             self.log_update(stats)
             if self.history is not None and self.history.due(self.state.updates):
                 self.keep_version()
-            if self.lead and self.checkpoints.due(self.state.updates):
+            if self.checkpoint_due():
                 self.checkpoint()
             self.report()  # after the checkpoint it may announce
 
     def finish(self, finished: bool) -> None:
         """Rank 0: the final checkpoint (also on Ctrl-C), the ``end`` row and, when the budget
-        was reached, the last status and ``done``."""
+        was reached, the last status and ``done``; the other ranks their own state (:meth:`checkpoint`)."""
         if not self.lead:
+            self.checkpoint()
             return
         self.checkpoint()  # the final weights, kept like every other checkpoint
         # The run's final counters: samples that arrived after the last update count too
@@ -453,9 +464,26 @@ class Trainer:
         self.metrics.write(row, st.env_steps)
         self.shown_stats = status_stats(stats, named=bool(self.ctx.policy))
 
+    def checkpoint_due(self) -> bool:
+        """Whether a checkpoint is due after this update: rank 0's decision
+        (:meth:`~zoo.core.workers.checkpointing.Checkpointer.due`); with rank shards
+        (:attr:`rank_state`) sent to every rank (one all-reduce), as they all write then."""
+        due = self.lead and self.checkpoints.due(self.state.updates)
+        if self.rank_state:
+            from zoo.core import distributed as zdist
+
+            due = zdist.global_any(due)
+        return due
+
     def checkpoint(self) -> None:
         """Rank 0: ``latest.pt`` with the algorithm's state, the counters and the samples received
-        but not yet trained on (:class:`~zoo.core.workers.checkpointing.Checkpointer`)."""
+        but not yet trained on (:class:`~zoo.core.workers.checkpointing.Checkpointer`). Ranks >= 1
+        of an algorithm with a state of their own (:attr:`rank_state`): that state, beside it
+        (:func:`~zoo.core.workers.checkpointing.write_rank_state`); the others nothing."""
+        if self.rank_state and not self.lead:
+            with self.ctx.busy("checkpoint"):
+                write_rank_state(self.ctx.run_dir, self.ctx.rank, self.state.updates, self.algo, self.ctx.policy)
+            return
         if self.metrics is None:
             return
         with self.ctx.busy("checkpoint"):  # a large checkpoint may take long: heartbeats go on

@@ -442,9 +442,15 @@ def test_experiments_apex_cannot_run_are_refused_before_anything_starts(tmp_path
                             overrides=[f"runs_dir={tmp_path}", *overrides])
 
     build()  # the presets pass
-    with pytest.raises(ConfigError, match=r"trainer.count=2: apex-dqn keeps its replay in one trainer") as info:
+    assert build("trainer.count=2").trainer.count == 2  # data-parallel trainers, a replay shard each
+    monkeypatch.setattr(apex_config, "available_memory", lambda: 7 * 2**20 // 2)  # 3.5 MiB: one shard, not two
+    build()
+    with pytest.raises(ConfigError, match=r"algo.capacity=50,000 transitions per trainer x trainer.count=2 need 2 x "
+                                          r"\(53,625 observation rows x 16 B .* = 3.4 MiB \(71 B per transition\)\) "
+                                          r"= 6.8 MiB, more than the 3.5 MiB available; lower --set algo.capacity or "
+                                          r"trainer.count$") as info:
         build("trainer.count=2")
-    assert info.value.field == "trainer.count"
+    assert info.value.field == "algo.capacity"
     monkeypatch.setattr(apex_config, "available_memory", lambda: 2**20)
     # CartPole rows: 4 float32 = 16 B; 50,000 + 3,125 + 500 rows (T = 16)
     with pytest.raises(ConfigError, match=r"algo.capacity=50,000 transitions need 53,625 observation rows x 16 B "

@@ -338,8 +338,7 @@ def test_presets_and_experiment_checks(tmp_path, monkeypatch):
     assert (cfg.sample_length, cfg.algo.sequence_length, cfg.algo.period, cfg.algo.burn_in) == (40, 20, 10, 4)
     with pytest.raises(ConfigError, match=r"algo.sequence_length=50 is longer than sample_length=40"):
         build("algo.sequence_length=50")
-    with pytest.raises(ConfigError, match=r"trainer.count=2: r2d2 keeps its replay in one trainer"):
-        build("trainer.count=2")
+    assert build("trainer.count=2").trainer.count == 2  # data-parallel trainers, a replay shard each
     # 8 columns x 3 sequences per batch
     with pytest.raises(ConfigError, match=r"algo.capacity=10 sequences is less than one batch's 24 sequences"):
         build("algo.capacity=10", "algo.learning_starts=0")
@@ -354,6 +353,13 @@ def test_presets_and_experiment_checks(tmp_path, monkeypatch):
                                           r"--set algo.capacity or algo.sequence_length") as info:
         build()
     assert info.value.field == "algo.capacity"
+    monkeypatch.setattr(replay, "available_memory", lambda: 10 * 2**20)  # 10 MiB: one shard of 7.1 MiB, not two
+    build("algo.capacity=5000")
+    with pytest.raises(ConfigError, match=r"algo.capacity=5,000 sequences need .* = 7.1 MiB \(112 B per env step over "
+                                          r"66,666 steps\) per trainer x trainer.count=2 = 14.3 MiB, more than the "
+                                          r"10.0 MiB available; lower --set algo.capacity or algo.sequence_length or "
+                                          r"trainer.count$"):
+        build("algo.capacity=5000", "trainer.count=2")
 
 
 def test_the_policy_worker_feeds_and_stores_the_recurrent_state_with_env_indices(tmp_path):

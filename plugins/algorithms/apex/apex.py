@@ -4,7 +4,9 @@ Horgan, Quan, Budden, Barth-Maron, Hessel, van Hasselt and Silver, "Distributed 
 Experience Replay", ICLR 2018 (arXiv 1803.00933): many actors with per-actor epsilons feed a
 prioritised replay; the learner trains a double (van Hasselt et al. 2016) dueling (Wang et al.
 2016) Q-network on n-step targets with a target network, and writes the |TD| errors back as
-priorities. Here the replay lives in the algorithm's state, one per trainer (docs/replay.md):
+priorities. Here the replay lives in the algorithm's state, one per trainer (docs/replay.md;
+with ``trainer.count`` = K data-parallel trainers each rank keeps a shard fed by its own actors,
+and all take the steps of one global grant, their gradients all-reduced: "Data-parallel trainers"):
 
 - ``update(batch)`` first takes ``k`` gradient steps on transitions replayed from what earlier
   batches inserted, then inserts this batch's transitions (n-step targets,
@@ -52,8 +54,9 @@ from zoo.plugins.algorithms.replay import (
     Replay,
     batch_transitions,
     check_q_learning_spec,
+    global_rate_limited_steps,
     make_replay,
-    rate_limited_steps,
+    rank_rng,
 )
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
@@ -133,10 +136,7 @@ class ApeX:
 
     def __init__(self, config: ApeXConfig, spec: EnvSpec, seed: int) -> None:
         self.check_spec(spec)
-        if zdist.world_size() > 1:
-            raise ValueError("apex-dqn does not support data-parallel trainers yet (each trainer would take a "
-                             "different number of gradient steps); set --set trainer.count=1")
-        self.config, self.spec = config, spec
+        self.config, self.spec, self.seed = config, spec, seed
         self.device = torch.device(config.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -154,6 +154,12 @@ class ApeX:
         self.credit = 0.0  # the rate limiter's replay credit, in transitions
 
     # -- helpers ---------------------------------------------------------------------
+    @property
+    def replicated(self) -> nn.Module:
+        """What data-parallel trainers copy from rank 0 when they join: the online and the target
+        network (every rank then starts from identical weights, fresh or resumed)."""
+        return nn.ModuleDict({"policy": self.policy, "target": self.target})
+
     @property
     def beta(self) -> float:
         """The importance-sampling exponent of the next update: ``priority_beta`` -> 1 over the run."""
@@ -210,7 +216,9 @@ class ApeX:
             ``gradient_steps`` (this update's), ``replay_size`` (valid transitions after the
             insert), ``replay_fill`` (its fraction of ``capacity``), ``replay_ratio`` (replayed
             / inserted over the run), ``beta``, ``lr``, ``agent_steps`` (inserted now). Zeros
-            for the step statistics when no step was taken.
+            for the step statistics when no step was taken. Data-parallel trainers: the step
+            statistics and ``replay_size`` / ``replay_fill`` are this rank's (its shard),
+            ``agent_steps`` and ``replay_ratio`` count every rank's transitions.
 
         Raises:
             KeyError: a required batch key is missing.
@@ -226,6 +234,7 @@ class ApeX:
         T, B = reward.shape
         if self.replay is None:
             self.replay = self._make_replay(batch)
+            self.rng = rank_rng(self.seed, zdist.rank()) if zdist.rank() else self.rng  # each shard its own draws
         replay = self.replay
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
         m_new = int(active.sum())
@@ -235,8 +244,9 @@ class ApeX:
         target_state = {k: v.clone() for k, v in self.target.state_dict().items()}
         guard = UpdateGuard(self.policy, self.optimizer, self.rng)
         journal: list[tuple[np.ndarray, np.ndarray]] = []
-        steps, self.credit = rate_limited_steps(self.credit, len(replay), m_new, learning_starts=c.learning_starts,
-                                                samples_per_insert=c.samples_per_insert, batch_size=c.batch_size)
+        grant = global_rate_limited_steps(self.credit, len(replay), m_new, learning_starts=c.learning_starts,
+                                          samples_per_insert=c.samples_per_insert, batch_size=c.batch_size)
+        steps, self.credit, world = grant.steps, grant.credit, zdist.world_size()
         sums = {"loss": 0.0, "q_mean": 0.0, "td_abs": 0.0, "grad_norm": 0.0}
         params = list(self.policy.parameters())
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
@@ -252,6 +262,7 @@ class ApeX:
                                                           delta=c.huber_delta)).mean()
                 self.optimizer.zero_grad()
                 loss.backward()
+                zdist.reduce_gradients(params, weight=c.batch_size, loss=loss)  # K > 1: the mean over every shard's
                 grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
                 guard.check(step, loss=loss, grad_norm=grad_norm)
                 self.optimizer.step()
@@ -259,7 +270,7 @@ class ApeX:
                 journal.append((s["index"], replay.tree.leaves(s["index"]).copy()))
                 replay.update_priorities(s["index"], self._priority(td_np))
                 self.gradient_steps += 1
-                self.replayed += c.batch_size
+                self.replayed += world * c.batch_size
                 if self.gradient_steps % c.target_period == 0:
                     self.target.load_state_dict(self.policy.state_dict())
                 for k, v in (("loss", float(loss.detach())), ("q_mean", float(q_sa.detach().mean())),
@@ -273,12 +284,12 @@ class ApeX:
             self.credit, self.gradient_steps, self.replayed, replay.max_priority = saved
             self.target.load_state_dict(target_state)
             raise
-        self.inserted += m_new
+        self.inserted += grant.inserting
         self.updates += 1
         stats = {k: v / max(1, steps) for k, v in sums.items()}
         stats.update({"gradient_steps": float(steps), "replay_size": float(len(replay)),
                       "replay_fill": len(replay) / c.capacity, "replay_ratio": self.replayed / max(1, self.inserted),
-                      "beta": beta, "lr": c.lr, "agent_steps": float(m_new)})
+                      "beta": beta, "lr": c.lr, "agent_steps": float(grant.inserting)})
         return stats
 
     def _insert(self, batch: Batch, guard: UpdateGuard, step: int) -> None:
@@ -291,14 +302,17 @@ class ApeX:
         if c.initial_priority == "max":
             priority = np.full(s_idx.shape[0], replay.max_priority)
         else:
-            with torch.no_grad():
-                td, _ = self._td(self._tensors({k: v[s_idx] for k, v in obs_rows.items()}),
-                                 self._tensors({k: v[boot_idx] for k, v in obs_rows.items()}),
-                                 to_tensor(tr["action"], self.device), to_tensor(tr["ret"], self.device),
-                                 to_tensor(tr["disc"], self.device))
-            td_np = td.cpu().numpy()
-            if not np.isfinite(td_np).all():
-                bad = float(td_np[~np.isfinite(td_np)][0])
+            td_np = np.zeros(0, np.float32)  # no active step in the batch (e.g. every agent slot inactive)
+            if s_idx.shape[0]:
+                with torch.no_grad():
+                    td, _ = self._td(self._tensors({k: v[s_idx] for k, v in obs_rows.items()}),
+                                     self._tensors({k: v[boot_idx] for k, v in obs_rows.items()}),
+                                     to_tensor(tr["action"], self.device), to_tensor(tr["ret"], self.device),
+                                     to_tensor(tr["disc"], self.device))
+                td_np = td.cpu().numpy()
+            finite = bool(np.isfinite(td_np).all())
+            if zdist.global_any(not finite):  # K > 1: a non-finite one on any rank skips the update on every rank
+                bad = math.nan if finite else float(td_np[~np.isfinite(td_np)][0])
                 guard.restore()
                 raise NonFiniteUpdate("initial_priority", step, bad)
             priority = self._priority(td_np)
@@ -339,4 +353,29 @@ class ApeX:
             if int(rs["capacity"]) != self.config.capacity:
                 raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} transitions but algo.capacity="
                                  f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
+            self.replay = Replay.from_state_dict(rs)
+
+    def rank_state_dict(self) -> dict[str, Any]:
+        """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
+        rank): its replay shard and its sampling RNG. Ranks 1..K-1 write it beside ``latest.pt``."""
+        return {"rng": copy.deepcopy(self.rng.bit_generator.state),
+                "replay": None if self.replay is None else self.replay.state_dict()}
+
+    def load_rank_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Restore what :meth:`rank_state_dict` returned; None: an empty shard (filled from this
+        rank's next batch, its RNG drawn afresh then).
+
+        Raises:
+            ValueError: the shard's capacity differs from ``algo.capacity``.
+        """
+        self.replay = None
+        if state is None:
+            return
+        self.rng.bit_generator.state = state["rng"]
+        rs = state["replay"]
+        if rs is not None:
+            if int(rs["capacity"]) != self.config.capacity:
+                raise ValueError(f"the checkpoint's replay shard holds {rs['capacity']:,} transitions but "
+                                 f"algo.capacity={self.config.capacity:,}; resume with --set algo.capacity="
+                                 f"{rs['capacity']}")
             self.replay = Replay.from_state_dict(rs)

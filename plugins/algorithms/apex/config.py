@@ -35,15 +35,21 @@ class ApeXConfig:
     n_step: int = field(default=3, metadata=bounded(ge=1))
     """Steps of the n-step return (cut at episode ends and at the end of a sample, docs/replay.md)."""
     batch_size: int = field(default=512, metadata=bounded(ge=1))
-    """Transitions per gradient step (Ape-X: 512)."""
+    """Transitions per gradient step per trainer (Ape-X: 512): with ``trainer.count`` = K
+    data-parallel trainers a step trains on K x ``batch_size``, drawn ``batch_size`` from each
+    trainer's shard."""
     samples_per_insert: float = field(default=8.0, metadata=bounded(gt=0))
     """Rate limiter: replayed transitions per inserted transition; each update takes
-    ``floor(credit / batch_size)`` gradient steps, the remainder carried to the next update."""
+    ``floor(credit / batch_size)`` gradient steps, the remainder carried to the next update.
+    With K data-parallel trainers the credit counts every trainer's inserts and a step spends
+    K x ``batch_size`` (docs/replay.md): every rank takes the same steps."""
     capacity: int = field(default=100_000, metadata=bounded(ge=1))
-    """Replay capacity in transitions (observation rows: ``capacity x (T+1)/T`` + the final
-    observations of truncated steps; docs/replay.md states the bytes)."""
+    """Replay capacity in transitions, per trainer (observation rows: ``capacity x (T+1)/T`` +
+    the final observations of truncated steps; docs/replay.md states the bytes); K data-parallel
+    trainers each keep a shard of this size, fed by their own actors."""
     learning_starts: int = field(default=20_000, metadata=bounded(ge=0))
-    """Transitions in the replay before the first gradient step (also the rate limiter's start)."""
+    """Transitions in the replay before the first gradient step (also the rate limiter's start);
+    with data-parallel trainers, in every trainer's shard together."""
     target_period: int = field(default=2_500, metadata=bounded(ge=1))
     """Gradient steps between copies of the online network into the target network."""
     priority_alpha: float = field(default=0.6, metadata=bounded(ge=0, hint="0 = uniform sampling"))
@@ -105,17 +111,14 @@ class ApeXConfig:
         """Called by config validation before anything starts (:mod:`zoo.core.algorithm`).
 
         Raises:
-            ValueError: ``trainer.count`` > 1 (each data-parallel rank would take a different
-                number of gradient steps), or, with the ``local`` launcher (the trainer runs on
-                this machine), the replay cannot fit in the memory available here
-                (:func:`replay_memory_problem`; the trainer checks again where it runs).
+            ValueError: with the ``local`` launcher (the trainers run on this machine), the
+                replays cannot fit in the memory available here: ``trainer.count`` data-parallel
+                trainers each keep a shard of ``capacity`` transitions
+                (:func:`replay_memory_problem`; each trainer checks its own again where it runs).
         """
-        if cfg.trainer.count > 1:
-            raise ValueError(f"trainer.count={cfg.trainer.count}: apex-dqn keeps its replay in one trainer and "
-                             "does not support data-parallel trainers yet; set --set trainer.count=1")
         if getattr(cfg, "launcher", "local") != "local":
             return  # the trainer may run on another machine: it checks there
         need = experiment_replay_bytes(self.capacity, cfg, 8, self.frame_stack)  # int64 actions
-        problem = replay_memory_problem(need, available_memory())
+        problem = replay_memory_problem(need, available_memory(), int(cfg.trainer.count))
         if problem:
             raise ValueError(problem)

@@ -33,14 +33,20 @@ class R2D2Config:
     burn_in: int = field(default=40, metadata=bounded(ge=0))
     """First steps of each sequence that only unroll the recurrent state (no loss, no priority)."""
     batch_size: int = field(default=64, metadata=bounded(ge=1))
-    """Sequences per gradient step (R2D2: 64)."""
+    """Sequences per gradient step per trainer (R2D2: 64): with ``trainer.count`` = K
+    data-parallel trainers a step trains on K x ``batch_size``, drawn ``batch_size`` from each
+    trainer's shard."""
     samples_per_insert: float = field(default=1.0, metadata=bounded(gt=0))
     """Rate limiter: replayed sequences per inserted sequence; each update takes
-    ``floor(credit / batch_size)`` gradient steps, the remainder carried to the next update."""
+    ``floor(credit / batch_size)`` gradient steps, the remainder carried to the next update.
+    With K data-parallel trainers the credit counts every trainer's inserts and a step spends
+    K x ``batch_size`` (docs/replay.md): every rank takes the same steps."""
     capacity: int = field(default=10_000, metadata=bounded(ge=1))
-    """Replay capacity in sequences."""
+    """Replay capacity in sequences, per trainer (K data-parallel trainers each keep a shard of
+    this size, fed by their own actors)."""
     learning_starts: int = field(default=500, metadata=bounded(ge=0))
-    """Sequences in the replay before the first gradient step (also the rate limiter's start)."""
+    """Sequences in the replay before the first gradient step (also the rate limiter's start);
+    with data-parallel trainers, in every trainer's shard together."""
     target_period: int = field(default=2_500, metadata=bounded(ge=1))
     """Gradient steps between copies of the online network into the target network (R2D2: 2,500)."""
     priority_eta: float = field(default=0.9, metadata=bounded(ge=0, le=1))
@@ -104,8 +110,9 @@ class R2D2Config:
 
         Raises:
             ValueError: ``algo.sequence_length`` is longer than ``sample_length`` (sequences are
-                cut inside each sample), ``trainer.count`` > 1, one batch's sequences do not fit
-                in ``capacity``, or (``local`` launcher) the replay does not fit in memory.
+                cut inside each sample), one batch's sequences do not fit in ``capacity``, or
+                (``local`` launcher) the replays do not fit in memory (``trainer.count``
+                data-parallel trainers each keep a shard of ``capacity`` sequences).
         """
         from zoo.core.config import batch_agent_steps
         from zoo.plugins.algorithms.replay import available_memory
@@ -114,9 +121,6 @@ class R2D2Config:
         if self.sequence_length > T:
             raise ValueError(f"algo.sequence_length={self.sequence_length} is longer than sample_length={T}: "
                              f"sequences are cut inside each sample; set --set algo.sequence_length={T} or less")
-        if cfg.trainer.count > 1:
-            raise ValueError(f"trainer.count={cfg.trainer.count}: r2d2 keeps its replay in one trainer and does "
-                             "not support data-parallel trainers yet; set --set trainer.count=1")
         steps, _ = batch_agent_steps(cfg, cfg.spec)
         per_batch = (steps // T) * (len(range(0, T - self.sequence_length + 1, self.period)))
         if per_batch > self.capacity:
@@ -132,6 +136,6 @@ class R2D2Config:
         stacks = {k: 1 for k, (shape, dtype) in obs.items() if auto and is_frame_stack(shape, dtype)}
         need = sequence_replay_bytes(self.capacity, T, self.sequence_length, self.period, steps // T, obs,
                                      2 * self.lstm, stacks)
-        problem = sequence_memory_problem(need, available_memory())
+        problem = sequence_memory_problem(need, available_memory(), trainers=int(cfg.trainer.count))
         if problem:
             raise ValueError(problem)

@@ -15,7 +15,9 @@ sequences (:func:`~zoo.plugins.algorithms.r2d2.sequences.cut_sequences`) and ins
 initial priorities from the current networks (``initial_priority=td``) or the largest so far.
 Loss per sampled sequence ``i``: ``w_i * mean_t 0.5 * delta_t^2`` over its trained steps (after
 the burn-in, active), mean over the batch; Adam; global gradient-norm clipping; the target
-network copies the online one every ``target_period`` gradient steps.
+network copies the online one every ``target_period`` gradient steps. Data-parallel trainers
+(``trainer.count`` = K) as for apex-dqn: a sequence-replay shard per rank, one global grant (K x
+``batch_size`` sequences a step), gradients all-reduced (docs/replay.md, "Data-parallel trainers").
 """
 from __future__ import annotations
 
@@ -39,7 +41,13 @@ from zoo.plugins.algorithms.r2d2.config import R2D2Config
 from zoo.plugins.algorithms.r2d2.networks import RecurrentQNetwork
 from zoo.plugins.algorithms.r2d2.replay import SequenceReplay, make_sequence_replay
 from zoo.plugins.algorithms.r2d2.sequences import cut_sequences, h, h_inv, sequence_priority
-from zoo.plugins.algorithms.replay import available_memory, check_q_learning_spec, observation_rows
+from zoo.plugins.algorithms.replay import (
+    available_memory,
+    check_q_learning_spec,
+    global_rate_limited_steps,
+    observation_rows,
+    rank_rng,
+)
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "rnn_state")
@@ -113,9 +121,7 @@ class R2D2:
 
     def __init__(self, config: R2D2Config, spec: EnvSpec, seed: int) -> None:
         self.check_spec(spec)
-        if zdist.world_size() > 1:
-            raise ValueError("r2d2 does not support data-parallel trainers yet; set --set trainer.count=1")
-        self.config, self.spec = config, spec
+        self.config, self.spec, self.seed = config, spec, seed
         self.device = torch.device(config.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -131,6 +137,12 @@ class R2D2:
         self.inserted = 0  # sequences inserted
         self.replayed = 0  # sequences sampled for gradient steps
         self.credit = 0.0  # the rate limiter's credit, in sequences
+
+    @property
+    def replicated(self) -> nn.Module:
+        """What data-parallel trainers copy from rank 0 when they join: the online and the target
+        network (every rank then starts from identical weights, fresh or resumed)."""
+        return nn.ModuleDict({"policy": self.policy, "target": self.target})
 
     @property
     def beta(self) -> float:
@@ -225,7 +237,9 @@ class R2D2:
             ``grad_norm`` (before clipping), ``gradient_steps``, ``replay_size`` (valid
             sequences), ``replay_fill``, ``replay_ratio`` (replayed / inserted sequences over the
             run), ``beta``, ``lr``, ``agent_steps``, ``sequences`` (inserted now). Zeros for the
-            step statistics when no step was taken.
+            step statistics when no step was taken. Data-parallel trainers: every statistic is
+            this rank's except ``replay_ratio`` (every rank's sequences; the rate limiter is
+            global, :func:`~zoo.plugins.algorithms.replay.global_rate_limited_steps`).
 
         Raises:
             KeyError: a required batch key is missing.
@@ -241,6 +255,7 @@ class R2D2:
         seqs = cut_sequences(batch, c.sequence_length, c.period, c.burn_in, c.gamma, c.n_step)
         if self.replay is None:
             self.replay = self._make_replay(batch)
+            self.rng = rank_rng(self.seed, zdist.rank()) if zdist.rank() else self.rng  # each shard its own draws
         replay = self.replay
         m_new = int(seqs["action"].shape[0])
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones(np.shape(batch["reward"]), bool)
@@ -249,10 +264,9 @@ class R2D2:
         target_state = {k: v.clone() for k, v in self.target.state_dict().items()}
         guard = UpdateGuard(self.policy, self.optimizer, self.rng)
         journal: list[tuple[np.ndarray, np.ndarray]] = []
-        if len(replay) + m_new >= c.learning_starts:
-            self.credit += m_new * c.samples_per_insert
-        steps = int(self.credit // c.batch_size) if len(replay) > 0 else 0
-        self.credit -= steps * c.batch_size
+        grant = global_rate_limited_steps(self.credit, len(replay), m_new, learning_starts=c.learning_starts,
+                                          samples_per_insert=c.samples_per_insert, batch_size=c.batch_size)
+        steps, self.credit, world = grant.steps, grant.credit, zdist.world_size()
         sums = {"loss": 0.0, "q_mean": 0.0, "td_abs": 0.0, "grad_norm": 0.0}
         params = list(self.policy.parameters())
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
@@ -266,6 +280,7 @@ class R2D2:
                 loss = (to_tensor(s["weight"], self.device) * per_seq).mean()
                 self.optimizer.zero_grad()
                 loss.backward()
+                zdist.reduce_gradients(params, weight=c.batch_size, loss=loss)  # K > 1: the mean over every shard's
                 grad_norm = nn.utils.clip_grad_norm_(params, max_norm)
                 guard.check(step, loss=loss, grad_norm=grad_norm)
                 self.optimizer.step()
@@ -274,7 +289,7 @@ class R2D2:
                 journal.append((s["index"], replay.tree.leaves(s["index"]).copy()))
                 replay.update_priorities(s["index"], self._priority(td_abs, mask_np))
                 self.gradient_steps += 1
-                self.replayed += c.batch_size
+                self.replayed += world * c.batch_size
                 if self.gradient_steps % c.target_period == 0:
                     self.target.load_state_dict(self.policy.state_dict())
                 n_m = max(1, int(mask_np.sum()))
@@ -289,8 +304,9 @@ class R2D2:
                 with torch.no_grad():
                     td, _, mask = self.sequence_td(seqs)
                 td_np = td.cpu().numpy()
-                if not np.isfinite(td_np).all():
-                    bad = float(td_np[~np.isfinite(td_np)][0])
+                finite = bool(np.isfinite(td_np).all())
+                if zdist.global_any(not finite):  # K > 1: a non-finite one on any rank skips the update on all
+                    bad = math.nan if finite else float(td_np[~np.isfinite(td_np)][0])
                     guard.restore()
                     raise NonFiniteUpdate("initial_priority", steps, bad)
                 priority = self._priority(np.abs(td_np), mask.cpu().numpy())
@@ -302,7 +318,7 @@ class R2D2:
             self.credit, self.gradient_steps, self.replayed, replay.max_priority = saved
             self.target.load_state_dict(target_state)
             raise
-        self.inserted += m_new
+        self.inserted += grant.inserting
         self.updates += 1
         stats = {k: v / max(1, steps) for k, v in sums.items()}
         stats.update({"gradient_steps": float(steps), "replay_size": float(len(replay)),
@@ -343,5 +359,30 @@ class R2D2:
             return
         if int(rs["capacity"]) != self.config.capacity:
             raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} sequences but algo.capacity="
+                             f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
+        self.replay = SequenceReplay.from_state_dict(rs)
+
+    def rank_state_dict(self) -> dict[str, Any]:
+        """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
+        rank): its replay shard and its sampling RNG. Ranks 1..K-1 write it beside ``latest.pt``."""
+        return {"rng": copy.deepcopy(self.rng.bit_generator.state),
+                "replay": None if self.replay is None else self.replay.state_dict()}
+
+    def load_rank_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Restore what :meth:`rank_state_dict` returned; None: an empty shard (filled from this
+        rank's next batch, its RNG drawn afresh then).
+
+        Raises:
+            ValueError: the shard's capacity differs from ``algo.capacity``.
+        """
+        self.replay = None
+        if state is None:
+            return
+        self.rng.bit_generator.state = state["rng"]
+        rs = state["replay"]
+        if rs is None:
+            return
+        if int(rs["capacity"]) != self.config.capacity:
+            raise ValueError(f"the checkpoint's replay shard holds {rs['capacity']:,} sequences but algo.capacity="
                              f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
         self.replay = SequenceReplay.from_state_dict(rs)

@@ -364,10 +364,13 @@ def make_sequence_replay(capacity: int, sample_length: int, m: int, period: int,
     return SequenceReplay(capacity, need.rows, need.frames), need
 
 
-def sequence_memory_problem(need: SequenceReplayBytes, avail: int | None) -> str | None:
-    """The refusal (with the arithmetic) when ``need`` is more than ``avail`` bytes; None when it
-    fits or ``avail`` is unknown."""
-    if avail is None or need.total <= avail:
+def sequence_memory_problem(need: SequenceReplayBytes, avail: int | None, trainers: int = 1) -> str | None:
+    """The refusal (with the arithmetic) when ``trainers`` shards of ``need`` bytes each (one per
+    data-parallel trainer, ``trainer.count``) are more than ``avail`` bytes; None when they fit or
+    ``avail`` is unknown."""
+    if avail is None or need.total * trainers <= avail:
         return None
-    return (f"algo.capacity={need.capacity:,} sequences need {need.describe()}, more than the {_size(avail)} "
-            "available; lower --set algo.capacity or algo.sequence_length")
+    each = "" if trainers == 1 else f" per trainer x trainer.count={trainers} = {_size(need.total * trainers)}"
+    return (f"algo.capacity={need.capacity:,} sequences need {need.describe()}{each}, more than the "
+            f"{_size(avail)} available; lower --set algo.capacity or algo.sequence_length"
+            + ("" if trainers == 1 else " or trainer.count"))

@@ -43,15 +43,20 @@ class SACConfig:
     """Steps of the return (1: the soft Bellman target of the paper; cut at episode ends and at the
     end of a sample, docs/replay.md). Uncorrected n-step returns are biased off-policy."""
     batch_size: int = field(default=256, metadata=bounded(ge=1))
-    """Transitions per gradient step."""
+    """Transitions per gradient step per trainer: with ``trainer.count`` = K data-parallel
+    trainers a step trains on K x ``batch_size``, drawn ``batch_size`` from each trainer's shard."""
     samples_per_insert: float = field(default=256.0, metadata=bounded(gt=0))
     """Rate limiter: replayed transitions per inserted transition (256 = one gradient step of 256
-    per env step, CleanRL's ratio); each update takes ``floor(credit / batch_size)`` steps."""
+    per env step, CleanRL's ratio); each update takes ``floor(credit / batch_size)`` steps. With
+    K data-parallel trainers the credit counts every trainer's inserts and a step spends K x
+    ``batch_size`` (docs/replay.md): every rank takes the same steps."""
     capacity: int = field(default=1_000_000, metadata=bounded(ge=1))
-    """Replay capacity in transitions (docs/replay.md states the bytes)."""
+    """Replay capacity in transitions, per trainer (docs/replay.md states the bytes); K
+    data-parallel trainers each keep a shard of this size, fed by their own actors."""
     learning_starts: int = field(default=5_000, metadata=bounded(ge=0))
-    """Transitions in the replay before the first gradient step; until then the actors take
-    uniformly random actions (``uniform_warmup``)."""
+    """Transitions in the replay (data-parallel trainers: in every trainer's shard together)
+    before the first gradient step; until then the actors take uniformly random actions
+    (``uniform_warmup``)."""
     uniform_warmup: bool = True
     """Act uniformly at random within the action bounds until the replay holds ``learning_starts``
     transitions (the policy's ``warmup`` flag, published with its weights; docs/replay.md)."""
@@ -108,18 +113,16 @@ class SACConfig:
         """Called by config validation before anything starts (:mod:`zoo.core.algorithm`).
 
         Raises:
-            ValueError: ``trainer.count`` > 1, or, with the ``local`` launcher, the replay cannot fit
-                in the memory available here (the trainer checks again where it runs).
+            ValueError: with the ``local`` launcher, the replays cannot fit in the memory available
+                here: ``trainer.count`` data-parallel trainers each keep a shard of ``capacity``
+                transitions (each trainer checks its own again where it runs).
         """
         import numpy as np
 
-        if cfg.trainer.count > 1:
-            raise ValueError(f"trainer.count={cfg.trainer.count}: sac keeps its replay in one trainer and "
-                             "does not support data-parallel trainers yet; set --set trainer.count=1")
         if getattr(cfg, "launcher", "local") != "local":
             return
         dims = int(np.prod(getattr(cfg.spec.action_space, "shape", ()) or (1,), dtype=np.int64))
         need = experiment_replay_bytes(self.capacity, cfg, 4 * dims, self.frame_stack)  # float32 actions
-        problem = replay_memory_problem(need, available_memory())
+        problem = replay_memory_problem(need, available_memory(), int(cfg.trainer.count))
         if problem:
             raise ValueError(problem)

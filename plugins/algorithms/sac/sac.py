@@ -22,6 +22,9 @@ transitions sampled from the replay (uniformly by default):
 truncated step bootstraps from its ``final_obs`` (docs/replay.md). The replay, the rate limiter
 and the batch-to-transitions step are :mod:`zoo.plugins.algorithms.replay`, as for Ape-X DQN:
 ``update(batch)`` takes the gradient steps the rate limiter grants, then inserts the batch.
+With ``trainer.count`` = K data-parallel trainers each rank keeps a replay shard fed by its own
+actors, all take the steps of one global grant, and the Q, policy and temperature gradients are
+all-reduced in every step (docs/replay.md, "Data-parallel trainers").
 
 **Exploration.** The policy workers sample from the policy. Until the replay holds
 ``learning_starts`` transitions they act uniformly at random within the bounds instead
@@ -52,7 +55,13 @@ from zoo.core.algorithm import Batch, NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.options import ConfigError
 from zoo.plugins.algorithms.encoders import is_image_space
-from zoo.plugins.algorithms.replay import Replay, batch_transitions, make_replay, rate_limited_steps
+from zoo.plugins.algorithms.replay import (
+    Replay,
+    batch_transitions,
+    global_rate_limited_steps,
+    make_replay,
+    rank_rng,
+)
 from zoo.plugins.algorithms.sac.config import (  # noqa: F401 (re-exported) torch-free, loaded first by zoo train
     SACConfig,
     available_memory,
@@ -172,9 +181,7 @@ class SAC:
 
     def __init__(self, config: SACConfig, spec: EnvSpec, seed: int) -> None:
         self.check_spec(spec)
-        if zdist.world_size() > 1:
-            raise ValueError("sac does not support data-parallel trainers yet; set --set trainer.count=1")
-        self.config, self.spec = config, spec
+        self.config, self.spec, self.seed = config, spec, seed
         self.device = torch.device(config.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -198,6 +205,17 @@ class SAC:
         self.credit = 0.0
 
     # -- helpers ---------------------------------------------------------------------
+    @property
+    def replicated(self) -> nn.Module:
+        """What data-parallel trainers copy from rank 0 when they join: the policy (with its
+        ``warmup`` flag), both Q networks, their targets and log alpha."""
+        return self.nets
+
+    def _seed_rank(self, rank: int) -> None:
+        """Data-parallel rank ``rank`` > 0 samples its shard and its actions from streams of its own."""
+        self.rng = rank_rng(self.seed, rank)
+        self.generator.manual_seed(int(np.random.SeedSequence([self.seed, rank]).generate_state(1)[0]))
+
     @property
     def alpha(self) -> float:
         return float(self.nets.log_alpha.detach().exp())
@@ -240,7 +258,10 @@ class SAC:
             ``policy_grad_norm``; and ``alpha`` (after the update), ``gradient_steps``,
             ``replay_size``, ``replay_fill``, ``replay_ratio`` (replayed / inserted over the run),
             ``warmup`` (1 while the actors act uniformly), ``agent_steps`` (inserted now). Zeros
-            for the step statistics when no step was taken.
+            for the step statistics when no step was taken. Data-parallel trainers: the step
+            statistics and ``replay_size`` / ``replay_fill`` are this rank's (its shard),
+            ``agent_steps`` and ``replay_ratio`` count every rank's transitions, and ``warmup``
+            ends when all shards together hold ``learning_starts``.
 
         Raises:
             KeyError: a required batch key is missing.
@@ -255,6 +276,8 @@ class SAC:
         T, B = reward.shape
         if self.replay is None:
             self.replay = self._make_replay(batch)
+            if zdist.rank():
+                self._seed_rank(zdist.rank())
         replay = self.replay
         active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
         m_new = int(active.sum())
@@ -263,8 +286,9 @@ class SAC:
         guard = _Guard(self.nets, [self.q_optimizer, self.policy_optimizer, self.alpha_optimizer], self.rng,
                        self.generator)
         journal: list[tuple[np.ndarray, np.ndarray]] = []
-        steps, self.credit = rate_limited_steps(self.credit, len(replay), m_new, learning_starts=c.learning_starts,
-                                                samples_per_insert=c.samples_per_insert, batch_size=c.batch_size)
+        grant = global_rate_limited_steps(self.credit, len(replay), m_new, learning_starts=c.learning_starts,
+                                          samples_per_insert=c.samples_per_insert, batch_size=c.batch_size)
+        steps, self.credit, world = grant.steps, grant.credit, zdist.world_size()
         names = ("q_loss", "policy_loss", "alpha_loss", "q_mean", "entropy", "q_grad_norm", "policy_grad_norm")
         sums = dict.fromkeys(names, 0.0)
         max_norm = c.max_grad_norm if c.max_grad_norm > 0 else math.inf
@@ -283,6 +307,7 @@ class SAC:
                 q_loss = (w * (td1 * td1 + td2 * td2)).mean()
                 self.q_optimizer.zero_grad()
                 q_loss.backward()
+                zdist.reduce_gradients(q_params, weight=c.batch_size, loss=q_loss)  # K > 1: mean over every shard's
                 q_norm = nn.utils.clip_grad_norm_(q_params, max_norm)
                 guard.check(step, q_loss=q_loss, q_grad_norm=q_norm)
                 self.q_optimizer.step()
@@ -297,6 +322,7 @@ class SAC:
                 policy_loss = (alpha * logp - torch.minimum(q1_pi, q2_pi)).mean()
                 self.policy_optimizer.zero_grad()
                 policy_loss.backward()
+                zdist.reduce_gradients(pi_params, weight=c.batch_size, loss=policy_loss)
                 pi_norm = nn.utils.clip_grad_norm_(pi_params, max_norm)
                 guard.check(step, policy_loss=policy_loss, policy_grad_norm=pi_norm)
                 self.policy_optimizer.step()
@@ -305,7 +331,9 @@ class SAC:
                 if c.autotune:
                     self.alpha_optimizer.zero_grad()
                     alpha_loss.backward()
-                    guard.check(step, alpha_loss=alpha_loss)
+                    zdist.reduce_gradients([self.nets.log_alpha], weight=c.batch_size, loss=alpha_loss)
+                    alpha_grad = self.nets.log_alpha.grad
+                    guard.check(step, alpha_loss=alpha_loss, alpha_grad=0.0 if alpha_grad is None else alpha_grad)
                     self.alpha_optimizer.step()
                 polyak_update(self.nets.q_target, self.nets.q, c.tau)
 
@@ -315,7 +343,7 @@ class SAC:
                     pr = (td.cpu().numpy().astype(np.float64) + c.priority_eps) ** c.priority_alpha
                     replay.update_priorities(s["index"], pr)
                 self.gradient_steps += 1
-                self.replayed += c.batch_size
+                self.replayed += world * c.batch_size
                 for k, v in (("q_loss", q_loss), ("policy_loss", policy_loss), ("alpha_loss", alpha_loss),
                              ("q_mean", q1.mean()), ("entropy", -logp.mean()), ("q_grad_norm", q_norm),
                              ("policy_grad_norm", pi_norm)):
@@ -329,14 +357,14 @@ class SAC:
                 replay.tree.update(idx, old)
             self.credit, self.gradient_steps, self.replayed, replay.max_priority = saved
             raise
-        self.inserted += m_new
+        self.inserted += grant.inserting
         self.updates += 1
-        if len(replay) >= c.learning_starts:
+        if grant.replay_size + grant.inserting >= c.learning_starts:  # every rank's shards together
             self.policy.warmup.fill_(0.0)
         stats = {k: v / max(1, steps) for k, v in sums.items()}
         stats.update({"alpha": self.alpha, "gradient_steps": float(steps), "replay_size": float(len(replay)),
                       "replay_fill": len(replay) / c.capacity, "replay_ratio": self.replayed / max(1, self.inserted),
-                      "warmup": float(self.policy.warmup), "agent_steps": float(m_new)})
+                      "warmup": float(self.policy.warmup), "agent_steps": float(grant.inserting)})
         return stats
 
     # -- checkpoints -----------------------------------------------------------------
@@ -386,4 +414,31 @@ class SAC:
             if int(rs["capacity"]) != self.config.capacity:
                 raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} transitions but algo.capacity="
                                  f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
+            self.replay = Replay.from_state_dict(rs)
+
+    def rank_state_dict(self) -> dict[str, Any]:
+        """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
+        rank): its replay shard, its sampling RNG and its torch generator. Ranks 1..K-1 write it beside
+        ``latest.pt``."""
+        return {"rng": copy.deepcopy(self.rng.bit_generator.state), "generator": self.generator.get_state(),
+                "replay": None if self.replay is None else self.replay.state_dict()}
+
+    def load_rank_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Restore what :meth:`rank_state_dict` returned; None: an empty shard (filled from this
+        rank's next batch, its RNGs drawn afresh then).
+
+        Raises:
+            ValueError: the shard's capacity differs from ``algo.capacity``.
+        """
+        self.replay = None
+        if state is None:
+            return
+        self.rng.bit_generator.state = state["rng"]
+        self.generator.set_state(state["generator"])
+        rs = state["replay"]
+        if rs is not None:
+            if int(rs["capacity"]) != self.config.capacity:
+                raise ValueError(f"the checkpoint's replay shard holds {rs['capacity']:,} transitions but "
+                                 f"algo.capacity={self.config.capacity:,}; resume with --set algo.capacity="
+                                 f"{rs['capacity']}")
             self.replay = Replay.from_state_dict(rs)
