@@ -334,13 +334,14 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
         resolve_env,
     )
     from zoo.core.env import PAD_SEP
+    from zoo.core.policies import INIT_WEIGHTS
     from zoo.core.registry import UnknownComponentError
 
     tables: dict[str, Any] = config["policies"]
     names = list(tables)
     source = run_dir / "config.json"
     _refuse_unknown_swaps(swaps, names, run_dir, named=True)
-    files: dict[str, tuple[Path, bool]] = {}
+    files: dict[str, tuple[Path | None, bool]] = {}  # None: a frozen policy's initial weights ("init")
     if file is not None:
         owner = file.parent.name if file.parent.parent.name == "checkpoints" else None
         if owner not in tables:
@@ -368,6 +369,9 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
             files[name] = (own, False)
         else:
             weights = table.get("weights")
+            if weights == INIT_WEIGHTS:  # its initial weights, built below as its trainer would
+                files[name] = (None, False)
+                continue
             if not isinstance(weights, str) or not Path(weights).is_file():
                 raise RunError(f"frozen policy {name}'s weights ({weights!r} in {source}) do not exist; play a "
                                f"checkpoint in their place with --policy {name}=CHECKPOINT")
@@ -410,10 +414,13 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
             raise RunError(f"run {str(run_dir)!r} cannot be rebuilt: policy {name}: {exc}") from None
         algo_cls = algorithm_config_class(algo)
         holder = ExperimentConfig(algo_name=algo_name, env_name=env_name, algo=algo_cls() if algo_cls else None)
-        try:
-            ckpt = _torch_load(checkpoint)
-        except RunError as exc:
-            raise RunError(f"{what}: {exc}" if swapped else str(exc)) from None
+        if checkpoint is None:  # frozen at its initial weights: those its trainer would start from
+            ckpt = _initial_checkpoint(registry, config, tables, name, holder, spec.subset(agents), source)
+        else:
+            try:
+                ckpt = _torch_load(checkpoint)
+            except RunError as exc:
+                raise RunError(f"{what}: {exc}" if swapped else str(exc)) from None
         state = ckpt.get("algorithm") if isinstance(ckpt, dict) else None
         if not isinstance(state, dict) or not isinstance(state.get("policy"), dict):
             raise RunError(f"{what}: {str(checkpoint)!r} is not a Zoo checkpoint (no algorithm policy state in it)")
@@ -455,6 +462,27 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
     algos = "/".join(dict.fromkeys(seat.algo_name for seat in seats))
     return Evaluation(run_dir, lead.checkpoint or run_dir, config, algos, env_name, lead.policy, make_env,
                       env_component.option("renderer"), lead.counters, seats)
+
+
+def _initial_checkpoint(registry, config: dict[str, Any], tables: dict[str, Any], name: str, holder: Any, spec: Any,
+                        source: Path) -> dict[str, Any]:
+    """A checkpoint-shaped dict of policy ``name``'s initial weights (``weights = "init"``):
+    :func:`zoo.core.workers.trainer.initial_policy_state` with the run's seed and its options
+    from ``config.json``, version 0."""
+    from types import SimpleNamespace
+
+    from zoo.core.config import ConfigError, apply_mapping
+    from zoo.core.workers.trainer import initial_policy_state
+
+    table = tables[name]
+    try:
+        apply_mapping(holder, {"algo": table["algo"]} if isinstance(table.get("algo"), dict) else {},
+                      source=f"{source} policies.{name}")
+    except ConfigError as exc:
+        raise RunError(str(exc).splitlines()[0]) from None
+    view = SimpleNamespace(policies=SimpleNamespace(named=dict(tables)), seed=int(config.get("seed", 0) or 0),
+                           algo=holder.algo, algo_name=holder.algo_name)
+    return {"algorithm": {"policy": initial_policy_state(registry, view, spec, name)}, "policy_version": 0}
 
 
 class RenderError(ValueError):

@@ -158,6 +158,38 @@ def _devices(cfg: Any, count: int) -> list[str] | None:
     return [worker_device(device, r) for r in range(count)] if isinstance(device, str) else None
 
 
+def initial_seed(cfg: Any, policy: str, attempt: int = 0) -> int:
+    """The seed a policy's trainers build its algorithm with, and so its initial weights:
+    ``derive_seed(cfg.seed, "trainer", which, attempt)`` with ``which`` the policy's position in
+    the run's declaration order (0 for the implicit policy ``""``), so two policies of one
+    algorithm start from different weights; the attempt of a restarted trainer draws new ones."""
+    which = list(cfg.policies.named).index(policy) if policy else 0
+    return derive_seed(cfg.seed, "trainer", which, attempt=attempt)
+
+
+def initial_policy_state(registry: Any, cfg: Any, spec: Any, policy: str) -> dict[str, Any]:
+    """The initial (seeded, untrained) weights of named policy ``policy``: the ``state_dict()``
+    of the policy network of its algorithm built as its first trainer builds it (the seed of
+    :func:`initial_seed` with attempt 0, ``cfg`` the policy's view, ``spec`` its agents'), on
+    the CPU, under a forked torch RNG (the caller's generator is untouched). Bitwise the
+    version-0 weights a trainable run of the same config and seed starts from, for algorithms
+    that initialise their networks on the CPU before moving them (every built-in one). What a
+    frozen policy with ``weights = "init"`` serves (docs/policies.md). Returns ``{name: CPU
+    tensor}``."""
+    import dataclasses
+
+    import torch
+
+    seed = initial_seed(cfg, policy)
+    algo_cfg = cfg.algo
+    if isinstance(getattr(algo_cfg, "device", None), str):
+        algo_cfg = dataclasses.replace(algo_cfg, device="cpu")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        algo = registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, seed)
+        return {k: v.detach().cpu().clone() for k, v in algo.policy.state_dict().items()}
+
+
 def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
     """The trainer's algorithm (``cfg.algo_name`` with ``cfg.algo``) on this rank's device
     (``devices[ctx.rank]``; None: the algorithm has no ``device`` option), after setting
@@ -174,8 +206,7 @@ def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
     # (its checkpoint, when there is one, then restores the state it continues from).
     # Named policies: the policy's position in the run's declaration order, so two policies of one
     # algorithm start from different weights.
-    which = list(cfg.policies.named).index(ctx.policy) if ctx.policy else 0
-    seed = derive_seed(cfg.seed, "trainer", which, attempt=ctx.attempt)
+    seed = initial_seed(cfg, ctx.policy, ctx.attempt)
     torch.manual_seed(seed)
     algo_cfg = cfg.algo
     if devices is not None and devices[rank] != algo_cfg.device:
