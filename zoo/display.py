@@ -211,14 +211,28 @@ def policy_fields(entry: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+WAITING = "waiting for its first update"
+
+
+def waiting(entry: dict[str, Any]) -> bool:
+    """Whether a trainable policy's entry is from before its first update: nothing heard from
+    it yet, or its status says ``updates`` 0 (a fresh run: version 0, nothing trained, no lag).
+    Both show :data:`WAITING`, so two policies at the same point read alike."""
+    return not entry.get("frozen") and (not entry or entry.get("updates") == 0)
+
+
 def format_policy_line(name: str, entry: dict[str, Any]) -> str:
     """The plain line of one named policy, e.g. ``policy rest: version=12 updates=12
     trained=2,112 return=-31.2 lag=0.4/1 dropped=0 (0.0%) pg_loss=0.0123 v_loss=0.512``; a frozen policy:
-    ``policy opponent: frozen return=-20.0``; nothing heard from it yet: ``policy rest:
-    waiting for its first update``."""
+    ``policy opponent: frozen return=-20.0``; before its first update (nothing heard from it
+    yet, or a status of update 0: :func:`waiting`): ``policy rest: waiting for its first
+    update``, then its return when episodes have it."""
+    if waiting(entry):
+        ret = [f"{label}={text}" for label, text in policy_fields(entry) if label == "return"]
+        return f"policy {name}: " + " ".join([WAITING] + ret)
     parts = ["frozen"] if entry.get("frozen") else []
     parts += [f"{label}={text}" for label, text in policy_fields(entry)]
-    return f"policy {name}: " + (" ".join(parts) if parts else "waiting for its first update")
+    return f"policy {name}: " + (" ".join(parts) if parts else WAITING)
 
 
 def format_status_line(status: dict[str, Any]) -> str:
@@ -446,7 +460,8 @@ class Display:
 
     def _policy_table(self, policies: dict[str, dict[str, Any]]) -> Table:
         """One row per named policy: its name (``(frozen)``), then a column per figure any has."""
-        rows = {name: dict(policy_fields(entry)) for name, entry in policies.items()}
+        rows = {name: {k: v for k, v in policy_fields(entry) if not waiting(entry) or k == "return"}
+                for name, entry in policies.items()}
         labels: list[str] = []
         for fields in rows.values():
             labels += [label for label in fields if label not in labels]
@@ -457,6 +472,8 @@ class Display:
         for name, fields in rows.items():
             frozen = policies[name].get("frozen")
             cells = [fields.get(label, "frozen" if frozen and label == "version" else "") for label in labels]
+            if waiting(policies[name]):
+                name += f" ({WAITING})"
             table.add_row(name + (" (frozen)" if frozen else ""), *cells)
         return table
 

@@ -26,8 +26,9 @@ REST = {"type": "status", "role": "trainer", "index": 1, "policy": "rest", "poli
         "episode_return_mean": None, "policy_lag_mean": 0.5, "policy_lag_max": 2, "pg_loss": 0.0042, "v_loss": 1.25}
 POLICIES = {"lead": True, "rest": True, "opp": False}
 LEAD_ENTRY = {"policy_version": 12, "updates": 12, "env_steps": 2400, "trained_env_steps": 2304,
-              "trained_samples": 2304, "dropped_samples": 0, "actor_dropped_samples": 0, "dropped_fraction": 0.0, "policy_lag_mean": 0.43,
-              "policy_lag_max": 1, "pg_loss": -0.0123, "v_loss": 0.5, "episode_return_mean": -25.04}
+              "trained_samples": 2304, "dropped_samples": 0, "actor_dropped_samples": 0, "dropped_fraction": 0.0,
+              "policy_lag_mean": 0.43, "policy_lag_max": 1, "pg_loss": -0.0123, "v_loss": 0.5,
+              "episode_return_mean": -25.04}
 
 
 def merged() -> dict:
@@ -272,3 +273,22 @@ def test_a_frozen_policys_row_shows_the_version_its_policy_worker_serves():
     shown = statuses.offer(dict(LEAD))
     assert shown["policies"]["opp"] == {"frozen": True, "policy_version": 120}
     assert format_status_line(shown).splitlines()[-1] == "policy opp: frozen version=120"
+
+
+def test_before_their_first_update_every_policy_reads_alike():
+    # the first status line of a run: lead reported its update-0 status, rest nothing yet; it read
+    # "policy lead: version=0 updates=0 lag=0.0/0 dropped=0 (0.0%)" above "policy rest: waiting for its first update"
+    first = {**{k: v for k, v in LEAD.items() if k not in ("pg_loss", "v_loss", "lead_return", "rest_return")},
+             "policy_version": 0, "updates": 0, "env_steps": 0, "frames": 0, "episodes": 0, "trained_env_steps": 0,
+             "trained_samples": 0, "episode_return_mean": None, "policy_lag_mean": 0.0, "policy_lag_max": 0}
+    shown = PolicyStatuses(POLICIES).offer(first)
+    assert format_status_line(shown).splitlines() == [
+        "env_steps=0/3,000 (0.0%) frames=0 return=n/a episodes=0",
+        "policy lead: waiting for its first update",
+        "policy rest: waiting for its first update",
+        "policy opp: frozen"]
+    out = io.StringIO()
+    with Display(Console(file=out, force_terminal=True, width=160, color_system=None), title="spread") as display:
+        display(shown)
+    lines = [" ".join(line.split()) for line in out.getvalue().splitlines()]
+    assert "lead (waiting for its first update)" in lines and "rest (waiting for its first update)" in lines
