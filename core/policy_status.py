@@ -86,6 +86,19 @@ class PolicyStatuses:
         self.newest = status
         return self.merged()
 
+    def serve(self, served: dict[str, int]) -> dict[str, Any] | None:
+        """Take the versions the frozen policies' workers serve (the controller's
+        :func:`~zoo.core.controller.served_versions`, after each policy worker's heartbeat): the
+        status to show when one changed after a trainer's status was shown, else None. An
+        opponent follows its source's parameter stream, and its worker's heartbeat saying it
+        serves the source's version N comes after the source's status of version N: merged only
+        on the trainers' statuses, its row stayed a version behind until the next status."""
+        changed = {k: v for k, v in served.items() if self.served.get(k) != v}
+        if not changed:
+            return None
+        self.served.update(changed)
+        return self.merged() if self.policies and self.latest else None
+
     def merged(self) -> dict[str, Any]:
         """The run-level keys of the episode writer's latest status and every policy's entry."""
         base = self.latest.get(self.writer or "") or self.newest or {}

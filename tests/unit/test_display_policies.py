@@ -292,3 +292,36 @@ def test_before_their_first_update_every_policy_reads_alike():
         display(shown)
     lines = [" ".join(line.split()) for line in out.getvalue().splitlines()]
     assert "lead (waiting for its first update)" in lines and "rest (waiting for its first update)" in lines
+
+
+def test_an_opponents_row_follows_the_version_its_worker_serves_without_waiting_for_a_trainers_status():
+    from types import SimpleNamespace
+
+    from zoo.core.controller import served_versions
+    from zoo.core.graph import PolicyCounts
+    from zoo.core.health import Health
+
+    # learner (trainable) and opp, an opponent following learner's parameter stream (docs/history.md)
+    layout = [PolicyCounts("learner", "learner", True, False, 1, 1, 0, 0),
+              PolicyCounts("opp", "opp", False, False, 1, 0, 1, 1)]
+    graph = SimpleNamespace(named=True, layout=layout)
+    health = Health([("trainer", 0), ("policy", 0), ("policy", 1)], run_dir=None, interval_s=2.0, listener=None,
+                    clock=lambda: 0.0, wall=lambda: 0.0)
+    statuses = PolicyStatuses({"learner": True, "opp": False})
+
+    def beat(version, now):
+        health.on_control({"type": "heartbeat", "role": "policy", "index": 1, "pid": 7, "host": "h", "clock_s": now,
+                           "time_s": {}, "counts": {}, "policy_version": version}, now=now)
+        return statuses.serve(served_versions(graph, health))
+
+    assert beat(12, 1.0) is None  # nothing shown yet: nothing to show again
+    # the learner publishes version 13 and reports it; its opponent's worker loads 13 and says so in its next
+    # heartbeat, which comes after the status: the row said version=12 until the learner's next status
+    statuses.served.update(served_versions(graph, health))
+    shown = statuses.offer({"type": "status", "policy": "learner", "policy_version": 13, "updates": 13,
+                            "env_steps": 1300})
+    assert shown["policies"]["opp"] == {"frozen": True, "policy_version": 12}
+    again = beat(13, 2.0)
+    assert again is not None and again["policies"]["opp"] == {"frozen": True, "policy_version": 13}
+    assert format_status_line(again).splitlines()[-1] == "policy opp: frozen version=13"
+    assert beat(13, 3.0) is None  # unchanged: nothing new to show
