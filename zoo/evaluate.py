@@ -60,8 +60,8 @@ import numpy as np
 
 from zoo.runinfo import RunError, read_config, resolve_run, resolve_target
 
-__all__ = ["Evaluation", "Seat", "load_evaluation", "parse_policy_swaps", "play", "Recorder", "RenderError", "team_of",
-           "summarise"]
+__all__ = ["Evaluation", "Seat", "load_evaluation", "parse_policy_swaps", "checkpoint_label", "output_stem", "play",
+           "Recorder", "RenderError", "team_of", "summarise"]
 
 
 def team_of(agent: str) -> str:
@@ -462,6 +462,51 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
     algos = "/".join(dict.fromkeys(seat.algo_name for seat in seats))
     return Evaluation(run_dir, lead.checkpoint or run_dir, config, algos, env_name, lead.policy, make_env,
                       env_component.option("renderer"), lead.counters, seats)
+
+
+def checkpoint_label(path: str | os.PathLike) -> str:
+    """A readable, file-name-safe name of checkpoint ``path`` that differs between files: for a
+    file inside a run folder (an ancestor holding ``config.json``), the run's name and the
+    file's path in it without ``checkpoints/`` and ``.pt``, joined by dots; else its folder's
+    name and its stem; then the first 6 hex digits of the SHA-1 of its absolute path (two runs
+    of one name in different folders). Examples: ``runs/teams-1/checkpoints/lead/latest.pt`` ->
+    ``teams-1.lead.latest.3fa2c1``; ``runs/teams-1/history/lead/v00000012.pt`` ->
+    ``teams-1.history.lead.v00000012.<hash>``; ``/tmp/x/lead.pt`` -> ``x.lead.<hash>``."""
+    import hashlib
+
+    full = Path(os.path.abspath(path))
+    run = next((p for p in full.parents if (p / "config.json").is_file()), None)
+    if run is not None:
+        parts = [run.name] + [part for part in full.relative_to(run).with_suffix("").parts if part != "checkpoints"]
+    else:
+        parts = [part for part in (full.parent.name, full.stem) if part]
+    text = re.sub(r"[^A-Za-z0-9._@+-]", "_", ".".join(parts))
+    return f"{text}.{hashlib.sha1(str(full).encode()).hexdigest()[:6]}"
+
+
+def output_stem(ev: Evaluation, swapped_default: bool = False) -> str:
+    """The name of ``zoo eval``'s default output file before ``-seed<S>``: the checkpoint's stem
+    (``latest``); ``default=<label>`` when ``--policy default=...`` swapped it
+    (``swapped_default``); for named policies ``policies``, then ``-NAME=<label>`` for each policy
+    that plays other weights than its own (``--policy``, or a checkpoint file given as the
+    target), :func:`checkpoint_label` naming them, so two evaluations of different weights never
+    share a file."""
+    if not ev.seats:
+        return f"default={checkpoint_label(ev.checkpoint)}" if swapped_default else ev.checkpoint.stem
+    tables = ev.config.get("policies") or {}
+    parts = ["policies"]
+    for seat in ev.seats:
+        if seat.checkpoint is None:
+            continue
+        table = tables.get(seat.name) if isinstance(tables.get(seat.name), dict) else {}
+        opponent = table.get("opponent") if isinstance(table.get("opponent"), dict) else {}
+        if table.get("trainable", True) or opponent.get("source"):
+            own = ev.run_dir / "checkpoints" / str(opponent.get("source") or seat.name) / "latest.pt"
+        else:
+            own = Path(str(table.get("weights") or ""))
+        if seat.swapped or os.path.abspath(seat.checkpoint) != os.path.abspath(own):
+            parts.append(f"{seat.name}={checkpoint_label(seat.checkpoint)}")
+    return "-".join(parts)
 
 
 def _initial_checkpoint(registry, config: dict[str, Any], tables: dict[str, Any], name: str, holder: Any, spec: Any,
