@@ -113,12 +113,15 @@ class TrainerState:
                 logged.append((base + at if stamp_at_sample else self.env_steps, ep))
         return logged
 
-    def updated(self, used_steps: int, used_slots: int, now: float) -> None:
+    def updated(self, used_steps: int, used_slots: int, now: float, changed: bool = True) -> None:
         """Count one update trained on ``used_steps`` env steps in ``used_slots`` agent-slot
-        samples: a new policy version, the trained counters, a finite update (the non-finite
-        streak ends); ``now`` (``time.monotonic()``) starts the rates at the segment's first update."""
+        samples: the trained counters, a finite update (the non-finite streak ends) and, when it
+        ``changed`` the policy's parameters, a new policy version (a replay algorithm's update
+        that took no gradient step keeps the version: ``policy_changed`` in
+        :mod:`zoo.core.algorithm`); ``now`` (``time.monotonic()``) starts the rates at the
+        segment's first update."""
         self.nonfinite_streak = 0
-        self.version += 1
+        self.version += 1 if changed else 0
         self.updates += 1
         self.trained_env_steps += used_steps
         self.trained_samples += used_slots

@@ -9,7 +9,10 @@ sample stream, ``docs/flow.md``) and drops any sample whose policy lag — the v
 be trained at minus the ``policy_version`` of a step — exceeds ``trainer.max_policy_lag``
 (counted in ``dropped_samples``); run the algorithm's ``update``; count the env steps of the
 samples it used (``trained_env_steps``) and the agent-slot samples (``trained_samples``);
-publish the new parameters with the version incremented; log metrics; checkpoint. Update
+publish the new parameters with the version incremented (an update that left the policy's
+parameters as they were, a replay algorithm's warm-up before ``learning_starts``, keeps the
+version and publishes nothing: ``policy_changed`` in :mod:`zoo.core.algorithm`); log metrics;
+checkpoint. Update
 rows, ``end`` rows and status messages also carry ``dropped_fraction`` and, from the second
 update on, ``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s`` (per wall-clock
 second since this segment's first update); a replay algorithm's rows carry the rate limiter's
@@ -276,6 +279,7 @@ class Trainer:
         self.shown_stats: dict[str, float] = {}  # the last update's stats that status messages carry (status_stats)
         self.asked_at: float | None = None  # when the trainer began asking for the next batch (monotonic s)
         self.rate_limited = bool(getattr(self.algo, "rate_limited", False))
+        self.changed = True  # whether the last update changed the policy's parameters (a new version)
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
@@ -344,9 +348,10 @@ class Trainer:
             stats = self.update(batch, origins, point)
             if stats is None:  # skipped: not finite
                 continue
-            self.publish()
+            if self.changed:  # an update that left the parameters as they were has nothing new to publish
+                self.publish()
             self.log_update(stats)
-            if self.history is not None and self.history.due(self.state.updates):
+            if self.changed and self.history is not None and self.history.due(self.state.updates):
                 self.keep_version()
             if self.lead and self.checkpoints.due(self.state.updates):
                 self.checkpoint()
@@ -422,7 +427,9 @@ class Trainer:
         except NonFiniteUpdate as exc:
             self.skip(self.guard.skip_update(exc, origins))
             return None
-        self.state.updated(point.used_steps, point.used_slots, time.monotonic())
+        # a replay algorithm's warm-up update (no gradient step) keeps the parameters and the version
+        self.changed = bool(getattr(self.algo, "policy_changed", True))
+        self.state.updated(point.used_steps, point.used_slots, time.monotonic(), self.changed)
         self.meter.counts["updates"] += 1
         return stats
 
