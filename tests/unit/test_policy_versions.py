@@ -50,6 +50,9 @@ def test_an_update_without_a_gradient_step_keeps_the_policy_version(tmp_path, al
     # was [1, 2, 3, 4]: update 1 took no gradient step, yet made version 1
     assert [(r["updates"], r["policy_version"], r["gradient_steps"] > 0) for r in updates] == [
         (1, 0, False), (2, 1, True), (3, 2, True), (4, 3, True)]
+    # the samples were acted with version 0 (make_sample): the lag grows only once the weights change
+    # (it read 0, 1, 2, 3 when every update made a version)
+    assert [r["policy_lag_max"] for r in updates] == [0, 0, 1, 2]
     assert status["policy_version"] == 3
     assert latest is not None and latest[1]["policy_version"] == 3  # the newest weights published
     if algo == "sac":  # acted uniformly until the update whose insert reached learning_starts
