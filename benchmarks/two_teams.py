@@ -124,10 +124,10 @@ def team_points(rows: list[dict], team: str) -> tuple[np.ndarray, np.ndarray]:
     eps = [r for r in rows if r.get("type") == "episode" and isinstance(r.get(f"{team}_return"), (int, float))]
     if not eps:
         return np.zeros(0), np.zeros(0)
-    x = np.array([float(r["env_steps"]) for r in eps])
-    y = np.array([float(r[f"{team}_return"]) for r in eps])
-    ux, inverse = np.unique(x, return_inverse=True)
-    return ux, np.bincount(inverse, weights=y) / np.bincount(inverse)
+    from zoo.plotting import mean_per_x
+
+    return mean_per_x(np.array([float(r["env_steps"]) for r in eps]),
+                      np.array([float(r[f"{team}_return"]) for r in eps]))
 
 
 def final_return(rows: list[dict], team: str, last: int) -> float | None:
