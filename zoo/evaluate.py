@@ -498,8 +498,10 @@ def output_stem(ev: Evaluation, swapped_default: bool = False) -> str:
     for seat in ev.seats:
         if seat.checkpoint is None:
             continue
-        table = tables.get(seat.name) if isinstance(tables.get(seat.name), dict) else {}
-        opponent = table.get("opponent") if isinstance(table.get("opponent"), dict) else {}
+        found = tables.get(seat.name)
+        table: dict[str, Any] = found if isinstance(found, dict) else {}
+        opp = table.get("opponent")
+        opponent: dict[str, Any] = opp if isinstance(opp, dict) else {}
         if table.get("trainable", True) or opponent.get("source"):
             own = ev.run_dir / "checkpoints" / str(opponent.get("source") or seat.name) / "latest.pt"
         else:
