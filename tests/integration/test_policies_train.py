@@ -82,8 +82,13 @@ def test_two_policies_train_by_agent_name_and_a_frozen_one_serves_its_weights_un
     lines = out.splitlines()
     assert any(line.startswith("policy lead: version=") for line in lines), out
     assert any(line.startswith("policy rest: version=") for line in lines), out
-    assert (f"lead version={ends['lead']['policy_version']} return=" in lines[-1]
-            and f"rest version={ends['rest']['policy_version']} return=" in lines[-1]), lines[-1]
+    for p in ("lead", "rest"):  # each policy's own version and trained env steps, from its end row
+        assert (f"{p} version={ends[p]['policy_version']} trained={ends[p]['trained_env_steps']:,} return="
+                in lines[-1]), lines[-1]
+    # the run's env steps: the most any policy received, on the done line and in zoo runs alike
+    most = max(ends[p]["env_steps"] for p in ("lead", "rest"))
+    assert lines[-1].startswith(f"done: {most:,} env steps ({most:,} frames) in "), lines[-1]
+    assert run_info(run).env_steps == most
     info = run_info(run)
     assert [(p.name, p.trainable, p.version, p.env_steps) for p in info.policies] == [
         (p, True, ends[p]["policy_version"], ends[p]["env_steps"]) for p in ("lead", "rest")]
