@@ -32,7 +32,9 @@ key                         meaning
 ``rate_limit_waits``        waits of the rate limiter (int), when the algorithm reports them
 ``policies``                named policies (``zoo.core.policy_status``): ``{name: entry}``, one
                             row each (:func:`policy_fields`); the keys of one policy (version,
-                            updates, lag, dropped, losses, replay) are in its entry only
+                            updates, trained env steps and samples, mean rates, lag, dropped,
+                            losses, replay) are in its entry only; the top level's
+                            ``env_steps`` is the most any policy received (the run's)
 anything else, numeric      shown too, under its own name (e.g. ``hider_return``);
                             ``type``, ``role``, ``index``, ``time`` are ignored
 ==========================  ===============================================================
