@@ -23,13 +23,15 @@ Usage (the runs are interleaved by seed, so a machine's load affects every varia
     python benchmarks/two_teams.py report --runs-dir RUNS --out benchmarks/two_teams.png
 
 ``run`` trains (``python -m zoo train mappo ...``, one run at a time; ``--env``,
-``--set KEY=VALUE`` for every run); a run whose folder has its ``end`` rows already is
-skipped, so an interrupted ``run`` continues. ``report`` prints a markdown table per team
-(final return per seed, mean +- std over seeds (``ddof=0``), and the difference) and writes
-``--out``: one panel per team, its return against env steps in ``both`` and in ``T-init``
-(each run's episode rows averaged per env-step value, then over a window of ``--smooth`` of
-those points; the mean over seeds with a band of +- one standard deviation). A tiny check that
-everything runs: ``run --steps 400 --seeds 1`` then ``report``.
+``--set KEY=VALUE`` for every run); a run whose ``status.json`` says finished is skipped, so
+an interrupted ``run`` continues (a run folder left unfinished stops it, naming the folder:
+``zoo resume`` it, or remove it). ``report`` prints a markdown table per team (final return
+per seed, mean +- std over seeds (``ddof=0``), and the difference), writes it to ``--out``
+with the suffix ``.md``, and writes ``--out``: one panel per team, its return against env
+steps in ``both`` and in ``T-init`` (each run's episode rows averaged per env-step value,
+then over a window of ``--smooth`` of those points; the mean over seeds with a band of +- one
+standard deviation). A tiny check that everything runs: ``run --steps 400 --seeds 1`` then
+``report``.
 """
 from __future__ import annotations
 
@@ -104,6 +106,9 @@ def train(args: argparse.Namespace) -> int:
             if finished(runs / name):
                 print(f"{name}: finished already, skipped", flush=True)
                 continue
+            if (runs / name).exists():
+                print(f"{runs / name} exists but did not finish: zoo resume it, or remove it", file=sys.stderr)
+                return 2
             config = runs / f"{name}.toml"
             config.write_text(config_text(variant))
             cmd = [sys.executable, "-m", "zoo", "train", "mappo", "--env", args.env, "--config", str(config),
@@ -220,9 +225,12 @@ def report(args: argparse.Namespace) -> int:
     if not seeds:
         print(f"no runs two-teams-both-s<SEED> in {runs}", file=sys.stderr)
         return 2
-    print(table(runs, seeds, args.last))
-    plot(runs, seeds, Path(args.out), args.smooth)
-    print(f"curves: {args.out}")
+    text = table(runs, seeds, args.last)
+    print(text)
+    out = Path(args.out)
+    plot(runs, seeds, out, args.smooth)
+    out.with_suffix(".md").write_text(text + "\n")
+    print(f"curves: {out}; table: {out.with_suffix('.md')}")
     return 0
 
 
