@@ -353,7 +353,8 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
                            "checkpoint; give the run folder and --policy, or the checkpoint alone")
         files[owner] = (file, False)
     for name, where in swaps.items():
-        files[name] = (_swap_file(name, where, run_dir, config), True)
+        # "init": the policy's initial weights, those its trainer starts from (a frozen policy's weights = "init")
+        files[name] = (None if where == INIT_WEIGHTS else _swap_file(name, where, run_dir, config), True)
     for name, table in tables.items():
         if name in files:
             continue
@@ -496,7 +497,8 @@ def output_stem(ev: Evaluation, swapped_default: bool = False) -> str:
     tables = ev.config.get("policies") or {}
     parts = ["policies"]
     for seat in ev.seats:
-        if seat.checkpoint is None:
+        if seat.checkpoint is None:  # initial weights: by --policy NAME=init, or its own (frozen at "init")
+            parts += [f"{seat.name}=init"] if seat.swapped else []
             continue
         found = tables.get(seat.name)
         table: dict[str, Any] = found if isinstance(found, dict) else {}

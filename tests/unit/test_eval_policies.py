@@ -275,3 +275,30 @@ def test_output_files_of_different_weights_have_different_readable_names(teams, 
     assert output_stem(load_evaluation(kept)) == f"policies-rest=teams.rest.policy-v00000002.{digest(kept)}"
     loose = _checkpoint(tmp_path / "loose" / "lead.pt", _net(spread_spec.subset(("agent_0",)), 3), 1)
     assert checkpoint_label(loose) == f"loose.lead.{digest(loose)}"
+
+
+def test_a_policy_plays_its_initial_weights_as_the_run_would_start_it(teams, spread_spec):
+    from types import SimpleNamespace
+
+    from zoo.core.config import algorithm_config_class
+    from zoo.core.workers.trainer import initial_policy_state
+    from zoo.evaluate import output_stem
+
+    registry = get_registry()
+    algo = algorithm_config_class(registry.get("algorithm", "mappo"))(hidden=8, layers=1)
+    # the run's seed 0, lead declared first: what lead's trainer builds before its first update
+    view = SimpleNamespace(policies=SimpleNamespace(named={"lead": None, "rest": None}), seed=0, algo=algo,
+                           algo_name="mappo")
+    start = initial_policy_state(registry, view, spread_spec.subset(("agent_0",)), "lead")
+    ev = load_evaluation(teams, swaps={"lead": "init"})  # --policy lead=init
+    lead = ev.seats[0]
+    assert (lead.checkpoint, lead.counters, lead.swapped) == (None, {"policy_version": 0}, True)
+    assert _same(lead.policy, start)
+    assert output_stem(ev) == "policies-lead=init"
+    # a policy frozen at "init" in the run's config plays the same, under the run's own file name
+    config = json.loads((teams / "config.json").read_text())
+    config["policies"]["lead"].update(trainable=False, weights="init")
+    (teams / "config.json").write_text(json.dumps(config))
+    ev = load_evaluation(teams)
+    assert ev.seats[0].checkpoint is None and _same(ev.seats[0].policy, start)
+    assert output_stem(ev) == "policies"

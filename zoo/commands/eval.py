@@ -11,10 +11,10 @@ How episodes are played and what a video frame is: :mod:`zoo.evaluate`.
 A run of named policies (docs/policies.md) plays every policy for its agents, each from
 its own checkpoint (``checkpoints/<policy>/latest.pt``; a frozen one's ``weights``), and
 prints each policy's return too (mean over its agents; ``policy_returns`` in the JSON
-lines). ``--policy NAME=CHECKPOINT`` (repeatable) plays a checkpoint file, run folder or
-``POLICY@VERSION`` in place of policy NAME's weights; a malformed value, a policy the run
-does not have, or a checkpoint that cannot be found, read or does not fit is refused in
-one line before any episode is played.
+lines). ``--policy NAME=CHECKPOINT`` (repeatable) plays a checkpoint file, run folder,
+``POLICY@VERSION`` or ``init`` (its initial weights) in place of policy NAME's weights; a
+malformed value, a policy the run does not have, or a checkpoint that cannot be found, read
+or does not fit is refused in one line before any episode is played.
 """
 from __future__ import annotations
 
@@ -58,9 +58,9 @@ def eval_command(
     threads: int = typer.Option(1, "--threads", min=1, help="Torch CPU threads (as the policy worker's default: "
                                                             "small forward passes run slower on more)."),
     policy: list[str] = typer.Option([], "--policy", metavar="NAME=CHECKPOINT",
-                                     help="Play policy NAME with this checkpoint file, run folder or POLICY@VERSION "
-                                          "instead of its own weights (repeatable; a run that names no policies "
-                                          "has one, default)."),
+                                     help="Play policy NAME with this checkpoint file, run folder, POLICY@VERSION or "
+                                          "init (its initial weights; named policies) instead of its own weights "
+                                          "(repeatable; a run that names no policies has one, default)."),
 ) -> None:
     """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
     from zoo.cli import _console, _fail
