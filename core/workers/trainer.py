@@ -12,11 +12,11 @@ samples it used (``trained_env_steps``) and the agent-slot samples (``trained_sa
 publish the new parameters with the version incremented (an update that left the policy's
 parameters as they were, a replay algorithm's warm-up before ``learning_starts``, keeps the
 version and publishes nothing: ``policy_changed`` in :mod:`zoo.core.algorithm`); log metrics;
-checkpoint. Update
-rows, ``end`` rows and status messages also carry ``dropped_fraction`` and, from the second
-update on, ``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s`` (per wall-clock
-second since this segment's first update); a replay algorithm's rows carry the rate limiter's
-waits, ``rate_limit_waits`` [batches], ``rate_limit_wait_s`` and ``rate_limit_held_s`` [s]
+checkpoint. Update rows, ``end`` rows and status messages also carry ``dropped_fraction`` and,
+once an update followed the first, ``mean_env_steps_per_s`` and
+``mean_trained_env_steps_per_s`` (per wall-clock second since this segment's first update);
+a replay algorithm's rows carry the rate limiter's waits, ``rate_limit_waits`` [batches],
+``rate_limit_wait_s`` and ``rate_limit_held_s`` [s]
 (:mod:`zoo.core.workers.accounting`), and its status messages those and its ``gradient_steps``,
 ``replayed`` and ``inserted``. Torch threads: :mod:`zoo.core.workers.threads`.
 When no sample arrives for a while it republishes the current parameters, so a policy worker
