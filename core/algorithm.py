@@ -57,6 +57,14 @@ An algorithm is a class registered through ``register_algorithms`` with:
   state that is the data-parallel rank's own (a replay shard, its sampling RNG); ranks >= 1
   checkpoint it beside ``latest.pt`` and load it on a resume (None: none was found, start
   it empty; :mod:`zoo.core.workers.checkpointing`, "Rank shards");
+- optionally an attribute ``policy_changed`` (bool), set by each ``update``: False when the
+  update left the policy's state dict exactly as it was (a replay algorithm's warm-up before
+  ``learning_starts``, or a batch for which the rate limiter granted no gradient step). The
+  trainer then counts the update (``updates``, trained env steps) but keeps the policy version
+  and publishes nothing, so versions count parameter changes: the policy lag of samples acted
+  with unchanged weights does not grow, ``trainer.history`` keeps no version twice and opponents
+  pick among different weights. Absent: every update changes the policy. apex-dqn, sac and
+  r2d2 set it (sac also when it clears its ``warmup`` flag, which the policy's actions depend on);
 - optionally an attribute ``progress``: the trainer sets it before each update to the
   fraction of the run's env-step budget that the updates already done stand for, in
   [0, 1] (0 at the first update; :func:`zoo.core.workers.trainer.schedule_progress`), for

@@ -336,6 +336,11 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                 done = False
                 for meta in controller.poll(POLL_S):
                     health.on_control(meta)
+                    if meta["type"] == "heartbeat" and meta.get("role") == "policy" and statuses.policies:
+                        if (again := statuses.serve(served_versions(graph, health))) is not None:
+                            # a frozen policy's (an opponent's) newer version; the rates stay the last shown
+                            rates = ("env_steps_per_s", "frames_per_s", "trained_env_steps_per_s")
+                            pacer.offer({**{k: v for k, v in (pacer.latest or {}).items() if k in rates}, **again})
                     if meta["type"] == "status":
                         statuses.served.update(served_versions(graph, health))
                         pacer.offer(statuses.offer(meta))

@@ -57,6 +57,12 @@ trainable policy). ``weights`` is one of:
   (``history/POLICY/v<VERSION:08d>.pt``, docs/history.md): self-play against an earlier
   self, on resume.
 
+- ``"init"`` (:data:`INIT_WEIGHTS`): the policy's own initial weights, seeded and untrained,
+  which its policy workers build at start exactly as its first trainer would in a run where
+  it is trainable (same config, same seed, same declaration position:
+  :func:`zoo.core.workers.trainer.initial_policy_state`); version 0. The baseline "this team
+  never learns". ``config.json`` records ``"init"``.
+
 **Opponents from the history** (``opponent = {source = "learner", pick = "pfsp", every =
 "episode"}``, :class:`OpponentConfig`): the policy is not trainable and has no ``weights``;
 its policy workers act each env episode with a version of ``source`` picked from the run's
@@ -115,11 +121,13 @@ __all__ = [
     "DEFAULT_POLICY", "POLICY_NAME_RULE", "NamedPolicy", "AgentRule", "Policies", "PolicyLayers",
     "split_policy_layers", "build_policies", "agent_policies", "policies_to_dict", "policies_from_saved",
     "resolve_weights", "weights_problems", "duplicate_table_message", "policy_name_problem", "policy_view",
-    "merge_policy_layers", "OpponentConfig", "opponent_problems",
+    "merge_policy_layers", "OpponentConfig", "opponent_problems", "INIT_WEIGHTS",
 ]
 
 DEFAULT_POLICY = "default"
 """The name of the one policy of a run that names none."""
+INIT_WEIGHTS = "init"
+"""A frozen policy's ``weights`` that means its own initial (seeded, untrained) weights."""
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 POLICY_NAME_RULE = ("a policy name is a letter, then letters, digits or '_' (at most 64 characters): it is "
@@ -673,7 +681,7 @@ def _build_one(registry: Registry, cfg: ExperimentConfig, name: str, entries: li
         for key, value, source in entries:
             if key in ("trainable", "weights"):
                 set_value(frozen, key, value, source=source)
-        if not frozen.trainable and frozen.weights:
+        if not frozen.trainable and frozen.weights and frozen.weights != INIT_WEIGHTS:
             bad = _checkpoint_options(pol, algo_cls, frozen.weights, run_dir, cfg.runs_dir)
             if bad:
                 return None, [(prefix + "weights", bad)]
@@ -750,12 +758,13 @@ def _policy_problems(registry: Registry, cfg: ExperimentConfig, pol: NamedPolicy
                         f"{pol.opponent.source}'s history ({prefix}opponent), not from weights; remove one of the two"))
         elif not pol.weights and not pol.opponent.source:
             out.append((prefix + "weights", f"{prefix}weights: policy {name} is frozen (trainable = false) but has no "
-                        f"weights to serve; set {prefix}weights to a checkpoint file, a run folder or "
-                        "POLICY@VERSION (docs/policies.md), or make the policy trainable"))
+                        f"weights to serve; set {prefix}weights to a checkpoint file, a run folder, "
+                        f"POLICY@VERSION or \"{INIT_WEIGHTS}\" (its initial weights; docs/policies.md), or make the "
+                        "policy trainable"))
     elif pol.weights:
         out.append((prefix + "weights", f"{prefix}weights = {pol.weights!r} is set on a trainable policy; weights are "
                     f"what a frozen policy serves: set {prefix}trainable = false, or remove {prefix}weights"))
-    if not pol.trainable and pol.weights and not pol.opponent.source and not out:
+    if not pol.trainable and pol.weights and not pol.opponent.source and not out and pol.weights != INIT_WEIGHTS:
         try:
             file = resolve_weights(pol.weights, name, run_dir=run_dir, runs_dir=cfg.runs_dir)
         except ConfigError as exc:

@@ -32,7 +32,9 @@ key                         meaning
 ``rate_limit_waits``        waits of the rate limiter (int), when the algorithm reports them
 ``policies``                named policies (``zoo.core.policy_status``): ``{name: entry}``, one
                             row each (:func:`policy_fields`); the keys of one policy (version,
-                            updates, lag, dropped, losses, replay) are in its entry only
+                            updates, trained env steps and samples, mean rates, lag, dropped,
+                            losses, replay) are in its entry only; the top level's
+                            ``env_steps`` is the most any policy received (the run's)
 anything else, numeric      shown too, under its own name (e.g. ``hider_return``);
                             ``type``, ``role``, ``index``, ``time`` are ignored
 ==========================  ===============================================================
@@ -194,12 +196,13 @@ def _policies(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def policy_fields(entry: dict[str, Any]) -> list[tuple[str, str]]:
     """``(label, text)`` pairs of one named policy's entry of a status, in display order:
-    ``version``, ``updates``, ``return`` (the mean return of its agents), ``lag``, ``dropped``,
+    ``version``, ``updates``, ``trained`` (the env steps of the samples it trained on), ``return``
+    (the mean return of its agents), ``lag``, ``dropped``,
     the replay's figures, then its other numeric keys (its losses) under their own names. A
     frozen policy (``"frozen": true``) has ``frozen`` and its return. Absent keys are skipped."""
     out: list[tuple[str, str]] = []
     for key, label, fmt in (("policy_version", "version", _count), ("updates", "updates", _count),
-                            ("episode_return_mean", "return", _real)):
+                            ("trained_env_steps", "trained", _count), ("episode_return_mean", "return", _real)):
         if key in entry:
             out.append((label, fmt(entry[key])))
     if entry.get("frozen"):
@@ -210,14 +213,28 @@ def policy_fields(entry: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+WAITING = "waiting for its first update"
+
+
+def waiting(entry: dict[str, Any]) -> bool:
+    """Whether a trainable policy's entry is from before its first update: nothing heard from
+    it yet, or its status says ``updates`` 0 (a fresh run: version 0, nothing trained, no lag).
+    Both show :data:`WAITING`, so two policies at the same point read alike."""
+    return not entry.get("frozen") and (not entry or entry.get("updates") == 0)
+
+
 def format_policy_line(name: str, entry: dict[str, Any]) -> str:
     """The plain line of one named policy, e.g. ``policy rest: version=12 updates=12
-    return=-31.2 lag=0.4/1 dropped=0 (0.0%) pg_loss=0.0123 v_loss=0.512``; a frozen policy:
-    ``policy opponent: frozen return=-20.0``; nothing heard from it yet: ``policy rest:
-    waiting for its first update``."""
+    trained=2,112 return=-31.2 lag=0.4/1 dropped=0 (0.0%) pg_loss=0.0123 v_loss=0.512``; a frozen policy:
+    ``policy opponent: frozen return=-20.0``; before its first update (nothing heard from it
+    yet, or a status of update 0: :func:`waiting`): ``policy rest: waiting for its first
+    update``, then its return when episodes have it."""
+    if waiting(entry):
+        ret = [f"{label}={text}" for label, text in policy_fields(entry) if label == "return"]
+        return f"policy {name}: " + " ".join([WAITING] + ret)
     parts = ["frozen"] if entry.get("frozen") else []
     parts += [f"{label}={text}" for label, text in policy_fields(entry)]
-    return f"policy {name}: " + (" ".join(parts) if parts else "waiting for its first update")
+    return f"policy {name}: " + (" ".join(parts) if parts else WAITING)
 
 
 def format_status_line(status: dict[str, Any]) -> str:
@@ -445,7 +462,8 @@ class Display:
 
     def _policy_table(self, policies: dict[str, dict[str, Any]]) -> Table:
         """One row per named policy: its name (``(frozen)``), then a column per figure any has."""
-        rows = {name: dict(policy_fields(entry)) for name, entry in policies.items()}
+        rows = {name: {k: v for k, v in policy_fields(entry) if not waiting(entry) or k == "return"}
+                for name, entry in policies.items()}
         labels: list[str] = []
         for fields in rows.values():
             labels += [label for label in fields if label not in labels]
@@ -456,6 +474,8 @@ class Display:
         for name, fields in rows.items():
             frozen = policies[name].get("frozen")
             cells = [fields.get(label, "frozen" if frozen and label == "version" else "") for label in labels]
+            if waiting(policies[name]):
+                name += f" ({WAITING})"
             table.add_row(name + (" (frozen)" if frozen else ""), *cells)
         return table
 
@@ -487,8 +507,11 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
     checkpoint's ``env_steps``, ``trained_env_steps`` and the segment's ``resume`` number):
     the total comes first, then this segment's steps, time and rates, labelled
     (``done: 300,000 env steps (...); resume #1: 100,000 env steps in 2m30s, 667 env steps/s, ...``).
-    Named policies (``status["policies"]``) add each one's version and return after the
-    run's: ``...; return=-30.5 episodes=60; lead version=12 return=-25.0, opponent frozen return=-40.0``.
+    Named policies (``status["policies"]``): the env steps are the run's (the actors', the most
+    any trainable policy received: :mod:`zoo.core.policy_status`), and what was trained is each
+    policy's own, so the run's part has no trained rate or dropped share; each policy's version,
+    trained env steps and return follow the run's: ``...; return=-30.5 episodes=60; lead
+    version=12 trained=2,304 return=-25.0, opponent frozen return=-40.0``.
     ``dropped`` is ``dropped_fraction``: agent-slot samples dropped (stale at the trainer, or at
     the actors) over those dropped plus those trained on. ``checkpoints``: what the run keeps
     (named policies: ``checkpoints/<policy>/latest.pt``).
@@ -517,7 +540,7 @@ def format_summary(status: dict[str, Any] | None, elapsed_s: float, run_dir: str
             head += "; " + " ".join(shown)
         named = [" ".join([name] + (["frozen"] if entry.get("frozen") else [])
                           + [f"{label}={text}" for label, text in policy_fields(entry)
-                             if label in ("version", "return")])
+                             if label in ("version", "trained", "return")])
                  for name, entry in _policies(status).items()]
         if named:
             head += "; " + ", ".join(named)
@@ -543,11 +566,14 @@ def _tail_rows(metrics_path: str, tail_bytes: int) -> list[dict[str, Any]] | Non
     return rows
 
 
-RUN_KEYS = ("env_steps", "frames", "episodes", "episode_return_mean", "trained_env_steps", "trained_samples",
-            "mean_env_steps_per_s", "mean_trained_env_steps_per_s")
-"""The run-level keys a named policy's ``end``/``update`` row gives the merged status (its
-episode writer's, the first trainable policy)."""
+RUN_KEYS = ("episodes", "episode_return_mean")
+"""The run-level keys the episode writer's (the first trainable policy's) ``end``/``update`` row
+gives the merged status of named policies; ``env_steps`` and ``frames`` are the most of any
+policy's (:data:`zoo.core.policy_status.RUN_MAX`)."""
 RECENT_EPISODES = 20  # as the trainer's episode_return_mean
+
+
+RUN_MAX = ("env_steps", "frames")
 
 
 def _entry_keys(key: str) -> bool:
@@ -567,7 +593,9 @@ def _named_final(shown: dict[str, Any] | None, rows: list[dict[str, Any]]) -> di
     entries = {n: dict(e) for n, e in _policies(shown or {}).items()}
     for name in last:
         entries.setdefault(name, {})
-    writer = next((n for n, e in entries.items() if not e.get("frozen")), None)
+    # the episode writer: the policy whose trainer logs the episode rows, else the first trainable one shown
+    writer = next((str(r["policy"]) for r in reversed(rows) if r.get("type") == "episode" and r.get("policy")),
+                  next((n for n, e in entries.items() if not e.get("frozen")), None))
     out = {k: v for k, v in (shown or {}).items() if k != "policies"}
     changed = shown is None
     for name, row in last.items():
@@ -580,6 +608,11 @@ def _named_final(shown: dict[str, Any] | None, rows: list[dict[str, Any]]) -> di
             out.update({k: v for k, v in row.items() if k in RUN_KEYS})
     if not changed:
         return shown
+    for key in RUN_MAX:  # the run's progress: the most any trainable policy received
+        counts = [float(r[key]) for r in last.values() if _is_number(r.get(key))]
+        counts += [float(out[key])] if _is_number(out.get(key)) else []
+        if counts:
+            out[key] = int(max(counts))
     episodes = [r for r in rows if r.get("type") == "episode"][-RECENT_EPISODES:]
     for name, entry in entries.items():
         values = [float(r[f"{name}_return"]) for r in episodes if _is_number(r.get(f"{name}_return"))]
@@ -596,7 +629,8 @@ def final_status(shown: dict[str, Any] | None, metrics_path: str, tail_bytes: in
 
     With named policies (rows carrying ``policy``) the merged status of every policy: each
     policy's entry from its own last row when that has more env steps than the entry shown,
-    the run-level keys from the first policy's (the episode writer's), each policy's return
+    the run's env steps and frames the most of any policy's, its episodes and return from the
+    first policy's (the episode writer's), each policy's return
     from the last 20 episode rows' ``<P>_return`` (a new dict; ``shown`` when nothing is newer).
 
     The trainer's last status message can be lost (its control socket may close before it

@@ -60,8 +60,8 @@ import numpy as np
 
 from zoo.runinfo import RunError, read_config, resolve_run, resolve_target
 
-__all__ = ["Evaluation", "Seat", "load_evaluation", "parse_policy_swaps", "play", "Recorder", "RenderError", "team_of",
-           "summarise"]
+__all__ = ["Evaluation", "Seat", "load_evaluation", "parse_policy_swaps", "checkpoint_label", "output_stem", "play",
+           "Recorder", "RenderError", "team_of", "summarise"]
 
 
 def team_of(agent: str) -> str:
@@ -334,13 +334,14 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
         resolve_env,
     )
     from zoo.core.env import PAD_SEP
+    from zoo.core.policies import INIT_WEIGHTS
     from zoo.core.registry import UnknownComponentError
 
     tables: dict[str, Any] = config["policies"]
     names = list(tables)
     source = run_dir / "config.json"
     _refuse_unknown_swaps(swaps, names, run_dir, named=True)
-    files: dict[str, tuple[Path, bool]] = {}
+    files: dict[str, tuple[Path | None, bool]] = {}  # None: a frozen policy's initial weights ("init")
     if file is not None:
         owner = file.parent.name if file.parent.parent.name == "checkpoints" else None
         if owner not in tables:
@@ -352,7 +353,8 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
                            "checkpoint; give the run folder and --policy, or the checkpoint alone")
         files[owner] = (file, False)
     for name, where in swaps.items():
-        files[name] = (_swap_file(name, where, run_dir, config), True)
+        # "init": the policy's initial weights, those its trainer starts from (a frozen policy's weights = "init")
+        files[name] = (None if where == INIT_WEIGHTS else _swap_file(name, where, run_dir, config), True)
     for name, table in tables.items():
         if name in files:
             continue
@@ -368,6 +370,9 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
             files[name] = (own, False)
         else:
             weights = table.get("weights")
+            if weights == INIT_WEIGHTS:  # its initial weights, built below as its trainer would
+                files[name] = (None, False)
+                continue
             if not isinstance(weights, str) or not Path(weights).is_file():
                 raise RunError(f"frozen policy {name}'s weights ({weights!r} in {source}) do not exist; play a "
                                f"checkpoint in their place with --policy {name}=CHECKPOINT")
@@ -410,10 +415,13 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
             raise RunError(f"run {str(run_dir)!r} cannot be rebuilt: policy {name}: {exc}") from None
         algo_cls = algorithm_config_class(algo)
         holder = ExperimentConfig(algo_name=algo_name, env_name=env_name, algo=algo_cls() if algo_cls else None)
-        try:
-            ckpt = _torch_load(checkpoint)
-        except RunError as exc:
-            raise RunError(f"{what}: {exc}" if swapped else str(exc)) from None
+        if checkpoint is None:  # frozen at its initial weights: those its trainer would start from
+            ckpt = _initial_checkpoint(registry, config, tables, name, holder, spec.subset(agents), source)
+        else:
+            try:
+                ckpt = _torch_load(checkpoint)
+            except RunError as exc:
+                raise RunError(f"{what}: {exc}" if swapped else str(exc)) from None
         state = ckpt.get("algorithm") if isinstance(ckpt, dict) else None
         if not isinstance(state, dict) or not isinstance(state.get("policy"), dict):
             raise RunError(f"{what}: {str(checkpoint)!r} is not a Zoo checkpoint (no algorithm policy state in it)")
@@ -455,6 +463,75 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
     algos = "/".join(dict.fromkeys(seat.algo_name for seat in seats))
     return Evaluation(run_dir, lead.checkpoint or run_dir, config, algos, env_name, lead.policy, make_env,
                       env_component.option("renderer"), lead.counters, seats)
+
+
+def checkpoint_label(path: str | os.PathLike) -> str:
+    """A readable, file-name-safe name of checkpoint ``path`` that differs between files: for a
+    file inside a run folder (an ancestor holding ``config.json``), the run's name and the
+    file's path in it without ``checkpoints/`` and ``.pt``, joined by dots; else its folder's
+    name and its stem; then the first 6 hex digits of the SHA-1 of its absolute path (two runs
+    of one name in different folders). Examples: ``runs/teams-1/checkpoints/lead/latest.pt`` ->
+    ``teams-1.lead.latest.3fa2c1``; ``runs/teams-1/history/lead/v00000012.pt`` ->
+    ``teams-1.history.lead.v00000012.<hash>``; ``/tmp/x/lead.pt`` -> ``x.lead.<hash>``."""
+    import hashlib
+
+    full = Path(os.path.abspath(path))
+    run = next((p for p in full.parents if (p / "config.json").is_file()), None)
+    if run is not None:
+        parts = [run.name] + [part for part in full.relative_to(run).with_suffix("").parts if part != "checkpoints"]
+    else:
+        parts = [part for part in (full.parent.name, full.stem) if part]
+    text = re.sub(r"[^A-Za-z0-9._@+-]", "_", ".".join(parts))
+    return f"{text}.{hashlib.sha1(str(full).encode()).hexdigest()[:6]}"
+
+
+def output_stem(ev: Evaluation, swapped_default: bool = False) -> str:
+    """The name of ``zoo eval``'s default output file before ``-seed<S>``: the checkpoint's stem
+    (``latest``); ``default=<label>`` when ``--policy default=...`` swapped it
+    (``swapped_default``); for named policies ``policies``, then ``-NAME=<label>`` for each policy
+    that plays other weights than its own (``--policy``, or a checkpoint file given as the
+    target), :func:`checkpoint_label` naming them, so two evaluations of different weights never
+    share a file."""
+    if not ev.seats:
+        return f"default={checkpoint_label(ev.checkpoint)}" if swapped_default else ev.checkpoint.stem
+    tables = ev.config.get("policies") or {}
+    parts = ["policies"]
+    for seat in ev.seats:
+        if seat.checkpoint is None:  # initial weights: by --policy NAME=init, or its own (frozen at "init")
+            parts += [f"{seat.name}=init"] if seat.swapped else []
+            continue
+        found = tables.get(seat.name)
+        table: dict[str, Any] = found if isinstance(found, dict) else {}
+        opp = table.get("opponent")
+        opponent: dict[str, Any] = opp if isinstance(opp, dict) else {}
+        if table.get("trainable", True) or opponent.get("source"):
+            own = ev.run_dir / "checkpoints" / str(opponent.get("source") or seat.name) / "latest.pt"
+        else:
+            own = Path(str(table.get("weights") or ""))
+        if seat.swapped or os.path.abspath(seat.checkpoint) != os.path.abspath(own):
+            parts.append(f"{seat.name}={checkpoint_label(seat.checkpoint)}")
+    return "-".join(parts)
+
+
+def _initial_checkpoint(registry, config: dict[str, Any], tables: dict[str, Any], name: str, holder: Any, spec: Any,
+                        source: Path) -> dict[str, Any]:
+    """A checkpoint-shaped dict of policy ``name``'s initial weights (``weights = "init"``):
+    :func:`zoo.core.workers.trainer.initial_policy_state` with the run's seed and its options
+    from ``config.json``, version 0."""
+    from types import SimpleNamespace
+
+    from zoo.core.config import ConfigError, apply_mapping
+    from zoo.core.workers.trainer import initial_policy_state
+
+    table = tables[name]
+    try:
+        apply_mapping(holder, {"algo": table["algo"]} if isinstance(table.get("algo"), dict) else {},
+                      source=f"{source} policies.{name}")
+    except ConfigError as exc:
+        raise RunError(str(exc).splitlines()[0]) from None
+    view = SimpleNamespace(policies=SimpleNamespace(named=dict(tables)), seed=int(config.get("seed", 0) or 0),
+                           algo=holder.algo, algo_name=holder.algo_name)
+    return {"algorithm": {"policy": initial_policy_state(registry, view, spec, name)}, "policy_version": 0}
 
 
 class RenderError(ValueError):

@@ -13,9 +13,12 @@ plus ``"|band"``.
 - **x**: ``env_steps`` (calls to ``env.step``), ``frames`` (env steps x frame-skip) or
   ``time`` (seconds of wall time since the trainer started; rows without ``time_s`` get it
   by linear interpolation between the update rows around them).
-- **smoothing**: a trailing moving average over ``smooth`` consecutive rows (the first
-  ``smooth - 1`` rows, which have no full window, are not drawn); ``smooth=0`` picks
-  ``max(1, rows // 50)``; ``1`` draws the rows as they are.
+- **rows sharing an x value** are one point, their mean (:func:`mean_per_x`): episodes that
+  end in the same sample share its env steps (every MPE env of a ring group ends its 25-step
+  episodes together), and drawn one by one they made vertical spikes.
+- **smoothing**: a trailing moving average over ``smooth`` consecutive points (the first
+  ``smooth - 1``, which have no full window, are not drawn); ``smooth=0`` picks
+  ``max(1, points // 50)``; ``1`` draws the points as they are.
 - **named policies** (a run whose ``config.json`` has ``policies``, docs/policies.md): each
   selected policy (``policies``: every one unless named) is its own line. ``return`` (the
   default) means each policy's ``<P>_return`` field of the episode rows (the mean over its
@@ -49,7 +52,7 @@ _NOT_METRICS = {"type", "env_steps", "frames", "time_s"}
 _IDENTITY = ("seed", "name", "runs_dir")  # what may differ between the runs of one seed group
 
 __all__ = ["plot_runs", "RunCurves", "Curve", "load_run", "available_metrics", "default_metrics", "smooth_curve",
-           "y_label", "X_AXES", "run_policies", "plan_curves"]
+           "y_label", "X_AXES", "run_policies", "plan_curves", "mean_per_x"]
 
 
 @dataclass
@@ -222,6 +225,16 @@ def plan_curves(run: RunCurves, metrics: Sequence[str] | None, policies: Sequenc
     return out
 
 
+def mean_per_x(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One point per distinct ``x``: the mean of the ``y`` of the rows at it, in increasing ``x``.
+    Example: x ``[25, 25, 25, 50]``, y ``[-10, -30, -20, -5]`` -> ``[25, 50]``, ``[-20, -5]``."""
+    if not len(x):
+        return x, y
+    ux, inverse = np.unique(x, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return ux, np.bincount(inverse, weights=y) / np.bincount(inverse)
+
+
 def smooth_curve(x: np.ndarray, y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """Trailing moving average over ``window`` rows: ``y'[i] = mean(y[i - window + 1 .. i])``
     for ``i >= window - 1`` (``window`` is capped at ``len(y)``; 1 returns the input)."""
@@ -259,7 +272,8 @@ def plot_runs(run_dirs: Sequence[str | os.PathLike], metrics: Sequence[str] | No
         metrics: fields to plot (default: :func:`default_metrics` of each run; ``return``
             per policy for a run of named policies).
         x: ``env_steps``, ``frames`` or ``time``.
-        smooth: moving-average window in rows (0: automatic; module docstring).
+        smooth: moving-average window in points, after rows sharing an x value are averaged
+            (0: automatic; module docstring).
         policies: the named policies to draw (default: every one; module docstring).
 
     Raises:
@@ -297,7 +311,7 @@ def plot_runs(run_dirs: Sequence[str | os.PathLike], metrics: Sequence[str] | No
             colour = next(colours)
             curves = []
             for run in group:
-                xs, ys = series(run, metric, x, curve.policy)
+                xs, ys = mean_per_x(*series(run, metric, x, curve.policy))
                 n = len(ys)
                 curves.append(smooth_curve(xs, ys, smooth if smooth > 0 else max(1, n // 50)))
             if len(curves) == 1:

@@ -223,7 +223,8 @@ class RunInfo:
     row: a run older than status files that was killed, or one still running);
     ``detail``: why (``reason`` of ``status.json``; for a failed worker its role, index and
     the last line of its error, e.g. the exception of a traceback; ``controller gone``);
-    ``env_steps``: the last counter logged; ``return_mean``: the last
+    ``env_steps``: the last counter logged (named policies: the most of their last counts, the
+    run's env steps, as every trainable policy receives every env step); ``return_mean``: the last
     ``episode_return_mean`` (mean return of the trainer's recent episodes); ``team_returns``:
     for envs that log per-team returns (episode fields ``<team>_return``), each team's mean
     over the last :data:`RECENT_EPISODES` episode rows (with named policies, not theirs:
@@ -295,6 +296,9 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
             break
     recent = [r for r in rows if r.get("type") == "episode"][-RECENT_EPISODES:]
     info.policies = _policy_infos(run_dir, cfg, rows, recent)
+    counted = [p.env_steps for p in info.policies if p.env_steps is not None]
+    if counted:  # the run's env steps (the actors'): the most any trainable policy received
+        info.env_steps = max(counted)
     own = {f"{p.name}_return" for p in info.policies}
     for key in sorted({k for r in recent for k in r if k.endswith("_return") and k not in own}):
         values = [float(r[key]) for r in recent if isinstance(r.get(key), (int, float))]

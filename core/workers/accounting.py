@@ -80,8 +80,8 @@ class TrainerState:
         self.origins: list[Origin] = []
         self.pending_slots = 0
         self.pending_share: dict[str, Any] = fresh_share()  # counts of the pending samples not yet in the run's
-        # (monotonic s, env steps, trained) at this segment's first update
-        self.rate_ref: tuple[float, int, int] | None = None
+        # (monotonic s, env steps, trained, updates) at this segment's first update
+        self.rate_ref: tuple[float, int, int, int] | None = None
         self.rate_limit_waits = 0  # batches the learner waited for (module docstring)
         self.rate_limit_wait_s = 0.0  # seconds it waited for them
         self.rate_limit_held_s = 0.0  # seconds complete batches waited for the learner
@@ -113,17 +113,20 @@ class TrainerState:
                 logged.append((base + at if stamp_at_sample else self.env_steps, ep))
         return logged
 
-    def updated(self, used_steps: int, used_slots: int, now: float) -> None:
+    def updated(self, used_steps: int, used_slots: int, now: float, changed: bool = True) -> None:
         """Count one update trained on ``used_steps`` env steps in ``used_slots`` agent-slot
-        samples: a new policy version, the trained counters, a finite update (the non-finite
-        streak ends); ``now`` (``time.monotonic()``) starts the rates at the segment's first update."""
+        samples: the trained counters, a finite update (the non-finite streak ends) and, when it
+        ``changed`` the policy's parameters, a new policy version (a replay algorithm's update
+        that took no gradient step keeps the version: ``policy_changed`` in
+        :mod:`zoo.core.algorithm`); ``now`` (``time.monotonic()``) starts the rates at the
+        segment's first update."""
         self.nonfinite_streak = 0
-        self.version += 1
+        self.version += 1 if changed else 0
         self.updates += 1
         self.trained_env_steps += used_steps
         self.trained_samples += used_slots
         if self.rate_ref is None:  # rates are per wall-clock second since this segment's first update
-            self.rate_ref = (now, self.env_steps, self.trained_env_steps)
+            self.rate_ref = (now, self.env_steps, self.trained_env_steps, self.updates)
 
     def batch_taken(self, asked_at: float, ready_at: float, taken_at: float) -> None:
         """Count one batch's rate-limiter waits (:func:`rate_limit_wait`; module docstring)."""
@@ -154,10 +157,11 @@ class TrainerState:
     def rates(self, now: float) -> dict[str, float]:
         """``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s``: env steps received and
         env steps trained on per wall-clock second since this segment's first update (``now``:
-        ``time.monotonic()``); empty before that update, or at it."""
-        if self.rate_ref is None or now <= self.rate_ref[0]:
+        ``time.monotonic()``); empty until an update followed that one (the first update's own
+        env steps are before the reference, so after it alone the trained rate would read 0.0)."""
+        if self.rate_ref is None or now <= self.rate_ref[0] or self.updates <= self.rate_ref[3]:
             return {}
-        t0, steps0, trained0 = self.rate_ref
+        t0, steps0, trained0, _ = self.rate_ref
         return {"mean_env_steps_per_s": (self.env_steps - steps0) / (now - t0),
                 "mean_trained_env_steps_per_s": (self.trained_env_steps - trained0) / (now - t0)}
 

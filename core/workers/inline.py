@@ -78,7 +78,7 @@ class InlineClient:
         self.net = net if net is not None else Inference(ctx, ctx.index, cfg, spec)
         weights = frozen_weights(cfg, policy)
         if weights is not None and net is None:  # frozen: loaded once, nothing to pull
-            self.net.load_frozen(weights)
+            self.net.load_frozen(weights, policy)
         if params is None and weights is None:
             params = ctx.transport("parameter").subscriber(parameter_endpoint(policy))
         self.params = params

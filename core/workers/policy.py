@@ -167,20 +167,31 @@ class Inference:
         self.states = RecurrentStates(state_shape) if state_shape else None
         self.autocast = inference_autocast(self.precision, self.device)
         self.version, self.attempt = -1, 0
+        self.registry, self.cfg, self.spec = ctx.registry, cfg, spec  # a frozen policy's initial weights
         # policies that act per env (Ape-X's per-env epsilon) get each row's global env index
         self.env_index = EnvIndex.from_config(cfg, spec) if getattr(self.policy, "wants_env_index", False) else None
 
-    def load_frozen(self, path: str) -> None:
+    def load_frozen(self, path: str, policy: str = "") -> None:
         """Load a frozen policy's weights once from checkpoint file ``path`` (its
         ``["algorithm"]["policy"]`` state dict, the same ``load_state_dict`` path as parameters;
         converted to the dtype of each tensor); :attr:`version` becomes the checkpoint's
-        ``policy_version`` (0 when it has none).
+        ``policy_version`` (0 when it has none). ``path`` = ``"init"``
+        (:data:`zoo.core.policies.INIT_WEIGHTS`): named policy ``policy``'s initial weights,
+        those its trainer would start from (:func:`zoo.core.workers.trainer.initial_policy_state`),
+        version 0.
 
         Raises:
             CheckpointError: the file cannot be read.
         """
         from zoo.core.checkpoint import load_checkpoint
+        from zoo.core.policies import INIT_WEIGHTS
 
+        if path == INIT_WEIGHTS:
+            from zoo.core.workers.trainer import initial_policy_state
+
+            self.policy.load_state_dict(initial_policy_state(self.registry, self.cfg, self.spec, policy))
+            self.version, self.attempt = 0, 0
+            return
         ckpt = load_checkpoint(path)
         self.policy.load_state_dict(ckpt["algorithm"]["policy"])
         self.version, self.attempt = int(ckpt.get("policy_version", 0) or 0), 0
@@ -243,7 +254,7 @@ def run(ctx: WorkerContext) -> None:
     weights = frozen_weights(cfg, ctx.policy)
     opp = opponent_of(cfg, ctx.policy)
     if weights is not None:  # a frozen policy: its weights, once; it subscribes to nothing
-        net.load_frozen(weights)
+        net.load_frozen(weights, ctx.policy)
         params = None
     else:  # an opponent follows its source's current weights (played until a version is kept)
         params = ctx.transport("parameter").subscriber(parameter_endpoint(opp.source if opp else ctx.policy))

@@ -9,11 +9,14 @@ sample stream, ``docs/flow.md``) and drops any sample whose policy lag — the v
 be trained at minus the ``policy_version`` of a step — exceeds ``trainer.max_policy_lag``
 (counted in ``dropped_samples``); run the algorithm's ``update``; count the env steps of the
 samples it used (``trained_env_steps``) and the agent-slot samples (``trained_samples``);
-publish the new parameters with the version incremented; log metrics; checkpoint. Update
-rows, ``end`` rows and status messages also carry ``dropped_fraction`` and, from the second
-update on, ``mean_env_steps_per_s`` and ``mean_trained_env_steps_per_s`` (per wall-clock
-second since this segment's first update); a replay algorithm's rows carry the rate limiter's
-waits, ``rate_limit_waits`` [batches], ``rate_limit_wait_s`` and ``rate_limit_held_s`` [s]
+publish the new parameters with the version incremented (an update that left the policy's
+parameters as they were, a replay algorithm's warm-up before ``learning_starts``, keeps the
+version and publishes nothing: ``policy_changed`` in :mod:`zoo.core.algorithm`); log metrics;
+checkpoint. Update rows, ``end`` rows and status messages also carry ``dropped_fraction`` and,
+once an update followed the first, ``mean_env_steps_per_s`` and
+``mean_trained_env_steps_per_s`` (per wall-clock second since this segment's first update);
+a replay algorithm's rows carry the rate limiter's waits, ``rate_limit_waits`` [batches],
+``rate_limit_wait_s`` and ``rate_limit_held_s`` [s]
 (:mod:`zoo.core.workers.accounting`), and its status messages those and its ``gradient_steps``,
 ``replayed`` and ``inserted``. Torch threads: :mod:`zoo.core.workers.threads`.
 When no sample arrives for a while it republishes the current parameters, so a policy worker
@@ -160,6 +163,38 @@ def _devices(cfg: Any, count: int) -> list[str] | None:
     return [worker_device(device, r) for r in range(count)] if isinstance(device, str) else None
 
 
+def initial_seed(cfg: Any, policy: str, attempt: int = 0) -> int:
+    """The seed a policy's trainers build its algorithm with, and so its initial weights:
+    ``derive_seed(cfg.seed, "trainer", which, attempt)`` with ``which`` the policy's position in
+    the run's declaration order (0 for the implicit policy ``""``), so two policies of one
+    algorithm start from different weights; the attempt of a restarted trainer draws new ones."""
+    which = list(cfg.policies.named).index(policy) if policy else 0
+    return derive_seed(cfg.seed, "trainer", which, attempt=attempt)
+
+
+def initial_policy_state(registry: Any, cfg: Any, spec: Any, policy: str) -> dict[str, Any]:
+    """The initial (seeded, untrained) weights of named policy ``policy``: the ``state_dict()``
+    of the policy network of its algorithm built as its first trainer builds it (the seed of
+    :func:`initial_seed` with attempt 0, ``cfg`` the policy's view, ``spec`` its agents'), on
+    the CPU, under a forked torch RNG (the caller's generator is untouched). Bitwise the
+    version-0 weights a trainable run of the same config and seed starts from, for algorithms
+    that initialise their networks on the CPU before moving them (every built-in one). What a
+    frozen policy with ``weights = "init"`` serves (docs/policies.md). Returns ``{name: CPU
+    tensor}``."""
+    import dataclasses
+
+    import torch
+
+    seed = initial_seed(cfg, policy)
+    algo_cfg = cfg.algo
+    if isinstance(getattr(algo_cfg, "device", None), str):
+        algo_cfg = dataclasses.replace(algo_cfg, device="cpu")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        algo = registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, seed)
+        return {k: v.detach().cpu().clone() for k, v in algo.policy.state_dict().items()}
+
+
 def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
     """The trainer's algorithm (``cfg.algo_name`` with ``cfg.algo``) on this rank's device
     (``devices[ctx.rank]``; None: the algorithm has no ``device`` option), after setting
@@ -176,8 +211,7 @@ def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
     # (its checkpoint, when there is one, then restores the state it continues from).
     # Named policies: the policy's position in the run's declaration order, so two policies of one
     # algorithm start from different weights.
-    which = list(cfg.policies.named).index(ctx.policy) if ctx.policy else 0
-    seed = derive_seed(cfg.seed, "trainer", which, attempt=ctx.attempt)
+    seed = initial_seed(cfg, ctx.policy, ctx.attempt)
     torch.manual_seed(seed)
     algo_cfg = cfg.algo
     if devices is not None and devices[rank] != algo_cfg.device:
@@ -254,6 +288,7 @@ class Trainer:
         self.shown_stats: dict[str, float] = {}  # the last update's stats that status messages carry (status_stats)
         self.asked_at: float | None = None  # when the trainer began asking for the next batch (monotonic s)
         self.rate_limited = bool(getattr(self.algo, "rate_limited", False))
+        self.changed = True  # whether the last update changed the policy's parameters (a new version)
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
@@ -323,9 +358,10 @@ class Trainer:
             stats = self.update(batch, origins, point)
             if stats is None:  # skipped: not finite
                 continue
-            self.publish()
+            if self.changed:  # an update that left the parameters as they were has nothing new to publish
+                self.publish()
             self.log_update(stats)
-            if self.history is not None and self.history.due(self.state.updates):
+            if self.changed and self.history is not None and self.history.due(self.state.updates):
                 self.keep_version()
             if self.checkpoint_due():
                 self.checkpoint()
@@ -402,7 +438,9 @@ class Trainer:
         except NonFiniteUpdate as exc:
             self.skip(self.guard.skip_update(exc, origins))
             return None
-        self.state.updated(point.used_steps, point.used_slots, time.monotonic())
+        # a replay algorithm's warm-up update (no gradient step) keeps the parameters and the version
+        self.changed = bool(getattr(self.algo, "policy_changed", True))
+        self.state.updated(point.used_steps, point.used_slots, time.monotonic(), self.changed)
         self.meter.counts["updates"] += 1
         return stats
 

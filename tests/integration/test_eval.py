@@ -151,7 +151,11 @@ def test_policy_default_plays_another_checkpoint_of_a_run_without_named_policies
         str((other / "checkpoints" / "latest.pt").resolve()), 8, 1024)
     assert "policy_returns" not in row
     result = invoke(app, ["eval", str(run), "-n", "1", "--policy", f"default={other}"])
-    assert result.exit_code == 0 and (run / "eval" / "default=latest-seed0.jsonl").is_file(), result.output
+    from zoo.evaluate import checkpoint_label
+
+    label = checkpoint_label(other / "checkpoints" / "latest.pt")  # b.latest.<6 hex>: another run's latest.pt
+    assert label.startswith("b.latest.") and len(label) == len("b.latest.") + 6
+    assert result.exit_code == 0 and (run / "eval" / f"default={label}-seed0.jsonl").is_file(), result.output
     impala = make_run(tmp_path, "impala", "CartPole-v1", "impala-run")
     one_line_error(invoke(app, ["eval", str(run), "--policy", f"default={impala}"]), "written by algorithm impala")
     one_line_error(invoke(app, ["eval", str(run), "--policy", "lead=x.pt"]),

@@ -82,8 +82,13 @@ def test_two_policies_train_by_agent_name_and_a_frozen_one_serves_its_weights_un
     lines = out.splitlines()
     assert any(line.startswith("policy lead: version=") for line in lines), out
     assert any(line.startswith("policy rest: version=") for line in lines), out
-    assert (f"lead version={ends['lead']['policy_version']} return=" in lines[-1]
-            and f"rest version={ends['rest']['policy_version']} return=" in lines[-1]), lines[-1]
+    for p in ("lead", "rest"):  # each policy's own version and trained env steps, from its end row
+        assert (f"{p} version={ends[p]['policy_version']} trained={ends[p]['trained_env_steps']:,} return="
+                in lines[-1]), lines[-1]
+    # the run's env steps: the most any policy received, on the done line and in zoo runs alike
+    most = max(ends[p]["env_steps"] for p in ("lead", "rest"))
+    assert lines[-1].startswith(f"done: {most:,} env steps ({most:,} frames) in "), lines[-1]
+    assert run_info(run).env_steps == most
     info = run_info(run)
     assert [(p.name, p.trainable, p.version, p.env_steps) for p in info.policies] == [
         (p, True, ends[p]["policy_version"], ends[p]["env_steps"]) for p in ("lead", "rest")]
@@ -170,6 +175,53 @@ def test_teams_whose_observations_differ_each_train_their_own_network(tmp_path):
     assert result.stderr.startswith(f"error: --policy good={adversary}: {str(adversary)!r} does not fit policy good "
                                     "(mappo for agents agent_0, agent_1): Error(s) in loading state_dict"), \
         result.stderr
+
+
+def test_a_team_frozen_at_its_initial_weights_plays_them_and_zoo_eval_plays_the_same(tmp_path):
+    """weights = "init" (docs/policies.md): the good team keeps the seeded weights it would start
+    from; its policy worker builds them, nothing trains it (benchmarks/two_teams.py's baseline)."""
+    import torch
+
+    from zoo.core.config import build_config
+    from zoo.core.plugins import get_registry
+    from zoo.core.policies import policy_view
+    from zoo.core.workers.trainer import initial_policy_state
+    from zoo.evaluate import load_evaluation
+
+    mark = uuid.uuid4().hex
+    config = tmp_path / "init.toml"
+    config.write_text(ADVERSARY.replace('[policies.good]\nalgo = "mappo"\n',
+                                        '[policies.good]\nalgo = "mappo"\ntrainable = false\nweights = "init"\n'))
+    proc = start("train", "mappo", "--env", "pettingzoo:mpe2.simple_adversary_v3", "--config", str(config),
+                 "--steps", "300", "--seed", "4", "--name", "init", "--set", f"runs_dir={tmp_path}",
+                 env=subprocess_env(ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
+    assert proc.returncode == 0, err[-3000:]
+    assert marked_processes(mark) == [] and leftovers(proc.pid) == []
+    run = tmp_path / "init"
+    assert "good (2 agents, 1 policy worker, frozen)" in out
+    rows = read_metrics(run)
+    assert {r["policy"] for r in rows if r["type"] in ("update", "end")} == {"adversary"}
+    assert all("good_return" in r for r in rows if r["type"] == "episode")
+    assert json.loads((run / "config.json").read_text())["policies"]["good"]["weights"] == "init"
+    graph = json.loads((run / "graph.json").read_text())
+    served = next(w for w in graph["workers"] if w["role"] == "policy" and w["policy"] == "good")
+    assert served["loads"] == "init" and not (run / "checkpoints" / "good").exists()
+    status = json.loads((run / "live.json").read_text())["status"]
+    assert status["policies"]["good"]["frozen"] is True and status["policies"]["good"]["policy_version"] == 0
+    # zoo eval plays the same initial weights: those a trainable good of this run (seed 4) starts from
+    ev = load_evaluation(run)
+    good = next(s for s in ev.seats if s.name == "good")
+    assert good.checkpoint is None and good.counters == {"policy_version": 0}
+
+    registry = get_registry()
+    (tmp_path / "trainable.toml").write_text(ADVERSARY)  # the same run with the good team trainable
+    trainable = build_config(registry, "mappo", "pettingzoo:mpe2.simple_adversary_v3", seed=4, name="x", steps=300,
+                             config_file=tmp_path / "trainable.toml", overrides=[f"runs_dir={tmp_path}"])
+    view = policy_view(trainable, trainable.policies, "good")
+    start_weights = initial_policy_state(registry, view, view.spec, "good")
+    mine = good.policy.state_dict()
+    assert [k for k in start_weights if not torch.equal(mine[k], start_weights[k])] == []
 
 
 SPEAKER_LISTENER = """

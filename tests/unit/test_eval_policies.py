@@ -216,7 +216,8 @@ def test_bad_policy_swaps_are_one_line_naming_the_option(teams, spread_spec, tmp
                                                "(.pt), a run folder, or POLICY@VERSION (docs/policies.md)")
     wrong = _checkpoint(tmp_path / "wrong.pt", _net(spread_spec.subset(("agent_1", "agent_2")), 3), 1)
     assert refused({"lead": "rest@4"}) == (
-        f"--policy lead=rest@4: policy rest kept no version 4 ({teams / 'checkpoints' / 'rest' / 'policy-v00000004.pt'} "
+        f"--policy lead=rest@4: policy rest kept no version 4 "
+        f"({teams / 'checkpoints' / 'rest' / 'policy-v00000004.pt'} "
         f"does not exist, nor {teams / 'history' / 'rest' / 'v00000004.pt'}): versions are kept with "
         "policies.rest.trainer.keep_checkpoints = true or policies.rest.trainer.history.every_updates = N; give a "
         "version it kept")
@@ -246,3 +247,58 @@ def test_zoo_eval_refuses_a_malformed_policy_in_one_line(tmp_path):
     assert result.output.strip() == ("error: --policy 'lead': give NAME=CHECKPOINT, a policy of the run and a "
                                      "checkpoint file, a run folder or POLICY@VERSION to play in place of its weights "
                                      "(e.g. --policy lead=runs/other/checkpoints/lead/latest.pt)")
+
+
+def test_output_files_of_different_weights_have_different_readable_names(teams, spread_spec, tmp_path):
+    import hashlib
+
+    from zoo.evaluate import checkpoint_label, output_stem
+
+    def digest(path: Path) -> str:
+        return hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:6]
+
+    # two other runs' lead: both files are checkpoints/lead/latest.pt, so both stems were "latest" and
+    # both evaluations wrote eval/policies-lead=latest-seed0.jsonl
+    others = []
+    for name, seed in (("run-a", 7), ("run-b", 8)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+        others.append(_checkpoint(tmp_path / name / "checkpoints" / "lead" / "latest.pt",
+                                  _net(spread_spec.subset(("agent_0",)), seed), 9, hidden=8, layers=1))
+    stems = [output_stem(load_evaluation(teams, swaps={"lead": str(o)})) for o in others]
+    assert stems == [f"policies-lead=run-a.lead.latest.{digest(others[0])}",
+                     f"policies-lead=run-b.lead.latest.{digest(others[1])}"]
+    assert output_stem(load_evaluation(teams)) == "policies"  # every policy its own weights
+    # a kept version given as the target is named too (it read "policies", as the run's own latest)
+    kept = _checkpoint(teams / "checkpoints" / "rest" / "policy-v00000002.pt",
+                       _net(spread_spec.subset(("agent_1", "agent_2")), 4), 2)
+    assert output_stem(load_evaluation(kept)) == f"policies-rest=teams.rest.policy-v00000002.{digest(kept)}"
+    loose = _checkpoint(tmp_path / "loose" / "lead.pt", _net(spread_spec.subset(("agent_0",)), 3), 1)
+    assert checkpoint_label(loose) == f"loose.lead.{digest(loose)}"
+
+
+def test_a_policy_plays_its_initial_weights_as_the_run_would_start_it(teams, spread_spec):
+    from types import SimpleNamespace
+
+    from zoo.core.config import algorithm_config_class
+    from zoo.core.workers.trainer import initial_policy_state
+    from zoo.evaluate import output_stem
+
+    registry = get_registry()
+    algo = algorithm_config_class(registry.get("algorithm", "mappo"))(hidden=8, layers=1)
+    # the run's seed 0, lead declared first: what lead's trainer builds before its first update
+    view = SimpleNamespace(policies=SimpleNamespace(named={"lead": None, "rest": None}), seed=0, algo=algo,
+                           algo_name="mappo")
+    start = initial_policy_state(registry, view, spread_spec.subset(("agent_0",)), "lead")
+    ev = load_evaluation(teams, swaps={"lead": "init"})  # --policy lead=init
+    lead = ev.seats[0]
+    assert (lead.checkpoint, lead.counters, lead.swapped) == (None, {"policy_version": 0}, True)
+    assert _same(lead.policy, start)
+    assert output_stem(ev) == "policies-lead=init"
+    # a policy frozen at "init" in the run's config plays the same, under the run's own file name
+    config = json.loads((teams / "config.json").read_text())
+    config["policies"]["lead"].update(trainable=False, weights="init")
+    (teams / "config.json").write_text(json.dumps(config))
+    ev = load_evaluation(teams)
+    assert ev.seats[0].checkpoint is None and _same(ev.seats[0].policy, start)
+    assert output_stem(ev) == "policies"

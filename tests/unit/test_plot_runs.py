@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import zoo.cli as cli
 from zoo.core.plugins import get_host
 from zoo.plotting import plot_runs, smooth_curve
-from zoo.runinfo import RunError, run_info
+from zoo.runinfo import RunError, read_metrics, run_info
 
 runner = CliRunner()
 
@@ -280,7 +280,23 @@ def test_the_committed_demo_run_reads_back():
     fig = plot_runs([run], smooth=1)
     lines = {line.get_gid(): line for line in fig.axes[0].lines}
     assert set(lines) == {"hide-and-seek-demo|hider_return", "hide-and-seek-demo|seeker_return"}
-    # 101,116 env steps of 80-step episodes: 1,260 episodes, zero-sum between the teams
+    # 101,116 env steps of 80-step episodes: 1,260 episodes, zero-sum between the teams, ending at 157
+    # env-step values (the envs of a sample end their episodes together): one point each, their mean
     hider = lines["hide-and-seek-demo|hider_return"].get_ydata()
     seeker = lines["hide-and-seek-demo|seeker_return"].get_ydata()
-    assert len(hider) == 1260 and np.array_equal(hider, -seeker)
+    episodes = [r for r in read_metrics(run) if r.get("type") == "episode"]
+    assert len(episodes) == 1260 and len({r["env_steps"] for r in episodes}) == 157
+    assert len(hider) == 157 and np.array_equal(hider, -seeker)
+
+
+def test_episodes_that_share_an_env_step_value_are_one_point_their_mean(tmp_path):
+    # one sample of a ring group of 4 MPE envs ends 4 episodes at once: 4 rows at env step 100, 4 at 200
+    rows = [{"type": "episode", "env_steps": s, "return": r, "length": 25, "lead_return": r, "rest_return": 2 * r,
+             "policy": "lead"} for s, r in ((100, -10.0), (100, -30.0), (100, -20.0), (100, -40.0),
+                                            (200, -5.0), (200, -15.0), (200, -10.0), (200, -10.0))]
+    run = write_run(tmp_path, "teams", rows, config=TEAMS)
+    # drawn row by row the line went 100:-10 -> -30 -> -20 -> -40 -> 200:-5 ...: spikes at one x
+    assert drawn(plot_runs([run], smooth=1)) == {"teams|lead_return": [[100, -25], [200, -10]],
+                                                 "teams|rest_return": [[100, -50], [200, -20]]}
+    assert drawn(plot_runs([run], smooth=2)) == {"teams|lead_return": [[200, -17.5]],
+                                                 "teams|rest_return": [[200, -35]]}

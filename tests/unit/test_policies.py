@@ -374,8 +374,8 @@ def test_a_frozen_policy_without_weights_is_refused(registry, adv_spec):
     exc = _refused(registry, adv_spec, _with(adversary={"trainable": False}))
     assert exc.field == "policies.adversary.weights"
     assert str(exc) == ("policies.adversary.weights: policy adversary is frozen (trainable = false) but has no weights "
-                        "to serve; set policies.adversary.weights to a checkpoint file, a run folder or POLICY@VERSION "
-                        "(docs/policies.md), or make the policy trainable")
+                        "to serve; set policies.adversary.weights to a checkpoint file, a run folder, POLICY@VERSION "
+                        "or \"init\" (its initial weights; docs/policies.md), or make the policy trainable")
 
 
 def test_trainer_options_on_a_frozen_policy_are_refused(registry, adv_spec, tmp_path):
@@ -589,3 +589,47 @@ def test_agents_whose_action_spaces_differ_cannot_share_a_policy():
         spec.subset(["a", "b"])
     assert str(info.value) == ("agents 'a' and 'b' of env 'two-heads' have different spaces: action space Discrete(3) "
                                "(a) vs Discrete(5) (b)")
+
+
+def test_a_policy_frozen_at_its_initial_weights_serves_bitwise_the_weights_a_trainable_run_starts_from(
+        registry, adv_spec):
+    from types import SimpleNamespace
+
+    from zoo.core.workers.policy import Inference, frozen_weights
+    from zoo.core.workers.trainer import make_algorithm
+
+    def ctx(cfg, policy, role_cfg):
+        return SimpleNamespace(cfg=role_cfg, spec=role_cfg.spec, policy=policy, rank=0, attempt=0, registry=registry)
+
+    trainable = _cfg(registry, adv_spec, seed=5)
+    trainable.policies = _build(registry, adv_spec, TEAMS, cfg=trainable)
+    frozen = _cfg(registry, adv_spec, seed=5)
+    frozen.policies = _build(registry, adv_spec, _with(adversary={"trainable": False, "weights": "init"}), cfg=frozen)
+    assert frozen.policies.named["adversary"].weights == "init" and not frozen.policies.named["adversary"].trainable
+    assert policies_to_dict(frozen.policies)["policies"]["adversary"]["weights"] == "init"
+    view = policy_view(trainable, trainable.policies, "adversary")
+    # the version-0 weights its trainer publishes (Trainer.publish: algo.policy.state_dict())
+    start = make_algorithm(ctx(trainable, "adversary", view), None).policy.state_dict()
+    frozen_view = policy_view(frozen, frozen.policies, "adversary")
+    assert frozen_weights(frozen_view, "adversary") == "init"
+    net = Inference(ctx(frozen, "adversary", frozen_view), 0, frozen_view, frozen_view.spec)
+    before = torch.get_rng_state()
+    net.load_frozen("init", "adversary")
+    assert torch.equal(torch.get_rng_state(), before)  # the worker's action-sampling generator is untouched
+    assert net.version == 0
+    served = net.policy.state_dict()
+    assert list(served) == list(start)
+    assert [k for k in start if not torch.equal(served[k], start[k])] == []
+    # another seed gives other weights: they are the seeded initial ones, not a fixed network
+    other = _cfg(registry, adv_spec, seed=6)
+    other.policies = _build(registry, adv_spec, TEAMS, cfg=other)
+    view = policy_view(other, other.policies, "adversary")
+    moved = make_algorithm(ctx(other, "adversary", view), None).policy.state_dict()
+    assert not all(torch.equal(moved[k], start[k]) for k in start if moved[k].is_floating_point())
+
+
+def test_init_weights_on_a_trainable_policy_are_refused_and_the_missing_weights_message_names_init(
+        registry, adv_spec):
+    exc = _refused(registry, adv_spec, _with(adversary={"weights": "init"}))
+    assert str(exc) == ("policies.adversary.weights = 'init' is set on a trainable policy; weights are what a frozen "
+                        "policy serves: set policies.adversary.trainable = false, or remove policies.adversary.weights")

@@ -64,11 +64,11 @@ def test_an_update_counts_a_version_the_trained_samples_and_ends_the_nonfinite_s
     st.updated(50, 8, now=10.0)
     assert (st.version, st.updates, st.trained_env_steps, st.trained_samples) == (1, 1, 50, 8)
     assert (st.nonfinite_streak, st.nonfinite_updates) == (0, 2)  # the total stays
-    assert st.rate_ref == (10.0, 100, 50)  # the segment's first update
+    assert st.rate_ref == (10.0, 100, 50, 1)  # the segment's first update
     assert st.rates(10.0) == {}  # not yet: at the first update
     st.env_steps = 300
     st.updated(50, 8, now=12.0)
-    assert st.rate_ref == (10.0, 100, 50)  # kept from the first update
+    assert st.rate_ref == (10.0, 100, 50, 1)  # kept from the first update
     # (300 - 100) / (14 - 10) = 50; (100 - 50) / 4 = 12.5
     assert st.rates(14.0) == {"mean_env_steps_per_s": 50.0, "mean_trained_env_steps_per_s": 12.5}
 

@@ -5,15 +5,16 @@ agent's return), the mean, standard deviation (``ddof=0``), min and max over the
 episodes, each number printed exactly (Python's shortest round-trip form), so the
 printed mean is the mean of the ``return`` fields of the JSON lines written to ``--out``
 (default ``<run>/eval/<checkpoint>-seed<S>[-deterministic].jsonl``, one line per
-episode). How episodes are played and what a video frame is: :mod:`zoo.evaluate`.
+episode; with named policies or ``--policy``, :func:`zoo.evaluate.output_stem` names it).
+How episodes are played and what a video frame is: :mod:`zoo.evaluate`.
 
 A run of named policies (docs/policies.md) plays every policy for its agents, each from
 its own checkpoint (``checkpoints/<policy>/latest.pt``; a frozen one's ``weights``), and
 prints each policy's return too (mean over its agents; ``policy_returns`` in the JSON
-lines). ``--policy NAME=CHECKPOINT`` (repeatable) plays a checkpoint file, run folder or
-``POLICY@VERSION`` in place of policy NAME's weights; a malformed value, a policy the run
-does not have, or a checkpoint that cannot be found, read or does not fit is refused in
-one line before any episode is played.
+lines). ``--policy NAME=CHECKPOINT`` (repeatable) plays a checkpoint file, run folder,
+``POLICY@VERSION`` or ``init`` (its initial weights) in place of policy NAME's weights; a
+malformed value, a policy the run does not have, or a checkpoint that cannot be found, read
+or does not fit is refused in one line before any episode is played.
 """
 from __future__ import annotations
 
@@ -57,9 +58,9 @@ def eval_command(
     threads: int = typer.Option(1, "--threads", min=1, help="Torch CPU threads (as the policy worker's default: "
                                                             "small forward passes run slower on more)."),
     policy: list[str] = typer.Option([], "--policy", metavar="NAME=CHECKPOINT",
-                                     help="Play policy NAME with this checkpoint file, run folder or POLICY@VERSION "
-                                          "instead of its own weights (repeatable; a run that names no policies "
-                                          "has one, default)."),
+                                     help="Play policy NAME with this checkpoint file, run folder, POLICY@VERSION or "
+                                          "init (its initial weights; named policies) instead of its own weights "
+                                          "(repeatable; a run that names no policies has one, default)."),
 ) -> None:
     """Evaluate a trained policy in-process on CPU: returns, lengths, per-episode JSON lines, video."""
     from zoo.cli import _console, _fail
@@ -89,12 +90,9 @@ def eval_command(
                     "(register_envs: renderer='module:function')")
     mode = "deterministic" if deterministic else "stochastic"
     if out is None:
-        stem = ev.checkpoint.stem
-        if ev.seats:  # policies, or policies-lead=<file stem>-... when --policy swapped some
-            stem = "-".join(["policies"] + [f"{seat.name}={seat.checkpoint.stem}" for seat in ev.seats
-                                            if seat.swapped and seat.checkpoint is not None])
-        elif swaps:
-            stem = f"default={stem}"
+        from zoo.evaluate import output_stem
+
+        stem = output_stem(ev, swapped_default=bool(swaps))  # policies[-lead=<run>.<file>.<hash>...]
         out = ev.run_dir / "eval" / f"{stem}-seed{seed}{'-deterministic' if deterministic else ''}.jsonl"
     console = _console()
 

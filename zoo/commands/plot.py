@@ -21,7 +21,8 @@ def plot_command(
                                 help="Metric to plot (repeatable): a field of the episode or update rows of "
                                      "metrics.jsonl. Default: the per-team returns if logged, else return."),
     smooth: int = typer.Option(0, "--smooth", min=0, metavar="ROWS",
-                               help="Moving average over this many rows (1: none; 0: rows / 50)."),
+                               help="Moving average over this many points, rows sharing an x value averaged into one "
+                                    "(1: none; 0: points / 50)."),
     title: str | None = typer.Option(None, "--title", help="Figure title."),
     policy: list[str] = typer.Option([], "--policy", metavar="NAME",
                                      help="Draw only this named policy's lines (repeatable, or a comma list): its "

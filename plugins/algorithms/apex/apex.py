@@ -149,6 +149,7 @@ class ApeX:
         self.replay: Replay | None = None  # built at the first batch (its sample length sizes the rows)
         self.updates = 0
         self.gradient_steps = 0
+        self.policy_changed = True  # whether the last update changed the policy's state (core.algorithm)
         self.inserted = 0  # transitions inserted
         self.replayed = 0  # transitions sampled for gradient steps
         self.credit = 0.0  # the rate limiter's replay credit, in transitions
@@ -286,6 +287,7 @@ class ApeX:
             raise
         self.inserted += grant.inserting
         self.updates += 1
+        self.policy_changed = steps > 0  # no gradient step (warm-up): the parameters are as they were
         stats = {k: v / max(1, steps) for k, v in sums.items()}
         stats.update({"gradient_steps": float(steps), "replay_size": float(len(replay)),
                       "replay_fill": len(replay) / c.capacity, "replay_ratio": self.replayed / max(1, self.inserted),

@@ -134,6 +134,7 @@ class R2D2:
         self.replay: SequenceReplay | None = None
         self.updates = 0
         self.gradient_steps = 0
+        self.policy_changed = True  # whether the last update changed the policy's state (core.algorithm)
         self.inserted = 0  # sequences inserted
         self.replayed = 0  # sequences sampled for gradient steps
         self.credit = 0.0  # the rate limiter's credit, in sequences
@@ -320,6 +321,7 @@ class R2D2:
             raise
         self.inserted += grant.inserting
         self.updates += 1
+        self.policy_changed = steps > 0  # no gradient step (warm-up): the parameters are as they were
         stats = {k: v / max(1, steps) for k, v in sums.items()}
         stats.update({"gradient_steps": float(steps), "replay_size": float(len(replay)),
                       "replay_fill": len(replay) / c.capacity, "replay_ratio": self.replayed / max(1, self.inserted),

@@ -200,6 +200,7 @@ class SAC:
         self.replay: Replay | None = None  # built at the first batch (its sample length sizes the rows)
         self.updates = 0
         self.gradient_steps = 0
+        self.policy_changed = True  # whether the last update changed the policy's state (core.algorithm)
         self.inserted = 0
         self.replayed = 0
         self.credit = 0.0
@@ -359,8 +360,11 @@ class SAC:
             raise
         self.inserted += grant.inserting
         self.updates += 1
+        warm = bool(self.policy.warmup)
         if grant.replay_size + grant.inserting >= c.learning_starts:  # every rank's shards together
             self.policy.warmup.fill_(0.0)
+        # the policy's state changed: a gradient step, or the warm-up's end (its actions are no longer uniform)
+        self.policy_changed = steps > 0 or warm != bool(self.policy.warmup)
         stats = {k: v / max(1, steps) for k, v in sums.items()}
         stats.update({"alpha": self.alpha, "gradient_steps": float(steps), "replay_size": float(len(replay)),
                       "replay_fill": len(replay) / c.capacity, "replay_ratio": self.replayed / max(1, self.inserted),
