@@ -242,3 +242,65 @@ def test_rating_rows_give_each_versions_rating_at_its_env_steps(tmp_path):
     rows = rating_rows(tmp_path)
     assert [(r["version"], r["env_steps"], round(r["rating"], 6)) for r in rows] == [
         (1, 100, 1029.861734), (2, 200, 984.668764)]  # version 3 has no rating of either kind
+
+
+def test_a_resumed_trainer_cuts_the_eval_managers_games_of_versions_after_its_checkpoint(tmp_path):
+    from types import SimpleNamespace
+
+    from zoo.core.workers.history import History
+
+    with VersionStore(tmp_path) as store:
+        for v in (1, 2, 3):
+            store.add("default", v, v, 100 * v, float(v), weights(v))
+        store.record_eval("default", MATCH_1, k=32, initial=1000)
+        store.record_eval("default", MATCH_2, k=32, initial=1000)
+        store.record_eval("default", [EvalGame("v3", "random", 0, 1.0, 1.0, -1.0, 3)], k=32, initial=1000)
+    # the trainer of a resumed run (resume = 1) whose checkpoint holds version 1
+    cfg = SimpleNamespace(resume=1, policies=None,
+                          trainer=SimpleNamespace(history=SimpleNamespace(every_updates=1, every_minutes=0, keep=0)))
+    history = History.open(SimpleNamespace(run_dir=str(tmp_path), policy="", attempt=0), cfg, 1)
+    assert history is not None
+    history.close()
+    with VersionStore(tmp_path, readonly=True) as store:
+        assert [v.version for v in store.versions("default")] == [1]
+        by = {s.player: s for s in store.standings("default")}
+        assert set(by) == {"random", "v1"} and store.evaluated("default") == {1}
+        # replayed: v1's two games against random only (the v2 and v3 games are gone)
+        assert by["v1"].rating == pytest.approx(1014.530498, abs=1e-6)
+        assert by["random"].rating == pytest.approx(985.469502, abs=1e-6) and by["random"].games == 2
+        assert store.db.execute("SELECT player_rating FROM eval_games ORDER BY id").fetchall()[0] == (1016.0,)
+
+
+def schedule(store, clock, **options):
+    """An Evaluator's schedule state alone (no envs, no networks): what ``due`` reads."""
+    from zoo.core.workers.evaluator import EvalOptions, Evaluator
+
+    ev = object.__new__(Evaluator)
+    ev.opts, ev.clock, ev.store, ev.policy = EvalOptions(**options), clock, store, "learner"
+    ev.seen, ev.new_since, ev.last_eval = -1, 0, clock()
+    return ev
+
+
+def test_every_version_is_evaluated_oldest_first_and_once(tmp_path):
+    with store_with_versions(tmp_path) as store:
+        ev = schedule(store, lambda: 0.0)
+        assert ev.due().version == 1
+        store.record_eval("learner", MATCH_1, k=32, initial=1000)  # v1 played
+        assert ev.due().version == 2
+        store.record_eval("learner", MATCH_2, k=32, initial=1000)
+        assert ev.due() is None
+        store.add("learner", 3, 3, 300, 3.0, weights(3))
+        assert ev.due().version == 3
+
+
+def test_every_n_versions_and_every_m_minutes(tmp_path):
+    now = [0.0]
+    with store_with_versions(tmp_path, versions=(1,)) as store:
+        ev = schedule(store, lambda: now[0], every_versions=2, every_minutes=1.0)
+        assert ev.due() is None  # one new version of 2; 0 s of 60
+        store.add("learner", 2, 2, 200, 2.0, weights(2))
+        assert ev.due().version == 2  # 2 new versions: the newest not evaluated
+        store.record_eval("learner", MATCH_2, k=32, initial=1000)
+        assert ev.due() is None  # v1 is not evaluated, but neither schedule is due
+        now[0] = 60.0
+        assert ev.due().version == 1  # a minute since the last evaluation: the newest not evaluated
