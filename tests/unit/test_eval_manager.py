@@ -304,3 +304,20 @@ def test_every_n_versions_and_every_m_minutes(tmp_path):
         assert ev.due() is None  # v1 is not evaluated, but neither schedule is due
         now[0] = 60.0
         assert ev.due().version == 1  # a minute since the last evaluation: the newest not evaluated
+
+
+def test_zoo_plot_draws_each_versions_rating_over_env_steps(tmp_path):
+    from zoo.plotting import plot_runs
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"algo_name": "mappo", "env_name": TICTACTOE}))
+    (run / "metrics.jsonl").write_text(json.dumps({"type": "episode", "env_steps": 9, "return": 0.0}) + "\n")
+    with store_with_versions(run) as store:
+        store.record_eval("learner", MATCH_1, k=32, initial=1000)
+        store.record_eval("learner", MATCH_2, k=32, initial=1000)
+    fig = plot_runs([run], ["rating"])
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_gid() == "run|rating"]
+    assert line.get_xdata().tolist() == [100.0, 200.0]
+    assert np.round(line.get_ydata(), 6).tolist() == [1029.861734, 984.668764]
+    assert fig.axes[0].get_ylabel() == "eval manager's Elo rating of each kept version"
