@@ -89,3 +89,15 @@ def test_the_eval_manager_rates_kept_versions_and_zoo_league_prints_them(tmp_pat
     assert "player env steps rating games vs random mean return" in lines
     v1 = f"v1 {training[0].env_steps:,} {standings['v1'].rating:.1f} {standings['v1'].games}"
     assert any(line.startswith(v1) for line in lines), lines
+
+
+def test_an_unknown_baseline_is_refused_before_any_process_starts(tmp_path):
+    mark = uuid.uuid4().hex
+    result = zoo("train", "mappo", "--env", "pettingzoo:pettingzoo.classic.tictactoe_v3", "--name", "bad",
+                 "--set", f"runs_dir={tmp_path}", "--set", "trainer.history.every_updates=1",
+                 "--set", "workers.eval.count=1", "--set", "workers.eval.baselines=random,minimax",
+                 env=mark_env(mark), timeout=300)
+    assert result.returncode == 2
+    assert ("workers.eval.baselines: no baseline 'minimax' is installed; baselines: random (see `zoo list "
+            "baselines`)") in " ".join(result.stderr.split())
+    assert not (tmp_path / "bad").exists() and marked_processes(mark) == []

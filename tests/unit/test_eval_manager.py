@@ -321,3 +321,38 @@ def test_zoo_plot_draws_each_versions_rating_over_env_steps(tmp_path):
     assert line.get_xdata().tolist() == [100.0, 200.0]
     assert np.round(line.get_ydata(), 6).tolist() == [1029.861734, 984.668764]
     assert fig.axes[0].get_ylabel() == "eval manager's Elo rating of each kept version"
+
+
+def test_in_a_one_agent_env_versions_and_baselines_are_scored_by_return_alone(tmp_path):
+    from types import SimpleNamespace
+
+    from zoo.core.checkpoint import FORMAT
+    from zoo.core.kinds import options_of
+    from zoo.core.workers.evaluator import Evaluator
+
+    reg = get_registry()
+    cfg = build_config(reg, "ppo", "CartPole-v1", name="x", overrides=[
+        "trainer.history.every_updates=1", "workers.eval.count=1", "workers.eval.episodes=3",
+        "workers.eval.envs=2"])
+    ctx = SimpleNamespace(cfg=cfg, spec=cfg.spec, registry=reg, run_dir=str(tmp_path), index=0, attempt=0,
+                          stop=False, policy="", role="eval")
+    net = reg.get("algorithm", "ppo").load().build_policy(cfg.algo, cfg.spec)
+    with VersionStore(tmp_path) as store:
+        store.add("default", 1, 1, 256, 1.0, {"format": FORMAT, "algorithm": {"policy": net.state_dict(),
+                                                                            "config": None}})
+    ev = Evaluator(ctx, options_of(ctx))
+    try:
+        assert ev.open_store()
+        row = ev.due()
+        assert row.version == 1
+        assert ev.evaluate(row) == 6  # random's 3 episodes (once), then v1's 3
+        assert ev.due() is None
+    finally:
+        ev.close()
+    with VersionStore(tmp_path, readonly=True) as store:
+        got = {s.player: s for s in store.standings("default")}
+        rows = store.db.execute("SELECT player, opponent, score, player_return FROM eval_games ORDER BY id").fetchall()
+    assert [r[:3] for r in rows] == [("random", None, None)] * 3 + [("v1", None, None)] * 3
+    assert all(r[3] >= 1.0 for r in rows)  # a CartPole episode earns 1 per step, at least one step
+    assert {p: (s.rating, s.games) for p, s in got.items()} == {"random": (None, 3), "v1": (None, 3)}
+    assert got["v1"].mean_return == pytest.approx(sum(r[3] for r in rows[3:]) / 3)
