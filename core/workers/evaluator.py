@@ -13,8 +13,9 @@ evaluated when ``every_versions`` (N > 0) new kept versions have appeared since 
 it evaluated (N = 1: every kept version, oldest first), or when ``every_minutes`` (M > 0)
 have passed since its last evaluation (then the newest kept version not evaluated yet). A
 version that played as the player is never evaluated again (resumes included: the store
-says which were). An evaluation of version v is one match per opponent: each baseline, then
-the ``past_versions`` newest kept versions older than v, newest first; a match is
+says which were; a version that had no opponent to play, such as the first with no
+baselines, counts as evaluated by this worker). An evaluation of version v is one match per
+opponent: each baseline, then the ``past_versions`` newest kept versions older than v, newest first; a match is
 ``episodes`` games, in a two-player env the first ``ceil(episodes / 2)`` with v as the env's
 first agent and the rest as its second. Actions are sampled, or the distribution's mode with
 ``deterministic = true``. In a one-agent env a game is an episode of the version alone (its
@@ -27,16 +28,19 @@ win, draw, loss). Each game with an opponent is one Elo update
 rated starts at ``initial_rating``. Baselines are players of the pool like versions (rated,
 not fixed). A match is written in one short transaction after it is played.
 
-**Seeds.** Match m (counted from 0 in this worker process) plays its games with envs reset
-with seeds ``s_m + k`` (k = the game) and torch's generator seeded ``s_m``, where ``s_m`` is
-:func:`zoo.core.seeding.derive_seed` of the run's seed, role ``eval``, slot m (a resumed run
-or a restarted worker gets other seeds).
+**Seeds.** Each match, and each baseline player built for one, takes the next seed ``s_m``
+(m counted from 0 in this worker process): :func:`zoo.core.seeding.derive_seed` of the run's
+seed, role ``eval``, slot m, modulo 2**31 (a resumed run or a restarted worker gets other
+seeds). A match's games reset their envs with seeds ``s_m + k`` (k = the game: in a
+two-player match ``s_m + n + k`` for the second half's, n = ``episodes``) with torch's
+generator seeded likewise, so a seeded run's eval games repeat.
 
 **Refused before any worker starts** (:func:`check`): a baseline that names no installed
 baseline plugin, a policy that is not a trainable policy of the run or keeps no history, an
 env of more than two agents or of two agents with different spaces, a baseline that cannot
-play the env's action space, and no schedule (``every_versions = 0`` and ``every_minutes =
-0``); bounds of the options (:class:`EvalOptions`) are checked with every kind's.
+play the env's action space, no schedule (``every_versions = 0`` and ``every_minutes =
+0``), and a two-player game with no baseline and ``past_versions = 0``; bounds of the
+options (:class:`EvalOptions`) are checked with every kind's.
 """
 from __future__ import annotations
 
@@ -148,6 +152,9 @@ def check(cfg: Any, registry: Any) -> list[tuple[str, str]]:
         out.append((f"workers.{KIND}", f"workers.{KIND}: env {spec.env_id!r} has {why}; the eval manager plays "
                     "one-agent envs and two-player games whose players share their spaces"))
         spec = None
+    if spec is not None and spec.num_agents == 2 and not opts.baselines and opts.past_versions == 0:
+        out.append((f"workers.{KIND}.baselines", f"workers.{KIND}.baselines = [] and workers.{KIND}.past_versions = "
+                    "0: a version has no opponent to play; name a baseline (random) or set past_versions=N"))
     installed = registry.names("baseline")
     key = f"workers.{KIND}.baselines"
     if len(set(opts.baselines)) != len(opts.baselines):
@@ -206,6 +213,7 @@ class Evaluator:
         self.new_since = 0  # kept versions seen since the last evaluation
         self.last_eval = clock()
         self.alone_done: set[str] = set()
+        self.tried: set[int] = set()  # versions evaluated here (also those that had no opponent to play)
 
     def close(self) -> None:
         for env in self.envs:
@@ -226,7 +234,7 @@ class Evaluator:
     def due(self) -> Any:
         """The kept version to evaluate now, or None (the schedule of the module docstring)."""
         kept = self.store.versions(self.policy)
-        done = self.store.evaluated(self.policy)
+        done = self.store.evaluated(self.policy) | self.tried
         fresh = [v for v in kept if v.version > self.seen]
         if fresh:
             self.new_since += len(fresh)
@@ -307,6 +315,7 @@ class Evaluator:
         """Play version ``row``'s matches and write each; the games written."""
         from zoo.core.history import player_name
 
+        self.tried.add(row.version)
         net = self.net(row)
         if net is None:
             return 0

@@ -277,7 +277,7 @@ def schedule(store, clock, **options):
 
     ev = object.__new__(Evaluator)
     ev.opts, ev.clock, ev.store, ev.policy = EvalOptions(**options), clock, store, "learner"
-    ev.seen, ev.new_since, ev.last_eval = -1, 0, clock()
+    ev.seen, ev.new_since, ev.last_eval, ev.tried = -1, 0, clock(), set()
     return ev
 
 
@@ -356,3 +356,20 @@ def test_in_a_one_agent_env_versions_and_baselines_are_scored_by_return_alone(tm
     assert all(r[3] >= 1.0 for r in rows)  # a CartPole episode earns 1 per step, at least one step
     assert {p: (s.rating, s.games) for p, s in got.items()} == {"random": (None, 3), "v1": (None, 3)}
     assert got["v1"].mean_return == pytest.approx(sum(r[3] for r in rows[3:]) / 3)
+
+
+def test_a_version_with_no_opponent_is_passed_over_not_played_again(tmp_path):
+    with store_with_versions(tmp_path) as store:
+        ev = schedule(store, lambda: 0.0)
+        assert ev.due().version == 1
+        ev.tried.add(1)  # what evaluate() does first: v1, the oldest, had no older version to play
+        assert ev.due().version == 2
+
+
+def test_no_opponent_at_all_is_refused():
+    with pytest.raises(ConfigError) as err:
+        build_config(get_registry(), "mappo", TICTACTOE, name="x", overrides=[
+            "workers.eval.count=1", "trainer.history.every_updates=1", "workers.eval.baselines=",
+            "workers.eval.past_versions=0"])
+    assert str(err.value) == ("workers.eval.baselines = [] and workers.eval.past_versions = 0: a version has no "
+                              "opponent to play; name a baseline (random) or set past_versions=N")
