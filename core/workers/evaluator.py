@@ -33,7 +33,7 @@ not fixed). A match is written in one short transaction after it is played.
 seed, role ``eval``, slot m, modulo 2**31 (a resumed run or a restarted worker gets other
 seeds). A match's games reset their envs with seeds ``s_m + k`` (k = the game: in a
 two-player match ``s_m + n + k`` for the second half's, n = ``episodes``) with torch's
-generator seeded likewise, so a seeded run's eval games repeat.
+generator seeded likewise.
 
 **Refused before any worker starts** (:func:`check`): a baseline that names no installed
 baseline plugin, a policy that is not a trainable policy of the run or keeps no history, an
