@@ -607,6 +607,13 @@ def build_config(
         run_dir = Path(cfg.runs_dir) / cfg.name if base else None  # a resume: POLICY@VERSION in its own folder
         cfg.policies = build_policies(registry, cfg, layers, file_data=file_data, overrides=overrides,
                                       run_dir=run_dir)
+    if registry.names("worker"):  # kinds' own checks, with the whole config (e.g. the eval manager's baselines)
+        from zoo.core.kinds import kind_problems
+
+        problems = kind_problems(worker_kinds(registry), cfg, registry)
+        if problems:
+            raise ConfigError("\n".join(m for _, m in problems), field=problems[0][0],
+                              problems=[m for _, m in problems])
     return cfg
 
 

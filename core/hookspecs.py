@@ -92,7 +92,7 @@ def register_worker_kinds(register: Callable[..., None]) -> None:
 
     Called once per process when the registry is first built.
     ``register(name, entry, *, summary, count=None, options=None, listens=(), connects=(),
-    cpus=1.0, device=None, restart="restartable", lead=False, order=100, describe=None)``:
+    cpus=1.0, device=None, restart="restartable", lead=False, order=100, describe=None, check=None)``:
     ``entry`` is ``"module:function"``, ``function(ctx: WorkerContext)``, what each worker
     process runs; ``count`` (``"module:function"`` of the experiment config) how many workers
     the config asks for, by default the kind's option ``workers.<name>.count``; ``options``
@@ -100,6 +100,22 @@ def register_worker_kinds(register: Callable[..., None]) -> None:
     ``connects`` the streams its workers bind and connect to. :mod:`zoo.core.kinds` says what
     every keyword means. The built-in actor, policy worker and trainer register here too
     (plugin ``zoo.workers``).
+    """
+
+
+@hookspec
+def register_baselines(register: Callable[..., None]) -> None:
+    """Register baselines: fixed players the eval manager rates versions against (docs/history.md,
+    "The eval manager").
+
+    Called once per process when the registry is first built.
+    ``register(name, factory, *, summary)``; ``factory(spec, seed) -> player``, ``spec`` the
+    :class:`zoo.core.env.EnvSpec` of the agents it plays (it may raise ``ValueError`` for an
+    action space it cannot play, naming it), ``seed`` an int; ``player.act(obs,
+    deterministic=False) -> {"action": torch.Tensor [N, *action_shape]}`` for a batch of
+    ``N`` agents' observations ``{key: torch.Tensor [N, ...]}`` (action masks under
+    ``"zoo:action_mask"``, bool ``[N, n]``), as a policy network acts. Built in: ``random``
+    (:mod:`zoo.core.baselines`).
     """
 
 

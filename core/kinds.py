@@ -41,6 +41,11 @@ any other, registered by the built-in plugin ``zoo.workers`` (:mod:`zoo.core.wor
 - ``describe``: ``"module:function"``, ``describe(graph, index) -> dict``, what ``graph.json``
   records of worker ``index`` besides its role and index (default: its streams).
 - ``policy``: reserved for named policies (issue 22): the policy a kind's workers serve.
+- ``check``: ``"module:function"``, ``check(cfg, registry) -> [(field, message), ...]``, the
+  problems of a run that asks for workers of the kind which its options alone do not show
+  (a name that must be an installed plugin, a policy the kind needs), checked with the whole
+  config (named policies built, ``cfg.spec`` probed) before any process starts
+  (:func:`kind_problems`); each message one line naming the field and the fix.
 
 A kind's workers receive a :class:`~zoo.core.workers.base.WorkerContext` whose ``role`` is
 the kind's name; :func:`options_of` gives a worker its ``workers.<name>`` options.
@@ -62,7 +67,7 @@ DEFAULT_ORDER = 100
 WORKERS_TABLE = "workers"
 """The experiment config's table of kind options: ``workers.<kind>.<option>``."""
 DECLARATION = ("count", "options", "listens", "connects", "cpus", "device", "restart", "lead", "order", "describe",
-               "policy")
+               "policy", "check")
 """The keywords ``register`` takes for a worker kind besides ``name``, ``entry``, ``summary``."""
 
 
@@ -91,6 +96,7 @@ class WorkerKind:
     order: int = DEFAULT_ORDER
     describe: Any = None
     policy: str | None = None
+    check: Any = None
     summary: str = ""
     plugin: str = ""
 
@@ -276,6 +282,15 @@ def worker_options(kinds: Iterable[WorkerKind], cfg: Any) -> dict[str, dict[str,
         out[name] = typed
     if problems:
         raise ConfigError("\n".join(m for _, m in problems), field=problems[0][0], problems=[m for _, m in problems])
+    return out
+
+
+def kind_problems(kinds: Iterable[WorkerKind], cfg: Any, registry: Any) -> list[tuple[str, str]]:
+    """The ``check`` problems (module doc) of every kind ``cfg`` asks workers of, in start order."""
+    out: list[tuple[str, str]] = []
+    for kind in kinds:
+        if kind.check is not None and kind.workers(cfg) > 0:
+            out += [(str(f), str(m)) for f, m in load_object(kind.check)(cfg, registry)]
     return out
 
 

@@ -54,9 +54,10 @@ BUILTIN_PLUGINS = (
     "zoo.core.workers.plugin",
 )
 HOOKS = ("register_algorithms", "register_envs", "register_transports", "register_launchers", "register_resolvers",
-         "register_worker_kinds")
+         "register_worker_kinds", "register_baselines")
 KIND_OF_HOOK = {"register_algorithms": "algorithm", "register_envs": "env", "register_transports": "transport",
-                "register_launchers": "launcher", "register_resolvers": "resolver", "register_worker_kinds": "worker"}
+                "register_launchers": "launcher", "register_resolvers": "resolver", "register_worker_kinds": "worker",
+                "register_baselines": "baseline"}
 _FORBIDDEN_IN_NAMES = (":", " ", "\t", "\n")
 
 

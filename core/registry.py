@@ -13,7 +13,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("algorithm", "env", "transport", "launcher", "resolver", "worker")
+KINDS = ("algorithm", "env", "transport", "launcher", "resolver", "worker", "baseline")
 
 
 class DuplicateComponentError(RuntimeError):

@@ -43,7 +43,7 @@ import numpy as np
 
 __all__ = ["ROLES", "derive_seed", "env_seeds"]
 
-ROLES = {"env": 1, "actor": 2, "policy": 3, "trainer": 4}
+ROLES = {"env": 1, "actor": 2, "policy": 3, "trainer": 4, "eval": 5}
 """Role name -> the first word of the spawn key (never renumber: seeds of old runs change)."""
 
 

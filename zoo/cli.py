@@ -54,7 +54,7 @@ __all__ = ["build_app", "main", "app", "EXIT_USAGE", "EXIT_FAILURE"]
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 _KIND_OF = {"algorithms": "algorithm", "envs": "env", "transports": "transport", "launchers": "launcher",
-            "resolvers": "resolver", "workers": "worker"}
+            "resolvers": "resolver", "workers": "worker", "baselines": "baseline"}
 
 
 class ComponentKind(str, Enum):
@@ -64,6 +64,7 @@ class ComponentKind(str, Enum):
     launchers = "launchers"
     resolvers = "resolvers"
     workers = "workers"
+    baselines = "baselines"
 
 
 # ----------------------------------------------------------------------------- output helpers
@@ -139,11 +140,12 @@ def list_command(
 
 
 def _plugin_workers(cfg: Any, registry: Any) -> str:
-    """``"1 param-stats worker, "``: the workers of plugins' kinds the run asks for (``workers.<kind>``), or ``""``."""
+    """``"1 param-stats worker, "``: the workers of kinds other than the three built-in ones (the
+    eval manager, plugins' kinds) the run asks for (``workers.<kind>``), or ``""``."""
     from zoo.core.kinds import worker_kinds
-    from zoo.core.workers.kinds import PLUGIN
+    from zoo.core.workers.kinds import BUILTIN
 
-    counts = [(k.name, k.workers(cfg)) for k in worker_kinds(registry) if k.plugin != PLUGIN] \
+    counts = [(k.name, k.workers(cfg)) for k in worker_kinds(registry) if k.name not in BUILTIN] \
         if registry.names("worker") else []
     return "".join(f"{_plural(n, name + ' worker')}, " for name, n in counts if n)
 

@@ -10,6 +10,12 @@ plus ``"|band"``.
   losses, ``policy_lag_mean``...); an episode field wins when both have it. Default: the
   per-team returns when the env logs them (fields named ``<team>_return``, e.g.
   hide-and-seek's ``hider_return`` and ``seeker_return``), else ``return``.
+- **ratings**: ``rating``, the eval manager's Elo rating of each kept version it rated
+  (docs/history.md, "The eval manager"), one point per version at the env steps it was kept
+  at, and ``training_rating``, each kept version's rating from training games (the store's
+  ``versions.rating``): read from the run's ``history.sqlite`` (rows of type ``rating``, one
+  per version and policy, ordered by env steps; not smoothed unless ``smooth`` is given). A
+  run of named policies draws each selected policy's versions as its own line.
 - **x**: ``env_steps`` (calls to ``env.step``), ``frames`` (env steps x frame-skip) or
   ``time`` (seconds of wall time since the trainer started; rows without ``time_s`` get it
   by linear interpolation between the update rows around them).
@@ -48,7 +54,7 @@ from zoo.runinfo import RunError, read_config, read_metrics
 X_AXES = ("env_steps", "frames", "time")
 X_LABELS = {"env_steps": "env steps (calls to env.step)", "frames": "frames (env steps x frame-skip)",
             "time": "wall time since the trainer started (s)"}
-_NOT_METRICS = {"type", "env_steps", "frames", "time_s"}
+_NOT_METRICS = {"type", "env_steps", "frames", "time_s", "version"}
 _IDENTITY = ("seed", "name", "runs_dir")  # what may differ between the runs of one seed group
 
 __all__ = ["plot_runs", "RunCurves", "Curve", "load_run", "available_metrics", "default_metrics", "smooth_curve",
@@ -109,10 +115,39 @@ def load_run(run_dir: str | os.PathLike) -> RunCurves:
     rows: dict[str, list[dict[str, Any]]] = {}
     for row in read_metrics(path):
         rows.setdefault(str(row.get("type", "update")), []).append(row)
+    ratings = rating_rows(path)
+    if ratings:
+        rows["rating"] = ratings
     if not rows.get("episode") and not rows.get("update"):
         raise RunError(f"run {str(run_dir)!r} has no metrics yet ({path / 'metrics.jsonl'} holds no episode "
                        "or update rows)")
     return RunCurves(path, path.name, config, rows)
+
+
+def rating_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """One row per version of each policy in the run's history store, ordered by env steps:
+    ``{"type": "rating", "policy", "version", "env_steps", "time_s", "rating",
+    "training_rating"}`` (``rating``: the eval manager's, left out when it did not rate the
+    version; ``training_rating`` from training games, left out when None). ``[]`` without a
+    store, or when no version has either rating."""
+    from zoo.core.history import DB_NAME, VersionStore
+
+    if not os.path.isfile(os.path.join(os.fspath(run_dir), DB_NAME)):
+        return []
+    out = []
+    with VersionStore(run_dir, readonly=True) as store:
+        for policy in store.policies():
+            rated = {s.version: s.rating for s in store.standings(policy) if s.version is not None}
+            for v in store.versions(policy, kept_only=False):
+                row: dict[str, Any] = {"type": "rating", "policy": policy, "version": v.version,
+                                       "env_steps": v.env_steps, "time_s": v.time_s}
+                if rated.get(v.version) is not None:
+                    row["rating"] = rated[v.version]
+                if v.rating is not None:
+                    row["training_rating"] = v.rating
+                if len(row) > 5:
+                    out.append(row)
+    return sorted(out, key=lambda r: (r["policy"], r["env_steps"], r["version"]))
 
 
 def _numeric(v: Any) -> bool:
@@ -123,9 +158,9 @@ def available_metrics(run: RunCurves, policy: str | None = None) -> dict[str, st
     """``{metric: row type}`` of every numeric field the run logged (episode fields first);
     with ``policy``, of the update rows only that policy's (``"policy": policy``)."""
     out: dict[str, str] = OrderedDict()
-    for kind in ("episode", "update"):
+    for kind in ("episode", "update", "rating"):
         for row in run.rows.get(kind, []):
-            if kind == "update" and policy is not None and row.get("policy") != policy:
+            if kind in ("update", "rating") and policy is not None and row.get("policy") != policy:
                 continue
             for k, v in row.items():
                 if k not in _NOT_METRICS and _numeric(v) and k not in out:
@@ -146,6 +181,10 @@ def y_label(metric: str) -> str:
         return "episode return (sum of rewards, the env's units)"
     if metric.endswith("_return"):
         return f"{metric.removesuffix('_return')} return per episode (mean over the team's agents)"
+    if metric == "rating":
+        return "eval manager's Elo rating of each kept version"
+    if metric == "training_rating":
+        return "Elo rating of each kept version from training games"
     if metric == "length":
         return "episode length (env steps)"
     if metric == "episode_return_mean":
@@ -186,7 +225,7 @@ def series(run: RunCurves, metric: str, x: str, policy: str | None = None) -> tu
         whose = f"policy {policy} of run {run.name!r}" if policy else f"run {run.name!r}"
         raise RunError(f"unknown metric {metric!r} for {whose}; it logged: {', '.join(kinds) or 'nothing'}")
     rows = [r for r in run.rows.get(kinds[metric], []) if _numeric(r.get(metric))
-            and (policy is None or kinds[metric] != "update" or r.get("policy") == policy)]
+            and (policy is None or kinds[metric] not in ("update", "rating") or r.get("policy") == policy)]
     return _x_values(run, rows, x), np.array([float(r[metric]) for r in rows])
 
 
@@ -218,7 +257,7 @@ def plan_curves(run: RunCurves, metrics: Sequence[str] | None, policies: Sequenc
     for m in list(metrics) if metrics else ["return"]:
         if m == "return":
             out += [Curve(f"{p}_return", None, p) for p in selected]
-        elif kinds.get(m) == "update":
+        elif kinds.get(m) in ("update", "rating"):
             out += [Curve(m, p, p) for p in selected]
         else:
             out.append(Curve(m))
@@ -313,7 +352,8 @@ def plot_runs(run_dirs: Sequence[str | os.PathLike], metrics: Sequence[str] | No
             for run in group:
                 xs, ys = mean_per_x(*series(run, metric, x, curve.policy))
                 n = len(ys)
-                curves.append(smooth_curve(xs, ys, smooth if smooth > 0 else max(1, n // 50)))
+                auto = 1 if available_metrics(run, curve.policy).get(metric) == "rating" else max(1, n // 50)
+                curves.append(smooth_curve(xs, ys, smooth if smooth > 0 else auto))
             if len(curves) == 1:
                 (line,) = ax.plot(*curves[0], color=colour, lw=1.2, label=name)
                 line.set_gid(f"{label}|{curve.key}")

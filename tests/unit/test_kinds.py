@@ -46,16 +46,17 @@ def param_stats(monkeypatch):
     get_host.cache_clear()
 
 
-def test_actor_policy_worker_and_trainer_register_through_the_hook():
+def test_actor_policy_worker_trainer_and_eval_register_through_the_hook():
     host = PluginHost(strict=True, entry_points=False)
-    assert host.plugins["zoo.workers"].hooks == ["register_worker_kinds"]
+    assert host.plugins["zoo.workers"].hooks == ["register_worker_kinds", "register_baselines"]
     kinds = worker_kinds(host.registry)
     assert [(k.name, k.plugin, k.restart, k.lead, k.order) for k in kinds] == [
         ("trainer", "zoo.workers", "from-checkpoint", True, 0), ("policy", "zoo.workers", "restartable", False, 10),
-        ("actor", "zoo.workers", "restartable", False, 20)]
+        ("actor", "zoo.workers", "restartable", False, 20), ("eval", "zoo.workers", "restartable", False, 30)]
     assert [k.entry for k in kinds] == ["zoo.core.workers.trainer:run", "zoo.core.workers.policy:run",
-                                        "zoo.core.workers.actor:run"]
-    assert [k.device for k in kinds] == ["algo.device", "policy.device", None]
+                                        "zoo.core.workers.actor:run", "zoo.core.workers.evaluator:run"]
+    assert [k.device for k in kinds] == ["algo.device", "policy.device", None, None]
+    assert host.registry.names("baseline") == ["random"]
 
 
 def test_a_second_kind_of_the_same_name_is_refused_naming_both_plugins():
@@ -73,7 +74,7 @@ def test_a_second_kind_of_the_same_name_is_refused_naming_both_plugins():
     ({"connects": ("parameters",)}, "worker kind 'k': connects names unknown stream(s) 'parameters'; streams: "
                                     "inference, sample, parameter (plugin 'bad')"),
     ({"gpus": 1}, "worker kind 'k': unknown keyword(s) gpus; a worker kind takes count, options, listens, connects, "
-                  "cpus, device, restart, lead, order, describe, policy (plugin 'bad')"),
+                  "cpus, device, restart, lead, order, describe, policy, check (plugin 'bad')"),
 ])
 def test_a_bad_declaration_fails_its_plugin_naming_it(declaration, problem):
     host = PluginHost(strict=False, entry_points=False)
@@ -95,7 +96,8 @@ def test_a_second_leading_kind_is_refused():
 def test_a_plugins_kind_joins_the_graph_when_the_config_asks_for_it(param_stats, tmp_path):
     cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1")
     kinds = worker_kinds(param_stats)
-    assert Graph.from_config(cfg, kinds).counts == {"trainer": 1, "policy": 1, "actor": 2, "param-stats": 0}
+    assert Graph.from_config(cfg, kinds).counts == {"trainer": 1, "policy": 1, "actor": 2, "eval": 0,
+                                                     "param-stats": 0}
     apply_override(cfg, "workers.param-stats.count=2")
     assert cfg.workers == {"param-stats": {"count": "2"}}  # as given; typed by worker_options
     cfg.workers = worker_options(kinds, cfg)
@@ -108,7 +110,7 @@ def test_a_plugins_kind_joins_the_graph_when_the_config_asks_for_it(param_stats,
                                 "parameter": ("trainer", "policy", "param-stats")}
     assert [g.producers(s) for s in ("inference", "sample", "parameter", "control")] == [2, 2, 1, 6]
     data = json.loads(Path(write_graph(cfg, str(tmp_path), kinds)).read_text())
-    assert data["counts"] == {"trainer": 1, "policy": 1, "actor": 2, "param-stats": 2}
+    assert data["counts"] == {"trainer": 1, "policy": 1, "actor": 2, "eval": 0, "param-stats": 2}
     assert data["workers"][-1] == {"role": "param-stats", "index": 1, "listens": [], "connects": ["parameter"]}
     assert data["kinds"]["param-stats"] == {"plugin": "param-stats", "entry": "zoo_param_stats:run", "listens": [],
                                             "connects": ["parameter"], "restart": "restartable", "lead": False,
@@ -135,7 +137,7 @@ def test_a_toml_table_and_a_resumed_config_set_the_kinds_options(param_stats):
      "workers.param-stats.file must be a plain file name (no '/', not starting with '.'), got '../x'"),
     ("workers.param-stat.count=1", "workers.param-stat",
      "workers.param-stat: no worker kind 'param-stat' is installed; did you mean 'param-stats'? worker kinds: actor, "
-     "param-stats, policy, trainer (see `zoo list workers`)"),
+     "eval, param-stats, policy, trainer (see `zoo list workers`)"),
     ("workers.actor.count=3", "workers.actor.count",
      "workers.actor.count: worker kind 'actor' (plugin 'zoo.workers') has no options under workers.actor (its number "
      "of workers: actors.count); remove workers.actor.count"),
@@ -217,7 +219,7 @@ def test_zoo_list_workers_shows_every_kind_with_its_plugin():
             for line in proc.stdout.splitlines() if line.startswith("│")}
     assert rows == {"actor": ["worker", "zoo.workers", rows["actor"][2]], "policy": ["worker", "zoo.workers",
                     rows["actor"][2]], "trainer": ["worker", "zoo.workers", rows["actor"][2]],
-                    "param-stats": ["worker", "param-stats", "0.1.0"]}
+                    "eval": ["worker", "zoo.workers", rows["actor"][2]], "param-stats": ["worker", "param-stats", "0.1.0"]}
 
 
 def _saved_run(registry, tmp_path, overrides):

@@ -15,7 +15,7 @@ def _by_hand(run_seed: int, role_code: int, index: int, slot: int) -> int:
 
 
 def test_seeds_are_the_documented_seed_sequence_words():
-    assert ROLES == {"env": 1, "actor": 2, "policy": 3, "trainer": 4}  # codes never change
+    assert ROLES == {"env": 1, "actor": 2, "policy": 3, "trainer": 4, "eval": 5}  # codes never change
     for run_seed, role, index, slot in [(0, "env", 0, 0), (1, "env", 63, 15), (3, "policy", 0, 0),
                                         (2**32 - 1, "trainer", 0, 0), (7, "actor", 5, 0)]:
         assert derive_seed(run_seed, role, index, slot) == _by_hand(run_seed, ROLES[role], index, slot)

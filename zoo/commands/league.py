@@ -8,6 +8,18 @@ win rate (the version's: ``(wins + draws / 2) / games``, what ``pfsp`` weighs) a
 ``keep`` dropped are not listed. ``--json`` prints the same rows as one JSON object
 ``{policy: [row, ...]}`` (each row: ``version``, ``env_steps``, ``rating``, ``games``, ``wins``,
 ``draws``, ``win_rate``, ``mean_return``; null where the table shows ``-``).
+
+**The eval manager's results** (docs/history.md, "The eval manager"), when the run had one:
+a second table per policy it evaluated, its players (baselines first, then every version it
+rated, kept or dropped, oldest first): player (``random``, ``v120``), env steps (a
+version's), rating (its eval Elo rating), games (all its eval games), win rate against
+each baseline (``(wins + draws / 2) / games`` of its games against it) and mean return (over
+all its eval games). In ``--json`` each version row gains ``eval``: ``{"rating", "games",
+"wins", "draws", "losses", "mean_return", "vs": {opponent: {"games", "wins", "draws",
+"losses", "win_rate", "mean_return"}}}`` (null when the eval manager did not rate it; ``vs``
+from the version's side, one entry per baseline and past version it played), and the
+policy's list starts with one row per baseline: ``{"baseline": name, "version": null,
+"eval": {...}}``.
 """
 from __future__ import annotations
 
@@ -37,16 +49,42 @@ def league_rows(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
     with VersionStore(run_dir, readonly=True) as store:
         out: dict[str, list[dict[str, Any]]] = {}
         for name in store.policies():
+            evals = eval_rows(store, name)
             out[name] = [{"version": v.version, "env_steps": v.env_steps, "rating": v.rating, "games": v.games or 0,
                           "wins": v.wins or 0, "draws": v.draws or 0, "win_rate": v.win_rate(),
-                          "mean_return": v.mean_return} for v in store.versions(name)]
+                          "mean_return": v.mean_return, **({"eval": evals.get(f"v{v.version}")} if evals else {})}
+                         for v in store.versions(name)]
+            if evals:
+                out[name][:0] = [{"baseline": p, "version": None, "eval": e} for p, e in evals.items()
+                                 if e["version"] is None]
+    return out
+
+
+def eval_rows(store: Any, policy: str) -> dict[str, dict[str, Any]]:
+    """``{player: eval}`` of the eval manager's players of ``policy`` (module docstring), in
+    :meth:`zoo.core.history.VersionStore.standings` order; ``{}`` without eval games. Each
+    also holds ``version`` and ``env_steps`` (None for a baseline, or a version without a row)."""
+    out: dict[str, dict[str, Any]] = {}
+    vs: dict[str, dict[str, Any]] = {}
+    for r in store.eval_results(policy):
+        if r.opponent is not None:
+            vs.setdefault(r.player, {})[r.opponent] = {"games": r.games, "wins": r.wins, "draws": r.draws,
+                                                       "losses": r.losses, "win_rate": r.win_rate(),
+                                                       "mean_return": r.mean_return}
+    for s in store.standings(policy):
+        row = store.get(policy, s.version) if s.version is not None else None
+        out[s.player] = {"version": s.version, "env_steps": None if row is None else row.env_steps,
+                         "rating": s.rating, "games": s.games, "wins": s.wins, "draws": s.draws, "losses": s.losses,
+                         "mean_return": s.mean_return, "vs": vs.get(s.player, {})}
     return out
 
 
 def league_tables(rows: dict[str, list[dict[str, Any]]]) -> list[Table]:
-    """One rich table per policy of :func:`league_rows`."""
+    """One rich table per policy of :func:`league_rows`, and one of the eval manager's results
+    per policy it evaluated."""
     tables = []
-    for policy, versions in rows.items():
+    for policy, all_rows in rows.items():
+        versions = [r for r in all_rows if r.get("version") is not None]
         table = Table(title=f"policy {policy}: {len(versions)} kept versions", title_justify="left")
         for column in COLUMNS:
             table.add_column(column, justify="right", no_wrap=True)
@@ -56,7 +94,29 @@ def league_tables(rows: dict[str, list[dict[str, Any]]]) -> list[Table]:
                           "-" if r["win_rate"] is None else f"{r['win_rate']:.3f}",
                           "-" if r["mean_return"] is None else f"{r['mean_return']:.2f}")
         tables.append(table)
+        if any("eval" in r for r in all_rows):
+            tables.append(eval_table(policy, all_rows))
     return tables
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def eval_table(policy: str, rows: list[dict[str, Any]]) -> Table:
+    """The eval manager's table of ``policy`` (module docstring) from :func:`league_rows`' rows."""
+    players = [(r["baseline"], r["eval"]) for r in rows if "baseline" in r]
+    baselines = [name for name, _ in players]
+    players += [(f"v{r['version']}", r["eval"]) for r in rows if r.get("version") is not None and r.get("eval")]
+    table = Table(title=f"policy {policy}: eval manager, {len(players) - len(baselines)} versions rated",
+                  title_justify="left")
+    for column in ("player", "env steps", "rating", "games", *(f"vs {b}" for b in baselines), "mean return"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for name, e in players:
+        table.add_row(name, _fmt(e["env_steps"], ","), _fmt(e["rating"], ".1f"), f"{e['games']:,}",
+                      *(_fmt((e["vs"].get(b) or {}).get("win_rate"), ".3f") for b in baselines),
+                      _fmt(e["mean_return"], ".2f"))
+    return table
 
 
 def league_command(
@@ -64,7 +124,8 @@ def league_command(
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run names are looked up.", file_okay=False),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON ({policy: [row, ...]})."),
 ) -> None:
-    """The kept versions of each policy: version, env steps, rating, games, win rate, mean return."""
+    """The kept versions of each policy: version, env steps, rating, games, win rate, mean return;
+    and the eval manager's ratings and win rates against each baseline, when the run had one."""
     from zoo.cli import _console, _fail
     from zoo.core.history import HistoryError
     from zoo.core.rundir import RunNotFound, find_run_dir

@@ -19,7 +19,9 @@ def plot_command(
                           help=f"x axis: {', '.join(X_AXES)} (wall time in seconds)."),
     y: list[str] = typer.Option([], "--y", metavar="METRIC",
                                 help="Metric to plot (repeatable): a field of the episode or update rows of "
-                                     "metrics.jsonl. Default: the per-team returns if logged, else return."),
+                                     "metrics.jsonl, or rating (the eval manager's Elo rating of each kept version, "
+                                     "from history.sqlite; training_rating: from training games). Default: the "
+                                     "per-team returns if logged, else return."),
     smooth: int = typer.Option(0, "--smooth", min=0, metavar="ROWS",
                                help="Moving average over this many points, rows sharing an x value averaged into one "
                                     "(1: none; 0: points / 50)."),

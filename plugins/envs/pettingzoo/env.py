@@ -1,8 +1,11 @@
-"""PettingZoo Parallel environments through :class:`zoo.core.env.PettingZooEnv`."""
+"""PettingZoo environments through :class:`zoo.core.env.PettingZooEnv`: Parallel envs as they
+are, turn-based AEC envs (a module with ``env()`` and no ``parallel_env()``, such as
+``pettingzoo.classic.tictactoe_v3`` and ``connect_four_v3``) through :class:`TurnBasedParallel`."""
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 from zoo.core.env import PaddedSpaces, PettingZooEnv
 from zoo.plugins.envs.kwargs import parse_kwargs  # noqa: F401 - also importable from here
@@ -27,8 +30,11 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv 
     """Import ``arg`` (a module with ``parallel_env(**kwargs)``) and adapt its env (with
     ``config.mixed_spaces`` and agents of different spaces: :class:`PaddedSpaces` over it).
 
+    A module without ``parallel_env`` but with an AEC ``env()`` (PettingZoo's classic board
+    games) is played through :class:`TurnBasedParallel`.
+
     Raises:
-        ValueError: no module given, it cannot be imported, or it has no ``parallel_env``.
+        ValueError: no module given, it cannot be imported, or it has neither ``parallel_env`` nor ``env``.
     """
     if not arg:
         raise ValueError("env 'pettingzoo' needs a module: --env pettingzoo:mpe2.simple_spread_v3")
@@ -37,8 +43,73 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv 
     except ImportError as exc:
         raise ValueError(f"--env pettingzoo:{arg}: cannot import {arg!r} ({exc}); "
                          "install the package that provides it") from None
-    if not hasattr(module, "parallel_env"):
-        raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env()")
+    if hasattr(module, "parallel_env"):
+        parallel = module.parallel_env(**parse_kwargs(config.kwargs))
+    elif hasattr(module, "env"):
+        parallel = TurnBasedParallel(module.env(**parse_kwargs(config.kwargs)))
+    else:
+        raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env() (nor an AEC env())")
     mixed = bool(getattr(config, "mixed_spaces", False))
-    env = PettingZooEnv(module.parallel_env(**parse_kwargs(config.kwargs)), arg, mixed_spaces=mixed)
+    env = PettingZooEnv(parallel, arg, mixed_spaces=mixed)
     return PaddedSpaces(env) if env.spec.mixed else env
+
+
+class TurnBasedParallel:
+    """A turn-based PettingZoo AEC env (players move one after the other: classic board games
+    such as ``tictactoe_v3``, ``connect_four_v3``) as a Parallel env, so every player is an
+    agent of every env step.
+
+    Each Parallel step is one move: every live agent is given an action, and only the action
+    of the player to move (``agent_selection``) is played; the others wait. A waiting player's
+    observation is the AEC env's ``observe(agent)`` with its ``"action_mask"`` allowing action 0
+    only (the AEC env gives a waiting player no legal action; its action is ignored, and a
+    policy that honours the mask has nothing to choose, so its sample teaches nothing about
+    moves). Rewards are the AEC env's ``rewards`` after the move (a win: +1 to the winner, -1
+    to the loser in the classic games), so an agent's return is its game result. When the
+    game ends (any termination or truncation) every agent gets the AEC env's flags and
+    ``agents`` becomes empty.
+    """
+
+    def __init__(self, aec: Any) -> None:
+        self.aec = aec
+        self.possible_agents = list(aec.possible_agents)
+        self.agents: list[str] = []
+        self.metadata = dict(getattr(aec, "metadata", {}) or {})
+
+    def observation_space(self, agent: str) -> Any:
+        return self.aec.observation_space(agent)
+
+    def action_space(self, agent: str) -> Any:
+        return self.aec.action_space(agent)
+
+    def _observe(self, agent: str) -> Any:
+        import numpy as np
+
+        obs = self.aec.observe(agent)
+        if agent != self.aec.agent_selection and isinstance(obs, dict) and "action_mask" in obs:
+            mask = np.zeros_like(np.asarray(obs["action_mask"]))
+            mask.reshape(-1)[0] = 1
+            obs = {**obs, "action_mask": mask}
+        return obs
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.aec.reset(seed=seed, options=options)
+        self.agents = list(self.aec.agents)
+        return {a: self._observe(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        mover = self.aec.agent_selection
+        self.aec.step(actions[mover])
+        live = list(self.agents)
+        rewards = {a: float(self.aec.rewards.get(a, 0.0)) for a in live}
+        terms = {a: bool(self.aec.terminations.get(a, False)) for a in live}
+        truncs = {a: bool(self.aec.truncations.get(a, False)) for a in live}
+        obs = {a: self._observe(a) for a in live}
+        if any(terms.values()) or any(truncs.values()) or not self.aec.agents:
+            over = not any(truncs.values())
+            terms = {a: terms[a] or over for a in live}
+            self.agents = []
+        return obs, rewards, terms, truncs, {a: {} for a in live}
+
+    def close(self) -> None:
+        self.aec.close()
