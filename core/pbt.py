@@ -15,13 +15,18 @@ Pieces (no torch import at module level):
 - :class:`Population`: the seeded exploit/explore decisions, their metrics rows
   (``"type": "pbt"``) and the population state (hyperparameters, lineage, RNG) for a checkpoint;
 - :func:`exploit` / :func:`set_hyperparameters`: a member's trainer applying a decision to its
-  live algorithm.
+  live algorithm;
+- :func:`write_order` / :class:`MemberOrders`: the manager's orders to the members' trainers
+  (atomic JSON files in the run folder), and :func:`member_objectives`, the members' objectives
+  read back from ``metrics.jsonl``.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
+import os
 import random
 import sys
 from dataclasses import dataclass, field
@@ -390,3 +395,81 @@ def set_hyperparameters(algo: Any, values: dict[str, float]) -> None:
             for opt in optimizers(algo):
                 for group in opt.param_groups:
                     group["lr"] = float(value)
+
+
+# ----------------------------------------------------------------------------- manager <-> members
+ORDERS_DIR = os.path.join("pbt", "orders")
+"""Where the population manager leaves each member's order: ``<run_dir>/pbt/orders/<member>.json``."""
+
+
+def order_path(run_dir: str, member: str) -> str:
+    """``<run_dir>/pbt/orders/<member>.json``: member policy ``member``'s latest order."""
+    return os.path.join(run_dir, ORDERS_DIR, f"{member}.json")
+
+
+def write_order(run_dir: str, member: str, seq: int, from_member: str, hyperparameters: dict[str, float],
+                env_steps: int) -> None:
+    """Leave member ``member`` the order number ``seq`` (increasing per member): continue from
+    member ``from_member``'s latest checkpoint with ``hyperparameters``. Written atomically
+    (a member's trainer never reads half an order)."""
+    from zoo.core.checkpoint import write_bytes_atomic
+
+    os.makedirs(os.path.join(run_dir, ORDERS_DIR), exist_ok=True)
+    order = {"seq": int(seq), "from_member": from_member, "hyperparameters": dict(hyperparameters),
+             "env_steps": int(env_steps)}
+    write_bytes_atomic(order_path(run_dir, member), json.dumps(order).encode())
+
+
+class MemberOrders:
+    """A member trainer's side of the orders: :meth:`poll` between updates, :meth:`apply` a new
+    order to the live algorithm. ``seq`` (the last order applied) belongs in the trainer's
+    checkpoint, so a resumed member does not apply an order twice."""
+
+    def __init__(self, run_dir: str, member: str, seq: int = 0) -> None:
+        self.run_dir, self.member, self.seq = run_dir, member, int(seq)
+
+    def poll(self) -> dict[str, Any] | None:
+        """The member's order when it is newer than the last applied one, else None (no order,
+        or one being replaced: read again at the next poll)."""
+        try:
+            with open(order_path(self.run_dir, self.member), encoding="utf-8") as f:
+                order = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return order if int(order.get("seq", 0)) > self.seq else None
+
+    def apply(self, algo: Any, order: dict[str, Any]) -> None:
+        """Exploit (:func:`exploit` from ``from_member``'s ``checkpoints/<from>/latest.pt``) and
+        explore (:func:`set_hyperparameters`), then count the order as applied.
+
+        Raises:
+            zoo.core.checkpoint.CheckpointError: the source checkpoint cannot be read.
+        """
+        from zoo.core.checkpoint import latest_path, load_checkpoint
+
+        source = load_checkpoint(latest_path(self.run_dir, str(order["from_member"])))
+        exploit(algo, source["algorithm"])
+        set_hyperparameters(algo, order["hyperparameters"])
+        self.seq = int(order["seq"])
+
+
+def member_objectives(metrics_path: str, members: list[str], objective: str) -> list[float | None]:
+    """Each member's objective: the value of :func:`objective_key` in the last ``update`` row
+    of ``metrics.jsonl`` at ``metrics_path`` that member policy wrote (``"policy": member``)
+    and that carries it as a number; None for a member with none yet."""
+    key = objective_key(objective)
+    found: dict[str, float] = {}
+    try:
+        with open(metrics_path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:  # a row being appended
+                    continue
+                value = row.get(key)
+                if (row.get("type") == "update" and row.get("policy") in members
+                        and isinstance(value, (int, float)) and not isinstance(value, bool)):
+                    found[row["policy"]] = float(value)
+    except OSError:
+        pass
+    return [found.get(m) for m in members]

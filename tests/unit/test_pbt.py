@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -236,3 +237,42 @@ def test_check_pbt_raises_every_problem_at_once():
         check_pbt(PBTOptions(members=1, fraction=0.75, hyperparameters=HP), PPOConfig, PPO)
     assert len(err.value.problems) == 2 and err.value.field == "pbt"
     assert math.isclose(PBTOptions().fraction, 0.25)
+
+
+# -- orders from the manager to a member's trainer ---------------------------------------------
+
+def test_an_order_makes_a_member_continue_from_the_source_checkpoint_with_new_hyperparameters(tmp_path):
+    from zoo.core.checkpoint import checkpoint_dir, latest_path
+    from zoo.core.pbt import MemberOrders, write_order
+    from zoo.core.workers.checkpointing import save_checkpoint
+
+    run = str(tmp_path)
+    source, member = stepped_ppo(1), stepped_ppo(2)
+    os.makedirs(checkpoint_dir(run, "default_1"))
+    save_checkpoint(latest_path(run, "default_1"), source, {"version": 3})
+    orders = MemberOrders(run, "default_0")
+    assert orders.poll() is None  # no order yet
+    write_order(run, "default_0", 1, "default_1", {"algo.lr": 4e-4}, env_steps=2048)
+    order = orders.poll()
+    assert order == {"seq": 1, "from_member": "default_1", "hyperparameters": {"algo.lr": 4e-4}, "env_steps": 2048}
+    orders.apply(member, order)
+    for key, value in source.policy.state_dict().items():
+        assert torch.equal(member.policy.state_dict()[key], value), key
+    assert member.optimizer.param_groups[0]["lr"] == 4e-4 and member.config.lr == 4e-4
+    assert orders.seq == 1 and orders.poll() is None  # applied once
+    assert MemberOrders(run, "default_0", seq=1).poll() is None  # a resumed member does not apply it again
+
+
+def test_member_objectives_read_each_members_last_update_row(tmp_path):
+    from zoo.core.pbt import member_objectives
+
+    rows = [{"type": "update", "policy": "p_0", "episode_return_mean": 10.0, "approx_kl": 0.01},
+            {"type": "episode", "policy": "p_1", "return": 99.0},
+            {"type": "update", "policy": "p_1", "episode_return_mean": None},
+            {"type": "update", "policy": "p_0", "episode_return_mean": 12.5, "approx_kl": 0.02},
+            {"type": "update", "policy": "other", "episode_return_mean": 50.0}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"type": "upd')  # a row being appended
+    assert member_objectives(str(path), ["p_0", "p_1"], "return") == [12.5, None]
+    assert member_objectives(str(path), ["p_0", "p_1"], "approx_kl") == [0.02, None]
+    assert member_objectives(str(tmp_path / "none.jsonl"), ["p_0"], "return") == [None]
