@@ -473,3 +473,60 @@ def member_objectives(metrics_path: str, members: list[str], objective: str) -> 
     except OSError:
         pass
     return [found.get(m) for m in members]
+
+
+POPULATION_FILE = os.path.join("pbt", "population.json")
+"""The population state in the run folder (:meth:`Population.state_dict` plus the orders' numbers)."""
+
+
+class PopulationManager:
+    """The population manager's work at each look at the run: when a round is due, read the
+    members' objectives (:func:`member_objectives`), decide (:meth:`Population.round`), append
+    the decisions' rows to ``metrics.jsonl``, leave each exploiting member its order
+    (:func:`write_order`) and save the population state (``pbt/population.json``, atomically,
+    after the rows and orders). Constructed on a run folder that has that file, it continues
+    from it (resume).
+
+    Args:
+        run_dir: the run folder.
+        population: a fresh :class:`Population` (replaced by the saved state when there is one).
+        members: the members' policy names, member ``i`` first at index ``i``.
+    """
+
+    def __init__(self, run_dir: str, population: Population, members: list[str]) -> None:
+        self.run_dir, self.population, self.members = run_dir, population, list(members)
+        self.seq = [0] * len(members)
+        path = os.path.join(run_dir, POPULATION_FILE)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            population.load_state_dict(saved["population"])
+            self.seq = [int(s) for s in saved["seq"]]
+
+    def tick(self, env_steps: int) -> list[dict[str, Any]]:
+        """One look at the run at ``env_steps`` (the run's env steps): the rows written (empty
+        when no round is due or a member has no objective yet)."""
+        pop = self.population
+        if not pop.due(env_steps):
+            return []
+        objectives = member_objectives(os.path.join(self.run_dir, "metrics.jsonl"), self.members,
+                                       pop.opts.objective)
+        rows = pop.round(objectives, env_steps)
+        if not rows:
+            return []
+        from zoo.core.checkpoint import write_bytes_atomic
+        from zoo.core.rundir import append_row
+
+        for row in rows:
+            append_row(os.path.join(self.run_dir, "metrics.jsonl"),
+                       {**row, "member_policy": self.members[row["member"]],
+                        "from_policy": self.members[row["from_member"]]})
+            if row["event"] == "explore":
+                i = row["member"]
+                self.seq[i] += 1
+                write_order(self.run_dir, self.members[i], self.seq[i], self.members[row["from_member"]],
+                            row["new_hyperparameters"], env_steps)
+        os.makedirs(os.path.join(self.run_dir, "pbt"), exist_ok=True)
+        write_bytes_atomic(os.path.join(self.run_dir, POPULATION_FILE),
+                           json.dumps({"population": pop.state_dict(), "seq": self.seq}).encode())
+        return rows

@@ -276,3 +276,29 @@ def test_member_objectives_read_each_members_last_update_row(tmp_path):
     assert member_objectives(str(path), ["p_0", "p_1"], "return") == [12.5, None]
     assert member_objectives(str(path), ["p_0", "p_1"], "approx_kl") == [0.02, None]
     assert member_objectives(str(tmp_path / "none.jsonl"), ["p_0"], "return") == [None]
+
+
+def test_the_manager_writes_rows_orders_and_state_and_a_new_one_continues_from_them(tmp_path):
+    from zoo.core.pbt import POPULATION_FILE, MemberOrders, PopulationManager, member_names
+
+    run = str(tmp_path)
+    names = member_names("default", 4)
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"type": "update", "policy": n, "episode_return_mean": r}) + "\n"
+                               for n, r in zip(names, [1.0, 3.0, 2.0, 0.5], strict=True)))
+    manager = PopulationManager(run, population(resample_probability=0.5), names)
+    assert manager.tick(999) == [] and not (tmp_path / "pbt").exists()  # not due before 1000 env steps
+    rows = manager.tick(1000)
+    assert [(r["event"], r["member"], r["from_member"]) for r in rows] == [("exploit", 3, 1), ("explore", 3, 1)]
+    written = [json.loads(line) for line in metrics.read_text().splitlines()][4:]
+    assert [(r["type"], r["event"], r["member_policy"], r["from_policy"]) for r in written] == [
+        ("pbt", "exploit", "default_3", "default_1"), ("pbt", "explore", "default_3", "default_1")]
+    order = MemberOrders(run, "default_3").poll()
+    assert order is not None and (order["seq"], order["from_member"]) == (1, "default_1")
+    assert order["hyperparameters"] == rows[1]["new_hyperparameters"]
+    assert MemberOrders(run, "default_0").poll() is None
+    resumed = PopulationManager(run, population(seed=42, resample_probability=0.5), names)
+    assert resumed.population.state_dict() == manager.population.state_dict()
+    assert resumed.seq == [0, 0, 0, 1]
+    assert json.loads((tmp_path / POPULATION_FILE).read_text())["seq"] == [0, 0, 0, 1]
+    assert resumed.tick(1999) == []  # the next round is at 2000
