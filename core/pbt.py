@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from zoo.core.options import ConfigError, bound_of, bounded, type_name
+from zoo.core.options import ConfigError, _hints, bound_of, bounded, type_name
 
 OBJECTIVE_RETURN = "return"
 """The default objective: the trainer's recent mean episode return (``episode_return_mean`` of
@@ -119,13 +119,7 @@ def hyperparameter_ranges(config_cls: type, given: dict[str, Any]) -> dict[str, 
         raise ConfigError(f"{where} is empty: name the algo options to explore, e.g. "
                           f"--set 'pbt.hyperparameters={{\"algo.lr\": [1e-5, 1e-3]}}'", field=where)
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
-    hints = {}
-    try:
-        import typing
-
-        hints = typing.get_type_hints(config_cls)
-    except Exception:  # noqa: BLE001 - fall back to the raw annotations
-        hints = {n: f.type for n, f in fields.items()}
+    hints = _hints(config_cls)
     problems: list[str] = []
     out: dict[str, Range] = {}
     for name in sorted(given):
@@ -165,6 +159,9 @@ def hyperparameter_ranges(config_cls: type, given: dict[str, Any]) -> dict[str, 
             low, high = float(value[0]), float(value[1])
             if not low < high:
                 problems.append(f"{path} must be [low, high] with low < high, got {list(value)!r}")
+                continue
+            if tp is int and not (low.is_integer() and high.is_integer()):
+                problems.append(f"{path}: algo.{option} is an int option; give whole-number ends, got {list(value)!r}")
                 continue
             outside = [v for v in (low, high) if bound is not None and not bound.allows(v)]
             if outside:

@@ -219,6 +219,8 @@ def test_unknown_names_non_numbers_and_bad_ranges_are_refused_each_in_one_line()
         "pbt.hyperparameters.algo.lrr: PPOConfig has no option 'lrr'; did you mean algo.lr?",
         "pbt.hyperparameters.trainer.batch_samples: PBT explores the algorithm's options; name one as algo.OPTION "
         "(e.g. algo.lr)"]
+    assert problems(hyperparameters={"algo.epochs": [1.5, 8]}) == [
+        "pbt.hyperparameters.algo.epochs: algo.epochs is an int option; give whole-number ends, got [1.5, 8]"]
     assert problems(hyperparameters={}) == [
         "pbt.hyperparameters is empty: name the algo options to explore, e.g. --set "
         "'pbt.hyperparameters={\"algo.lr\": [1e-5, 1e-3]}'"]
