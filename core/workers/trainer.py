@@ -445,18 +445,18 @@ class Trainer:
     def account(self, shares: list[dict[str, Any]]) -> None:
         """Add ``shares`` to the run's counters; rank 0 logs their episodes
         (:meth:`~zoo.core.workers.accounting.TrainerState.absorb`)."""
-        returns = []  # of the episodes played at the curriculum's current stage
         for stamp, episode in self.state.absorb(shares, stamp_at_sample=not self.sync.data_parallel):
             if self.metrics is not None:
                 self.metrics.write({"type": "episode", "env_steps": stamp, **episode}, stamp)
             if self.history is not None:
                 self.history.saw(episode)
-            if self.curriculum is not None and episode.get("curriculum_stage") == self.curriculum.stage:
-                returns.append(episode["return"])
-        if returns and self.curriculum is not None and self.curriculum.observe(returns) is not None:
-            self.stage_changed = True
-            self.log_stage()
-            self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
+            # an episode played at the curriculum's current stage (its row is written just before any advance's)
+            cur = self.curriculum
+            if (cur is not None and episode.get("curriculum_stage") == cur.stage
+                    and cur.observe([episode["return"]]) is not None):
+                self.stage_changed = True
+                self.log_stage()
+                self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
 
     def stage_status(self) -> dict[str, Any]:
         """The curriculum's stage for status messages and the display (``{}`` without one)."""

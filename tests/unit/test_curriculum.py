@@ -1,0 +1,199 @@
+"""Curricula (docs/curriculum.md): conditions, the advancing decision, stage switches at resets,
+the control path (parameters -> replies -> actor), checkpoints, refusals and the live line."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from zoo.core.curriculum import (
+    Condition,
+    Curriculum,
+    CurriculumConfig,
+    curriculum_of,
+    curriculum_problems,
+    last_stage,
+    parse_condition,
+    parse_conditions,
+)
+from zoo.core.testing.fake_envs import StagedCorridorEnv, make_stages
+from zoo.core.workers.actor import EnvGroup, SampleBuffer, follow_stage
+from zoo.core.workers.policy import _reply
+
+STAGES = ("length-1", "length-2", "length-3")
+
+
+def test_a_condition_parses_into_statistic_operator_and_threshold():
+    assert parse_condition("mean_return >= 0.9") == Condition("mean_return", ">=", 0.9)
+    assert parse_condition("  min_return>-1.5 ") == Condition("min_return", ">", -1.5)
+    assert str(parse_condition("median_return<=2")) == "median_return <= 2"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("mean_retrun >= 0.9", "curriculum.advance_when: unknown statistic 'mean_retrun' in 'mean_retrun >= 0.9': "
+                           "write '<statistic> <op> <number>', statistic one of mean_return, min_return, max_return, "
+                           "median_return, op one of >=, >, <=, < (e.g. 'mean_return >= 0.9')"),
+    ("mean_return = 0.9", "curriculum.advance_when: cannot parse 'mean_return = 0.9': write"),
+    ("mean_return >= high", "curriculum.advance_when: threshold 'high' in 'mean_return >= high' is not a number"),
+    ("mean_return >= nan", "curriculum.advance_when: threshold 'nan' in 'mean_return >= nan' is not finite"),
+])
+def test_a_bad_condition_is_refused_naming_the_field_the_text_and_the_grammar(text, message):
+    with pytest.raises(ValueError) as err:
+        parse_condition(text)
+    assert str(err.value).startswith(message)
+
+
+def test_one_condition_serves_every_advance_and_a_list_needs_one_per_advance():
+    one = parse_conditions(CurriculumConfig(["mean_return >= 0.5"]), STAGES, "fake-stages")
+    assert one == [Condition("mean_return", ">=", 0.5)] * 2
+    two = parse_conditions(CurriculumConfig(["mean_return >= 0.5", "min_return > 0"]), STAGES, "fake-stages")
+    assert two == [Condition("mean_return", ">=", 0.5), Condition("min_return", ">", 0.0)]
+    with pytest.raises(ValueError) as err:
+        parse_conditions(CurriculumConfig(["mean_return >= 0.5"] * 3), STAGES, "fake-stages")
+    assert str(err.value) == ("curriculum.advance_when: 3 conditions for env 'fake-stages', whose 3 stages (length-1, "
+                              "length-2, length-3) have 2 advances; give one condition for all, or exactly 2 (one per "
+                              "stage but the last)")
+    with pytest.raises(ValueError) as err:
+        parse_conditions(CurriculumConfig(["mean_return >= 0.5", "min_return >> 0"]), STAGES, "fake-stages")
+    assert str(err.value).startswith("curriculum.advance_when[1]: cannot parse 'min_return >> 0'")
+    with pytest.raises(ValueError) as err:
+        parse_conditions(CurriculumConfig(["mean_return >= 0.5"]), (), "fake-counting")
+    assert str(err.value) == ("curriculum.advance_when: env 'fake-counting' has no curriculum stages (its spec.stages "
+                              "is empty, it has no set_curriculum_stage); drop the [curriculum] section, or use an env "
+                              "that declares stages (docs/curriculum.md)")
+
+
+def test_observe_advances_once_the_window_of_the_current_stage_meets_its_condition():
+    # window of 3; stage 0 -> 1 when the mean is >= 0.5, stage 1 -> 2 when every return is > 0
+    cur = Curriculum([Condition("mean_return", ">=", 0.5), Condition("min_return", ">", 0.0)], over_episodes=3)
+    assert cur.observe([0.0, 1.0]) is None  # two episodes: the window is not full
+    assert cur.observe([0.0]) is None  # [0, 1, 0]: mean 1/3
+    # [1, 0, 1]: mean 2/3 >= 0.5 -> stage 1; the 0.25 after it was played at stage 0: dropped
+    assert cur.observe([1.0, 0.25]) == 1
+    assert (cur.stage, list(cur.window)) == (1, [])
+    assert cur.observe([1.0, 0.0, 1.0]) is None  # min 0 is not > 0
+    assert cur.observe([1.0]) is None  # [0, 1, 1]
+    assert cur.observe([2.0]) == 2  # [1, 1, 2]: min 1 > 0
+    assert cur.last and cur.observe([5.0] * 10) is None and cur.stage == 2
+    assert cur.state_dict() == {"stage": 2, "window": []}
+
+
+def test_the_state_dict_round_trips_the_stage_and_the_window():
+    cur = Curriculum([Condition("mean_return", ">=", 0.5)] * 2, over_episodes=3)
+    cur.observe([1.0, 1.0, 1.0, 0.0, 0.5])
+    assert cur.state_dict() == {"stage": 1, "window": []}
+    cur.observe([0.0, 0.5])
+    again = Curriculum([Condition("mean_return", ">=", 0.5)] * 2, over_episodes=3)
+    again.load_state_dict(json.loads(json.dumps(cur.state_dict())))
+    assert (again.stage, list(again.window)) == (1, [0.0, 0.5])
+    assert again.observe([1.0]) == 2  # [0, 0.5, 1]: mean 0.5
+
+
+def _step_all(group: EnvGroup, actions: list[int], episodes: list) -> None:
+    buf = SampleBuffer(1, group.obs)
+    reply = {"action": np.array(actions, np.int64)}
+    buf.record_policy(reply, version=0, active=group.active, on_reset=group.on_reset)
+    group.step(reply["action"], buf, episodes)
+
+
+def test_an_env_switches_stage_at_its_next_reset_never_in_the_middle_of_an_episode():
+    envs = [StagedCorridorEnv(3), StagedCorridorEnv(3)]
+    group = EnvGroup(envs, [0, 1], stage=1)  # a restarted actor: its envs start at the run's stage 1
+    assert [e.stages_played for e in envs] == [[1], [1]]
+    episodes: list = []
+    _step_all(group, [0, 1], episodes)  # env 0: right, its episode goes on; env 1: wrong, it ends and resets
+    assert [e.stages_played for e in envs] == [[1], [1, 1]]
+    group.want_stage(2)  # the run moved on: both envs are mid-episode (the fake raises if told now)
+    _step_all(group, [1, 0], episodes)  # env 0 clears stage 1 and resets at stage 2; env 1 goes on
+    assert [e.stages_played for e in envs] == [[1, 2], [1, 1]]
+    _step_all(group, [0, 1], episodes)  # env 1 clears stage 1 and resets at stage 2
+    assert [e.stages_played for e in envs] == [[1, 2], [1, 1, 2]]
+    _step_all(group, [1, 0], episodes)
+    _step_all(group, [0, 1], episodes)  # env 0 clears stage 2 (0, 1, 0)
+    assert episodes == [{"return": 0.0, "length": 1, "curriculum_stage": 1},
+                        {"return": 1.0, "length": 2, "curriculum_stage": 1},
+                        {"return": 1.0, "length": 2, "curriculum_stage": 1},
+                        {"return": 1.0, "length": 3, "curriculum_stage": 2}]
+
+
+def test_without_a_curriculum_an_env_is_never_told_a_stage():
+    env = StagedCorridorEnv(2)
+    group = EnvGroup([env], [0])
+    episodes: list = []
+    _step_all(group, [1], episodes)
+    assert env.stages_played == [0, 0] and episodes == [{"return": 0.0, "length": 1}]
+
+
+def test_the_fake_refuses_a_stage_mid_episode_or_out_of_range():
+    env = make_stages(None, None, 0)
+    env.reset()
+    env.step(np.array([0]))  # stage 0 cleared: the episode ended
+    env.set_curriculum_stage(1)
+    env.reset()
+    with pytest.raises(RuntimeError, match=r"set_curriculum_stage\(2\) in the middle of an episode \(step 0\)"):
+        env.set_curriculum_stage(2)
+    with pytest.raises(ValueError, match="fake-stages: stage 3 is not one of 0..2"):
+        env.set_curriculum_stage(3)
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.sent: list = []
+
+    def reply(self, client_id, reply, meta, timeout):
+        self.sent.append((client_id, meta))
+
+
+def test_the_stage_rides_on_replies_and_every_group_of_the_actor_follows_it():
+    server = _Server()
+    batch = [(3, {}, {"request_id": 7, "rows": 1})]
+    _reply(server, batch, [{}], version=5, worker=0, stage=2)
+    _reply(server, batch, [{}], version=5, worker=0)
+    assert [m for _, m in server.sent] == [
+        {"request_id": 7, "policy_version": 5, "policy": 0, "curriculum_stage": 2},
+        {"request_id": 7, "policy_version": 5, "policy": 0}]
+    groups = [EnvGroup([StagedCorridorEnv(3)], [0], stage=0), EnvGroup([StagedCorridorEnv(3)], [1], stage=0)]
+    follow_stage(groups, server.sent[0][1])
+    assert [g.stage for g in groups] == [2, 2]
+    follow_stage(groups, server.sent[1][1])  # no curriculum_stage: nothing changes
+    assert [g.stage for g in groups] == [2, 2]
+
+
+def _cfg(advance_when, spec, implicit=True):
+    return SimpleNamespace(curriculum=CurriculumConfig(list(advance_when), 20), spec=spec,
+                           policies=None if implicit else SimpleNamespace(implicit=False))
+
+
+def test_curriculum_problems_name_the_field_and_pass_a_good_curriculum():
+    staged, plain = StagedCorridorEnv(3).spec, dataclasses.replace(StagedCorridorEnv(3).spec, stages=())
+    assert curriculum_problems(_cfg(["mean_return >= 0.9"], staged)) == []
+    assert curriculum_problems(_cfg([], plain)) == []  # off
+    [(field, message)] = curriculum_problems(_cfg(["mean_return >= 0.9"], plain))
+    assert field == "curriculum.advance_when" and "has no curriculum stages" in message
+    [(field, message)] = curriculum_problems(_cfg(["mean_return >= 0.9", "mean_return >= x"], staged))
+    assert field == "curriculum.advance_when" and message.startswith("curriculum.advance_when[1]: threshold 'x'")
+    [(field, message)] = curriculum_problems(_cfg(["mean_return >= 0.9"], staged, implicit=False))
+    assert message == ("curriculum.advance_when: a curriculum with named policies ([policies.NAME]) is not supported "
+                       "yet; train one shared policy, or drop the [curriculum] section")
+    cur = curriculum_of(_cfg(["mean_return >= 0.9"], staged), staged)
+    assert cur is not None and (cur.stage, cur.stages, cur.over_episodes) == (0, 3, 20)
+
+
+def test_last_stage_reads_the_last_curriculum_row(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    assert last_stage(str(path)) == 0
+    rows = [{"type": "curriculum", "stage": 0}, {"type": "episode", "return": 1.0, "curriculum_stage": 0},
+            {"type": "curriculum", "stage": 2}, {"type": "update", "updates": 3}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert last_stage(str(path)) == 2
+
+
+def test_the_live_line_shows_the_stage():
+    from zoo.display import format_status_line
+
+    line = format_status_line({"env_steps": 100, "episode_return_mean": 0.5, "curriculum_stage": 1,
+                               "curriculum_stages": 3, "curriculum_stage_name": "length-2", "updates": 3})
+    assert line == "env_steps=100 return=0.5 stage=1 of 3 (length-2) updates=3"
