@@ -197,3 +197,30 @@ def test_the_live_line_shows_the_stage():
     line = format_status_line({"env_steps": 100, "episode_return_mean": 0.5, "curriculum_stage": 1,
                                "curriculum_stages": 3, "curriculum_stage_name": "length-2", "updates": 3})
     assert line == "env_steps=100 return=0.5 stage=1 of 3 (length-2) updates=3"
+
+
+def test_hide_and_seek_stages_are_box_counts_switched_at_the_next_reset():
+    pytest.importorskip("mujoco")
+    from zoo.plugins.envs.hide_and_seek.zoo_env import make
+
+    env = make(None, None, 0)  # quadrant: 2 boxes
+    assert env.spec.stages == ("boxes-0", "boxes-1", "boxes-2")
+    env.reset(seed=0)
+    assert env.env.game.world.n_boxes == 2  # never told a stage: the configured game (the last stage)
+    env.set_curriculum_stage(0)
+    assert env.env.game.world.n_boxes == 2  # the episode under way keeps its boxes
+    counts = []
+    for stage in (0, 1, 2):
+        env.set_curriculum_stage(stage)
+        obs, _ = env.reset(seed=stage)
+        counts.append(env.env.game.world.n_boxes)
+        assert {k: v.shape for k, v in obs.items()} == {k: (4, *s.shape) for k, s in env.spec.observation_space.items()}
+    assert counts == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"hide-and-seek: curriculum stage 3 is not one of 0..2 \(boxes-0, boxes-1, "
+                                         r"boxes-2\)"):
+        env.set_curriculum_stage(3)
+    full = make("full", None, 0)
+    assert full.spec.stages == ("boxes-0", "boxes-3", "boxes-3-9")
+    full.set_curriculum_stage(1)
+    full.reset(seed=1)
+    assert full.env.game.world.n_boxes == 3
