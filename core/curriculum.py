@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,10 @@ from zoo.core.options import bounded
 
 STATISTICS = ("mean_return", "min_return", "max_return", "median_return")
 """What a condition can test, over the window of the last ``over_episodes`` returns."""
-_OPS = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal, "<": np.less}
+_OPS: dict[str, Callable[[float, float], Any]] = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal,
+                                                  "<": np.less}
+_STATS: dict[str, Callable[[np.ndarray], Any]] = {"mean_return": np.mean, "min_return": np.min, "max_return": np.max,
+                                                  "median_return": np.median}
 _CONDITION = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|>|<)\s*(\S+)\s*$")
 
 
@@ -64,8 +68,7 @@ class Condition:
 
     def holds(self, returns: np.ndarray) -> bool:
         """Whether it holds over ``returns`` (float64 ``[n]``, n >= 1)."""
-        value = {"mean_return": np.mean, "min_return": np.min, "max_return": np.max,
-                 "median_return": np.median}[self.statistic](returns)
+        value = float(_STATS[self.statistic](returns))
         return bool(_OPS[self.op](value, self.threshold))
 
     def __str__(self) -> str:
@@ -165,14 +168,15 @@ class Curriculum:
                 return self.stage
         return None
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps: the stage and the window (plain Python values)."""
         return {"stage": self.stage, "window": list(self.window)}
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (a stage beyond the last is clamped to the last)."""
-        self.stage = min(int(state.get("stage", 0) or 0), self.stages - 1)  # type: ignore[call-overload]
-        self.window = deque((float(x) for x in state.get("window", []) or []), maxlen=self.over_episodes)  # type: ignore[attr-defined]
+        stage, window = state.get("stage", 0), state.get("window", [])
+        self.stage = min(int(stage or 0), self.stages - 1)
+        self.window = deque((float(x) for x in window or []), maxlen=self.over_episodes)
 
 
 def stage_label(stage: int, stages: tuple[str, ...] | list[str]) -> str:

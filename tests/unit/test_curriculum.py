@@ -224,3 +224,32 @@ def test_hide_and_seek_stages_are_box_counts_switched_at_the_next_reset():
     full.set_curriculum_stage(1)
     full.reset(seed=1)
     assert full.env.game.world.n_boxes == 3
+
+
+def test_a_checkpoint_keeps_the_curriculum_and_a_run_without_one_writes_none():
+    from zoo.core.workers.accounting import TrainerState
+
+    st = TrainerState()
+    assert "curriculum" not in st.to_dict(0.0, 0)
+    st.curriculum = {"stage": 2, "window": [1.0, 0.0]}
+    ckpt = {"trainer": st.to_dict(1.5, 10), "policy_version": 3, "updates": 3, "env_steps": 96, "episodes": 40}
+    again = TrainerState()
+    again.load(ckpt)  # (restores this process's RNG states to what they were a moment ago)
+    assert again.curriculum == {"stage": 2, "window": [1.0, 0.0]}
+
+
+def test_a_worker_started_after_an_advance_starts_at_the_stage_the_controller_heard_last():
+    from zoo.core.config import ExperimentConfig
+    from zoo.core.controller import Controller
+    from zoo.core.graph import Graph
+
+    cfg = ExperimentConfig("ppo", "fake-stages")
+    cfg.curriculum.advance_when = ["mean_return >= 0.9"]
+    controller = object.__new__(Controller)  # its context() alone: no streams, no processes
+    controller.__dict__.update(cfg=cfg, spec=StagedCorridorEnv().spec, run_id="r", run_dir="/nonexistent",
+                               streams={}, curriculum_stage=0, graph=Graph.from_config(cfg))
+    assert controller.context("actor", 1, 0).curriculum_stage == 0
+    controller.follow_stage({"type": "curriculum", "curriculum_stage": 2})
+    controller.follow_stage({"type": "status", "env_steps": 5})  # a status without a stage changes nothing
+    restarted = controller.context("actor", 1, 1)  # an actor restarted by supervision
+    assert (restarted.curriculum_stage, restarted.attempt) == (2, 1)
