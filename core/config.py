@@ -611,6 +611,9 @@ def build_config(
         run_dir = Path(cfg.runs_dir) / cfg.name if base else None  # a resume: POLICY@VERSION in its own folder
         cfg.policies = build_policies(registry, cfg, layers, file_data=file_data, overrides=overrides,
                                       run_dir=run_dir)
+        named = curriculum_problems(cfg)  # a curriculum with named policies (validate ran before they were built)
+        if named:
+            raise ConfigError("\n".join(m for _, m in named), field=named[0][0], problems=[m for _, m in named])
     return cfg
 
 

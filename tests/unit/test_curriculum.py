@@ -253,3 +253,20 @@ def test_a_worker_started_after_an_advance_starts_at_the_stage_the_controller_he
     controller.follow_stage({"type": "status", "env_steps": 5})  # a status without a stage changes nothing
     restarted = controller.context("actor", 1, 1)  # an actor restarted by supervision
     assert (restarted.curriculum_stage, restarted.attempt) == (2, 1)
+
+
+def test_a_curriculum_with_named_policies_is_refused_when_the_config_is_built():
+    pytest.importorskip("mujoco")
+    from pathlib import Path
+
+    from zoo.core.config import build_config
+    from zoo.core.options import ConfigError
+    from zoo.core.plugins import get_registry
+
+    teams = Path(__file__).resolve().parents[2] / "examples" / "policies" / "hide-and-seek-teams.toml"
+    with pytest.raises(ConfigError) as err:
+        build_config(get_registry(), "mappo", "hide-and-seek", config_file=teams, steps=5000, name="t",
+                     overrides=["curriculum.advance_when=mean_return >= 0.5"])
+    assert err.value.field == "curriculum.advance_when"
+    assert str(err.value) == ("curriculum.advance_when: a curriculum with named policies ([policies.NAME]) is not "
+                              "supported yet; train one shared policy, or drop the [curriculum] section")
