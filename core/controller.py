@@ -98,6 +98,9 @@ class Controller:
     """Owns the streams of one run and, through a launcher (:mod:`zoo.core.launcher`) and the
     :class:`~zoo.core.supervision.Supervisor`, its worker processes."""
 
+    curriculum_stage = -1
+    """The run's curriculum stage, which workers (re)started now begin at (docs/curriculum.md); -1: none."""
+
     def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
         from zoo.core.graph import Graph
         from zoo.core.kinds import worker_kinds
