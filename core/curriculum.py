@@ -45,13 +45,15 @@ class CurriculumConfig:
 
     ``advance_when``: one condition for every stage, or one per stage but the last
     (``len(stages) - 1``); ``over_episodes``: the window, in episodes played at the current
-    stage, that a condition is computed over (it fills again after each advance).
+    stage, that a condition is computed over (it fills again after each advance). The window
+    slides: the condition is tested after every episode once it is full, so a short window
+    passes on a lucky streak (docs/curriculum.md, "Choosing the window").
     """
 
     advance_when: list[str] = field(default_factory=list)
     """Conditions such as 'mean_return >= 0.9' (one for all stages, or one per stage but the last); empty: off."""
-    over_episodes: int = field(default=20, metadata=bounded(ge=1))
-    """Episodes at the current stage a condition is computed over (the last N)."""
+    over_episodes: int = field(default=100, metadata=bounded(ge=1))
+    """Episodes at the current stage a condition is computed over (the last N; tested after each episode)."""
 
     @property
     def on(self) -> bool:

@@ -15,13 +15,14 @@ from zoo.core.testing.cli import marked_processes, read_metrics, zoo
 
 pytestmark = pytest.mark.integration
 FAKES = Path(__file__).resolve().parents[2] / "tests" / "plugins" / "zoo-fakes"
-CURRICULUM = ("--set", "curriculum.advance_when=mean_return >= 0.9", "--set", "curriculum.over_episodes=20")
+# over 100 episodes a random policy (return 1 with probability 1/2 at stage 0) never passes 0.8 (P ~ 6e-10)
+CURRICULUM = ("--set", "curriculum.advance_when=mean_return >= 0.8", "--set", "curriculum.over_episodes=100")
 
 
 def test_ppo_clears_the_stages_in_order_and_a_resume_keeps_the_stage(tmp_path):
     mark = uuid.uuid4().hex
     env = subprocess_env(FAKES, ZOO_TEST_MARK=mark)
-    first = zoo("train", "ppo", "--env", "fake-stages", "--name", "c", "--steps", "4000",
+    first = zoo("train", "ppo", "--env", "fake-stages", "--name", "c", "--steps", "8000",
                 "--set", f"runs_dir={tmp_path}", "--set", "algo.epochs=2", *CURRICULUM, env=env, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "stage=0 of 3 (length-1)" in first.stdout  # the live line (plain: one line per status)
@@ -30,12 +31,12 @@ def test_ppo_clears_the_stages_in_order_and_a_resume_keeps_the_stage(tmp_path):
     assert stages[0][1]["stage"] == 0 and stages[0][1]["env_steps"] == 0 and stages[0][1]["stage_name"] == "length-1"
     assert [r["stage"] for _, r in stages] == list(range(len(stages))) and len(stages) >= 2  # 0 -> 1 at least
     for (_, before), (at, row) in zip(stages, stages[1:]):
-        assert row["stage_name"] == f"length-{row['stage'] + 1}" and row["condition"] == "mean_return >= 0.9"
+        assert row["stage_name"] == f"length-{row['stage'] + 1}" and row["condition"] == "mean_return >= 0.8"
         assert row["env_steps"] > before["env_steps"] and row["policy_version"] >= before["policy_version"]
-        # the advance's window: the last 20 episodes played at the stage before it, as the trainer saw them
+        # the advance's window: the last 100 episodes played at the stage before it, as the trainer saw them
         played = [r["return"] for r in rows[:at] if r["type"] == "episode"
-                  and r["curriculum_stage"] == before["stage"]][-20:]
-        assert len(played) == 20 and sum(played) / 20 >= 0.9
+                  and r["curriculum_stage"] == before["stage"]][-100:]
+        assert len(played) == 100 and sum(played) / 100 >= 0.8
         # from then on the actors play the new stage (after the episodes already under way)
         later = [r["curriculum_stage"] for r in rows[at:] if r["type"] == "episode"]
         assert row["stage"] in later and all(s in (before["stage"], row["stage"]) or s > row["stage"] for s in later)
@@ -43,7 +44,7 @@ def test_ppo_clears_the_stages_in_order_and_a_resume_keeps_the_stage(tmp_path):
     ckpt = load_checkpoint(str(tmp_path / "c" / "checkpoints" / "latest.pt"))
     assert ckpt["trainer"]["curriculum"]["stage"] == reached
 
-    second = zoo("train", "--resume", str(tmp_path / "c"), "--steps", "5000", env=env, timeout=300)
+    second = zoo("train", "--resume", str(tmp_path / "c"), "--steps", "9000", env=env, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
     assert marked_processes(mark) == []
     rows = read_metrics(tmp_path / "c")
