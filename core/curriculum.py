@@ -14,11 +14,16 @@ holds, e.g. ``advance_when = "mean_return >= 0.9"``; a list gives one condition 
 :meth:`Curriculum.observe`: today by the lead trainer with the training episodes it logs;
 an evaluation worker can feed it its own episodes instead.
 
-Condition grammar: ``<statistic> <op> <number>``, statistic one of :data:`STATISTICS`
-(over the window of returns), ``op`` one of ``>=``, ``>``, ``<=``, ``<``.
+Condition grammar: ``<aggregate>_<field> <op> <number>``: ``aggregate`` one of
+:data:`AGGREGATES` over the window, ``field`` a numeric field of the episode rows (``return``,
+or an env's per-episode statistic such as hide-and-seek's ``hider_return``;
+:attr:`Condition.field`), ``op`` one of ``>=``, ``>``, ``<=``, ``<``. What
+:meth:`Curriculum.observe` takes are the values of the current condition's field
+(:attr:`Curriculum.field`): the returns, for ``mean_return``.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections import deque
@@ -30,13 +35,13 @@ import numpy as np
 
 from zoo.core.options import bounded
 
-STATISTICS = ("mean_return", "min_return", "max_return", "median_return")
-"""What a condition can test, over the window of the last ``over_episodes`` returns."""
+AGGREGATES = ("mean", "min", "max", "median")
+"""How a condition sums up the window of the last ``over_episodes`` values."""
 _OPS: dict[str, Callable[[float, float], Any]] = {">=": np.greater_equal, ">": np.greater, "<=": np.less_equal,
                                                   "<": np.less}
-_STATS: dict[str, Callable[[np.ndarray], Any]] = {"mean_return": np.mean, "min_return": np.min, "max_return": np.max,
-                                                  "median_return": np.median}
-_CONDITION = re.compile(r"^\s*([a-z_]+)\s*(>=|<=|>|<)\s*(\S+)\s*$")
+_AGGREGATE: dict[str, Callable[[np.ndarray], Any]] = {"mean": np.mean, "min": np.min, "max": np.max,
+                                                      "median": np.median}
+_CONDITION = re.compile(r"^\s*([A-Za-z0-9_]+)\s*(>=|<=|>|<)\s*(\S+)\s*$")
 
 
 @dataclass
@@ -62,15 +67,25 @@ class CurriculumConfig:
 
 @dataclass(frozen=True)
 class Condition:
-    """One parsed condition: ``statistic op threshold``."""
+    """One parsed condition: ``statistic op threshold``, ``statistic`` = ``<aggregate>_<field>``."""
 
     statistic: str
     op: str
     threshold: float
 
-    def holds(self, returns: np.ndarray) -> bool:
-        """Whether it holds over ``returns`` (float64 ``[n]``, n >= 1)."""
-        value = float(_STATS[self.statistic](returns))
+    @property
+    def aggregate(self) -> str:
+        """``mean``, ``min``, ``max`` or ``median``."""
+        return self.statistic.split("_", 1)[0]
+
+    @property
+    def field(self) -> str:
+        """The episode rows' field it is computed over (``return`` for ``mean_return``)."""
+        return self.statistic.split("_", 1)[1]
+
+    def holds(self, values: np.ndarray) -> bool:
+        """Whether it holds over ``values`` (float64 ``[n]``, n >= 1)."""
+        value = float(_AGGREGATE[self.aggregate](values))
         return bool(_OPS[self.op](value, self.threshold))
 
     def __str__(self) -> str:
@@ -85,13 +100,19 @@ def parse_condition(text: str, path: str = "curriculum.advance_when") -> Conditi
             unknown operator, a threshold that is not a finite number).
     """
     m = _CONDITION.match(text)
-    grammar = (f"write '<statistic> <op> <number>', statistic one of {', '.join(STATISTICS)}, op one of "
-               ">=, >, <=, < (e.g. 'mean_return >= 0.9')")
+    grammar = (f"write '<aggregate>_<field> <op> <number>', aggregate one of {', '.join(AGGREGATES)}, field a "
+               "numeric field of the episode rows (return, or an env statistic), op one of >=, >, <=, < "
+               "(e.g. 'mean_return >= 0.9')")
     if m is None:
         raise ValueError(f"{path}: cannot parse {text!r}: {grammar}")
     stat, op, number = m.groups()
-    if stat not in STATISTICS:
+    agg, _, field_name = stat.partition("_")
+    if agg not in AGGREGATES or not field_name:
         raise ValueError(f"{path}: unknown statistic {stat!r} in {text!r}: {grammar}")
+    near = difflib.get_close_matches(field_name, ["return", "length"], n=1, cutoff=0.7)
+    if near and near[0] != field_name:  # a typo of the fields every episode row has
+        raise ValueError(f"{path}: unknown field {field_name!r} in {text!r}; did you mean '{agg}_{near[0]}'? "
+                         f"{grammar}")
     try:
         threshold = float(number)
     except ValueError:
@@ -152,9 +173,16 @@ class Curriculum:
         """True at the last stage (nothing left to advance to)."""
         return self.stage >= self.stages - 1
 
+    @property
+    def field(self) -> str:
+        """The episode rows' field whose values :meth:`observe` takes now: the current stage's
+        condition's (``return`` for ``mean_return``; ``return`` at the last stage)."""
+        return self.conditions[min(self.stage, len(self.conditions) - 1)].field if self.conditions else "return"
+
     def observe(self, returns: Iterable[float]) -> int | None:
-        """Add episode returns (played at the current stage, in order); the new stage when the
-        current stage's condition holds over the last ``over_episodes`` returns, else None.
+        """Add the values of :attr:`field` (the returns, for ``mean_return``) of episodes played at
+        the current stage, in order; the new stage when the current stage's condition holds over
+        the last ``over_episodes`` of them, else None.
 
         At most one advance per call; the window starts empty at the new stage, and returns
         after the one that completed the advance in the same call are dropped (they were

@@ -243,6 +243,7 @@ class Trainer:
         if self.curriculum is not None and st.curriculum is not None:
             self.curriculum.load_state_dict(st.curriculum)
         self.stage_changed = False  # an advance not yet in a checkpoint: the next update point writes one
+        self.warned_fields: set[str] = set()  # curriculum condition fields the episodes lack (warned once)
         self.republish = Republisher(self.publish if self.lead else None, REPUBLISH_S)
         self.sync: SoloSync | GroupSync = (SoloSync() if K == 1
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
@@ -452,11 +453,27 @@ class Trainer:
                 self.history.saw(episode)
             # an episode played at the curriculum's current stage (its row is written just before any advance's)
             cur = self.curriculum
-            if (cur is not None and episode.get("curriculum_stage") == cur.stage
-                    and cur.observe([episode["return"]]) is not None):
+            if cur is None or episode.get("curriculum_stage") != cur.stage or cur.last:
+                continue
+            value = episode.get(cur.field)
+            if not isinstance(value, (int, float)):
+                self.missing_field(cur.field, episode)
+            elif cur.observe([float(value)]) is not None:
                 self.stage_changed = True
                 self.log_stage()
                 self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
+
+    def missing_field(self, name: str, episode: dict[str, Any]) -> None:
+        """Warn once that the episodes have no numeric ``name`` for the curriculum's condition
+        (an env statistic the env does not report): the stage cannot advance."""
+        if name in self.warned_fields:
+            return
+        self.warned_fields.add(name)
+        have = ", ".join(k for k, v in episode.items() if isinstance(v, (int, float)) and k != "curriculum_stage")
+        self.ctx.send_control("warning", timeout=0.5, key="curriculum-field", message=(
+            f"curriculum.advance_when: the episodes of env {self.spec.env_id!r} have no numeric field {name!r}, so "
+            f"the curriculum cannot advance from stage {self.curriculum.stage if self.curriculum else 0}; their "
+            f"fields: {have} (docs/curriculum.md)"))
 
     def stage_status(self) -> dict[str, Any]:
         """The curriculum's stage for status messages and the display (``{}`` without one)."""

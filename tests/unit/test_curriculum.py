@@ -30,12 +30,16 @@ def test_a_condition_parses_into_statistic_operator_and_threshold():
     assert parse_condition("mean_return >= 0.9") == Condition("mean_return", ">=", 0.9)
     assert parse_condition("  min_return>-1.5 ") == Condition("min_return", ">", -1.5)
     assert str(parse_condition("median_return<=2")) == "median_return <= 2"
+    hiders = parse_condition("mean_hider_return >= 20")  # an env's per-episode statistic (hide-and-seek)
+    assert (hiders.aggregate, hiders.field, hiders.holds(np.array([10.0, 30.0]))) == ("mean", "hider_return", True)
 
 
 @pytest.mark.parametrize("text, message", [
-    ("mean_retrun >= 0.9", "curriculum.advance_when: unknown statistic 'mean_retrun' in 'mean_retrun >= 0.9': "
-                           "write '<statistic> <op> <number>', statistic one of mean_return, min_return, max_return, "
-                           "median_return, op one of >=, >, <=, < (e.g. 'mean_return >= 0.9')"),
+    ("mean_retrun >= 0.9", "curriculum.advance_when: unknown field 'retrun' in 'mean_retrun >= 0.9'; did you mean "
+                           "'mean_return'? write '<aggregate>_<field> <op> <number>', aggregate one of mean, min, max, "
+                           "median, field a numeric field of the episode rows (return, or an env statistic), op one "
+                           "of >=, >, <=, < (e.g. 'mean_return >= 0.9')"),
+    ("avg_return >= 0.9", "curriculum.advance_when: unknown statistic 'avg_return' in 'avg_return >= 0.9': write"),
     ("mean_return = 0.9", "curriculum.advance_when: cannot parse 'mean_return = 0.9': write"),
     ("mean_return >= high", "curriculum.advance_when: threshold 'high' in 'mean_return >= high' is not a number"),
     ("mean_return >= nan", "curriculum.advance_when: threshold 'nan' in 'mean_return >= nan' is not finite"),
@@ -270,3 +274,49 @@ def test_a_curriculum_with_named_policies_is_refused_when_the_config_is_built():
     assert err.value.field == "curriculum.advance_when"
     assert str(err.value) == ("curriculum.advance_when: a curriculum with named policies ([policies.NAME]) is not "
                               "supported yet; train one shared policy, or drop the [curriculum] section")
+
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.sent: list = []
+
+    def send_control(self, kind, timeout=1.0, **meta):
+        self.sent.append((kind, meta))
+        return True
+
+
+def _trainer(conditions: list[str], over: int):
+    """The lead trainer's episode accounting alone (Trainer.account), without processes or streams."""
+    from zoo.core.workers.accounting import TrainerState
+    from zoo.core.workers.trainer import Trainer
+
+    t = object.__new__(Trainer)
+    spec = StagedCorridorEnv(3).spec
+    t.__dict__.update(ctx=_Ctx(), spec=spec, state=TrainerState(), metrics=None, history=None,
+                      sync=SimpleNamespace(data_parallel=False), stage_changed=False, warned_fields=set(),
+                      curriculum=Curriculum(parse_conditions(CurriculumConfig(conditions), spec.stages, "x"), over))
+    return t
+
+
+def _share(episodes: list[dict]) -> dict:
+    return {"env_steps": 10, "dropped": 0, "actor_dropped": 0, "episodes": episodes,
+            "episode_at": list(range(len(episodes)))}
+
+
+def test_the_trainer_feeds_the_conditions_field_of_the_current_stages_episodes_and_warns_once_when_absent():
+    t = _trainer(["mean_hider_return >= 1"], over=2)
+    ep = [{"return": 0.0, "length": 1, "curriculum_stage": 0, "hider_return": 1.0},
+          {"return": 0.0, "length": 1, "curriculum_stage": 1, "hider_return": 5.0},  # another stage: not counted
+          {"return": 0.0, "length": 1, "curriculum_stage": 0, "hider_return": 2.0}]
+    t.account([_share(ep)])
+    assert t.curriculum.stage == 1 and t.stage_changed
+    assert t.ctx.sent == [("curriculum", {"curriculum_stage": 1, "curriculum_stages": 3,
+                                          "curriculum_stage_name": "length-2", **t.counters()})]
+    t.ctx.sent.clear()
+    t.account([_share([{"return": 1.0, "length": 2, "curriculum_stage": 1}] * 3)])  # no hider_return
+    assert t.curriculum.stage == 1 and len(t.ctx.sent) == 1
+    kind, meta = t.ctx.sent[0]
+    assert (kind, meta["key"]) == ("warning", "curriculum-field")
+    assert meta["message"] == ("curriculum.advance_when: the episodes of env 'fake-stages' have no numeric field "
+                               "'hider_return', so the curriculum cannot advance from stage 1; their fields: return, "
+                               "length (docs/curriculum.md)")
