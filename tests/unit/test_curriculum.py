@@ -320,3 +320,40 @@ def test_the_trainer_feeds_the_conditions_field_of_the_current_stages_episodes_a
     assert meta["message"] == ("curriculum.advance_when: the episodes of env 'fake-stages' have no numeric field "
                                "'hider_return', so the curriculum cannot advance from stage 1; their fields: return, "
                                "length (docs/curriculum.md)")
+
+
+class _StagedVector:
+    """Two one-agent envs stepped by one call (a VectorEnv) that records the stages it is told."""
+
+    def __init__(self) -> None:
+        self.spec = StagedCorridorEnv(3).spec
+        self.num_envs = 2
+        self.told: list[tuple[str, int]] = []
+
+    def set_curriculum_stage(self, stage: int) -> None:
+        self.told.append(("stage", stage))
+
+    def reset(self, seeds):
+        self.told.append(("reset", len(seeds)))
+        return {"obs": np.zeros((2, 3), np.float32)}, {}
+
+    def step(self, action):
+        self.told.append(("step", len(action)))
+        return {"obs": np.zeros((2, 3), np.float32)}, np.zeros(2, np.float32), np.zeros(2, bool), np.zeros(2, bool), {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_vector_env_is_told_its_first_stage_before_its_reset_and_each_new_one_once():
+    from zoo.core.workers.actor import VectorEnvGroup
+
+    venv = _StagedVector()
+    group = VectorEnvGroup(venv, [0, 1], stage=1)
+    group.want_stage(2)
+    for _ in range(2):
+        buf = SampleBuffer(1, group.obs)
+        reply = {"action": np.zeros(2, np.int64)}
+        buf.record_policy(reply, version=0, active=group.active, on_reset=group.on_reset)
+        group.step(reply["action"], buf, [])
+    assert venv.told == [("stage", 1), ("reset", 2), ("step", 2), ("stage", 2), ("step", 2)]
