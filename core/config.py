@@ -41,6 +41,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, published as tomli before it joined the standard library
     import tomli as tomllib
 
+from zoo.core.curriculum import CurriculumConfig, curriculum_problems
 from zoo.core.env import EnvSpec
 from zoo.core.kinds import worker_kinds, worker_options
 from zoo.core.options import (  # noqa: F401  (re-exported)
@@ -70,7 +71,7 @@ from zoo.core.transport import TransportError
 
 __all__ = [
     "ActorsConfig", "PolicyConfig", "TrainerConfig", "HistoryConfig", "StreamConfig", "StreamsConfig", "LogConfig",
-    "SupervisionConfig",
+    "SupervisionConfig", "CurriculumConfig",
     "ExperimentConfig", "ConfigError", "UnknownEnvError", "OptionInfo",
     "resolve_env", "make_env", "build_config", "apply_override", "set_value", "apply_mapping",
     "load_config_file", "validate", "config_to_dict", "save_config", "budget", "default_budget",
@@ -307,6 +308,9 @@ class ExperimentConfig:
     resolver: ResolverConfig = field(default_factory=ResolverConfig)
     log: LogConfig = field(default_factory=LogConfig)
     supervision: SupervisionConfig = field(default_factory=SupervisionConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """A curriculum over the env's stages (``[curriculum]``, docs/curriculum.md); off while
+    ``curriculum.advance_when`` is empty."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Options of plugins' worker kinds by kind and name, e.g. ``--set workers.param-stats.count=1``
     or a TOML table ``[workers.param-stats]`` (``zoo list workers`` lists the kinds; docs/graph.md);
@@ -607,6 +611,9 @@ def build_config(
         run_dir = Path(cfg.runs_dir) / cfg.name if base else None  # a resume: POLICY@VERSION in its own folder
         cfg.policies = build_policies(registry, cfg, layers, file_data=file_data, overrides=overrides,
                                       run_dir=run_dir)
+        named = curriculum_problems(cfg)  # a curriculum with named policies (validate ran before they were built)
+        if named:
+            raise ConfigError("\n".join(m for _, m in named), field=named[0][0], problems=[m for _, m in named])
     if registry.names("worker"):  # kinds' own checks, with the whole config (e.g. the eval manager's baselines)
         from zoo.core.kinds import kind_problems
 
@@ -729,7 +736,9 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     in memory, one trainer); devices
     are cpu, cuda, cuda:N or mps; ``name`` follows :data:`NAME_RULE`; ``policy.count`` and
     ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor);
-    no option contradicting ``policy.inline`` (:func:`inline_problems`); with a launcher that
+    no option contradicting ``policy.inline`` (:func:`inline_problems`); with ``cfg.spec`` set, a
+    ``[curriculum]`` only on an env with stages, with conditions that parse, one or one per
+    advance, and no named policies (:func:`zoo.core.curriculum.curriculum_problems`); with a launcher that
     runs every worker on this host, ``trainer.threads`` and ``policy.threads`` at most the
     machine's cores (:func:`zoo.core.workers.threads.thread_problems`); ``launcher`` is a registered
     launcher; every
@@ -776,6 +785,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     problems += supervision_problems(cfg)
     problems += inline_problems(cfg)
     problems += history_problems(cfg)
+    problems += curriculum_problems(cfg)  # an env with stages, conditions that parse and fit them
     # The trainer's network lives where the algorithm's own `device` option says. A launcher
     # registered with remote=True (ray) runs workers on other machines: their devices are theirs.
     reg0 = registry

@@ -98,6 +98,9 @@ class Controller:
     """Owns the streams of one run and, through a launcher (:mod:`zoo.core.launcher`) and the
     :class:`~zoo.core.supervision.Supervisor`, its worker processes."""
 
+    curriculum_stage = -1
+    """The run's curriculum stage, which workers (re)started now begin at (docs/curriculum.md); -1: none."""
+
     def __init__(self, cfg, spec: EnvSpec, run_dir: str) -> None:
         from zoo.core.graph import Graph
         from zoo.core.kinds import worker_kinds
@@ -129,6 +132,13 @@ class Controller:
         self.launcher = launcher
         self.graph_file = GraphFile(run_dir, cfg, self.places, self.streams, launcher, self.run_id)
         self.stopped = False
+        # the run's curriculum stage (docs/curriculum.md): what (re)started workers begin at; -1: no curriculum.
+        # A resumed run's: its last curriculum row (the trainer's checkpoint then says it with the parameters).
+        self.curriculum_stage = -1
+        if getattr(cfg, "curriculum", None) is not None and cfg.curriculum.on:
+            from zoo.core.curriculum import last_stage
+
+            self.curriculum_stage = last_stage(os.path.join(run_dir, "metrics.jsonl")) if cfg.resume else 0
         self.restart_rows: list[dict[str, Any]] = []  # every restart row written, for restore_restart_rows
         self.rows_checked = 0  # the trainer attempt whose cut rows were restored
 
@@ -159,7 +169,15 @@ class Controller:
             cfg.resume = (self.cfg.resume or 0) + attempt
         return WorkerContext(role, index, cfg, spec, self.run_id, self.run_dir, attempt=attempt, entry=kind.entry,
                              controller_pid=os.getpid(), controller_host=socket.gethostname(),
-                             policy=policy, local=local, streams=self.streams)
+                             policy=policy, local=local, streams=self.streams,
+                             curriculum_stage=self.curriculum_stage)
+
+    def follow_stage(self, meta: dict[str, Any]) -> None:
+        """Take the curriculum stage of a ``curriculum`` or ``status`` message from the lead trainer:
+        workers started from now on (restarted actors) begin at it."""
+        stage = meta.get("curriculum_stage")
+        if self.curriculum_stage >= 0 and isinstance(stage, int):
+            self.curriculum_stage = stage
 
     def start(self) -> None:
         self.supervisor.start_all(self.graph.workers())
@@ -341,6 +359,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                             # a frozen policy's (an opponent's) newer version; the rates stay the last shown
                             rates = ("env_steps_per_s", "frames_per_s", "trained_env_steps_per_s")
                             pacer.offer({**{k: v for k, v in (pacer.latest or {}).items() if k in rates}, **again})
+                    if meta["type"] in ("status", "curriculum"):
+                        controller.follow_stage(meta)
                     if meta["type"] == "status":
                         statuses.served.update(served_versions(graph, health))
                         pacer.offer(statuses.offer(meta))

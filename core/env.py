@@ -23,6 +23,14 @@ a leading agent axis ``A = len(spec.agents)``:
 The actor owns resets: when every agent is terminated or truncated it calls ``reset``;
 no adapter may reset by itself.
 
+**Curriculum stages** (optional, docs/curriculum.md): an env that lists stage names in
+``spec.stages`` (stage ``0 .. len(stages) - 1``) has ``set_curriculum_stage(stage: int) ->
+None``. The actor calls it only between episodes, right before that env's ``reset()``
+(when a run's curriculum moved on, and once before the first reset), so the stage applies
+from that reset on and never in the middle of an episode; ``stage`` outside the range
+raises ``ValueError``. An env that is never told a stage plays its default (documented by
+the env; the test env ``fake-stages``: stage 0).
+
 A :class:`VectorEnv` is the one exception, by contract: ``n`` environments stepped by one
 call (ale-py's C++ ``AtariVectorEnv``), so an environment whose episode ends is reset inside
 that call and the actor is told so (``info["ended"]``). An env plugin offers one through
@@ -73,6 +81,9 @@ class EnvSpec:
     :attr:`mixed` is True. Such a spec is only trained through named policies, one per
     set of agents with one space (:meth:`subset` gives the spec a policy's algorithm is
     built from; docs/policies.md). :meth:`space_groups` orders the distinct spaces.
+
+    ``stages``: the names of the env's curriculum stages (empty: it has none); an env with
+    stages has ``set_curriculum_stage(stage)`` (module docstring, docs/curriculum.md).
     """
 
     env_id: str
@@ -83,6 +94,7 @@ class EnvSpec:
     reports_episodes: bool = False  # True: info["episode"] marks the only episode ends to log
     resolved: dict[str, Any] = field(default_factory=dict)  # written to the run's config
     agent_spaces: dict[str, tuple[dict[str, Any], Any]] | None = None  # per agent, when they differ
+    stages: tuple[str, ...] = ()  # curriculum stage names (0 ..); non-empty: the env has set_curriculum_stage
 
     @property
     def num_agents(self) -> int:
@@ -202,6 +214,9 @@ class Env(Protocol):
                                                 dict[str, Any]]: ...
 
     def close(self) -> None: ...
+
+    # Optional, for an env whose spec.stages is not empty (module docstring):
+    # def set_curriculum_stage(self, stage: int) -> None: ...
 
 
 class VectorEnv(Protocol):

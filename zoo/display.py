@@ -30,6 +30,9 @@ key                         meaning
 ``replay_ratio``            replayed per inserted over the run (float)
 ``gradient_steps``          gradient steps of the last update (int)
 ``rate_limit_waits``        waits of the rate limiter (int), when the algorithm reports them
+``curriculum_stage``        the curriculum's stage (int, 0-based; docs/curriculum.md), with
+                            ``curriculum_stages`` (how many) and ``curriculum_stage_name``:
+                            shown as ``stage=1 of 3 (length-2)`` after ``dropped``
 ``policies``                named policies (``zoo.core.policy_status``): ``{name: entry}``, one
                             row each (:func:`policy_fields`); the keys of one policy (version,
                             updates, trained env steps and samples, mean rates, lag, dropped,
@@ -113,7 +116,9 @@ def _real(value: Any) -> str:
 IGNORED_KEYS = ("type", "role", "index", "attempt", "time", "timestamp",
                 # a replay trainer's cumulative counters, for `zoo bench` (docs/replay.md): beside
                 # the last update's gradient_steps they read as a second, contradicting figure
-                "gradient_steps_total", "replayed", "inserted", "rate_limit_wait_s", "rate_limit_held_s")
+                "gradient_steps_total", "replayed", "inserted", "rate_limit_wait_s", "rate_limit_held_s",
+                # the curriculum's stage: shown as one field, stage (_stage)
+                "curriculum_stage", "curriculum_stages")
 
 
 def status_extras(status: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +143,18 @@ def _dropped(s: dict[str, Any]) -> list[tuple[str, str]]:
     if _is_number(s.get("dropped_fraction")):
         dropped += f" ({100.0 * float(s['dropped_fraction']):.1f}%)"
     return [("dropped", dropped)]
+
+
+def _stage(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """``stage=1 of 3 (length-2)``: the curriculum's stage (0-based), how many, its name."""
+    if not _is_number(s.get("curriculum_stage")):
+        return []
+    text = str(int(s["curriculum_stage"]))
+    if _is_number(s.get("curriculum_stages")):
+        text += f" of {int(s['curriculum_stages'])}"
+    if isinstance(s.get("curriculum_stage_name"), str):
+        text += f" ({s['curriculum_stage_name']})"
+    return [("stage", text)]
 
 
 def _replay(s: dict[str, Any]) -> list[tuple[str, str]]:
@@ -180,7 +197,7 @@ def _fields(status: dict[str, Any]) -> list[tuple[str, str]]:
     ):
         if key in s:
             out.append((label, fmt(s[key])))
-    out += _lag(s) + _dropped(s)
+    out += _lag(s) + _dropped(s) + _stage(s)
     if "updates" in s:
         out.append(("updates", _count(s["updates"])))
     out += _replay(s)

@@ -56,6 +56,12 @@ def _check_spec(env: Any) -> tuple[str, int]:
         _fail(env_id, "spec.agents", f"agent names must be unique, got {agents!r}")
     if spec.num_agents != len(agents):
         _fail(env_id, "spec.num_agents", f"is {spec.num_agents}, expected len(spec.agents) = {len(agents)}")
+    stages = getattr(spec, "stages", ())
+    if not isinstance(stages, tuple) or not all(isinstance(n, str) and n for n in stages):
+        _fail(env_id, "spec.stages", f"must be a tuple of stage names (str), got {stages!r}")
+    if stages and not callable(getattr(env, "set_curriculum_stage", None)):
+        _fail(env_id, "spec.stages", f"lists {len(stages)} curriculum stages but the env has no "
+              "set_curriculum_stage(stage) method (docs/curriculum.md)")
     if not isinstance(spec.observation_space, dict) or not spec.observation_space:
         _fail(env_id, "spec.observation_space", "must be a non-empty dict of observation key -> Box, "
               f"got {spec.observation_space!r}")
@@ -198,7 +204,8 @@ def check_env(env: Any, *, seed: int = 0, episodes: int = 2, max_steps: int = 1_
     """Validate ``env`` against :class:`zoo.core.env.Env`'s contract.
 
     Checks the spec (agents, a Box per observation key, a Discrete/MultiDiscrete/
-    MultiBinary/Box action space, frame_skip >= 1); that ``reset(seed=)`` returns ``(obs, info)`` and
+    MultiBinary/Box action space, frame_skip >= 1, stage names with a ``set_curriculum_stage``
+    method when the env lists curriculum stages); that ``reset(seed=)`` returns ``(obs, info)`` and
     ``step(action)`` returns ``(obs, reward, terminated, truncated, info)`` with
     observations ``dict[key] -> [A, *space.shape]`` of the space's dtype (inside its
     bounds when ``check_bounds``), rewards ``float32 [A]`` (finite), flags ``bool [A]``,

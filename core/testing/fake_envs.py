@@ -7,6 +7,8 @@ is fully deterministic, so tests can assert exact values:
 - :class:`CrashingEnv`: a :class:`CountingEnv` that raises ``RuntimeError("boom")`` on
   its K-th call of ``step`` (K = ``crash_at``, counted over the env's whole life).
 - :class:`SlowEnv`: a :class:`CountingEnv` that sleeps ``step_latency`` seconds per step.
+- :class:`StagedCorridorEnv` (``fake-stages``): curriculum stages, stage ``s`` asking for
+  ``s + 1`` right actions in a row (docs/curriculum.md).
 
 ``CountingEnv(nan_reward_at=K)`` (``fake-counting`` option ``env.nan_reward_at``) returns a
 NaN reward on its K-th call of ``step`` (counted over the env's whole life, from 1; 0:
@@ -270,3 +272,86 @@ def make_slow(arg: str | None, config: SlowConfig | None = None, seed: int = 0) 
     _no_arg("fake-slow", arg)
     c = config or SlowConfig()
     return SlowEnv(c.step_latency, c.reset_latency, c.episode_length, c.num_agents, c.truncate)
+
+
+class StagedCorridorEnv:
+    """A corridor with curriculum stages (docs/curriculum.md): stage ``s`` asks for ``s + 1``
+    right actions in a row. The right action at step ``t`` of an episode is ``t % 2`` (0, 1,
+    0, ...); a wrong one ends the episode (terminated, reward 0), the last right one ends it
+    with reward 1. An episode's return is 1 (cleared) or 0; a uniformly random policy clears
+    stage ``s`` with probability ``2 ** -(s + 1)``.
+
+    Shapes (one agent): observation ``{"obs": float32 [1, stages]}``, the one-hot step ``t``;
+    action ``int [1]`` in ``{0, 1}`` (``Discrete(2)``); reward ``float32 [1]``; flags ``bool [1]``.
+
+    ``spec.stages`` is ``("length-1", ..., "length-N")``; :meth:`set_curriculum_stage` takes
+    effect at the next :meth:`reset` and, policing the actor, raises ``RuntimeError`` when
+    called in the middle of an episode (``ValueError`` for a stage out of range). Before any
+    call the env plays stage 0. :attr:`stages_played` lists the stage of every reset.
+    """
+
+    def __init__(self, stages: int = 3) -> None:
+        from gymnasium import spaces
+
+        _require(stages >= 1, "stages", stages, "must be >= 1")
+        self.n_stages = stages
+        self.spec = EnvSpec("fake-stages", ("agent_0",), {OBS_KEY: spaces.Box(0.0, 1.0, (stages,), np.float32)},
+                            spaces.Discrete(2), stages=tuple(f"length-{i + 1}" for i in range(stages)))
+        self.stage = 0  # the stage of the episode under way (or of the next one before the first reset)
+        self.next_stage = 0
+        self.t = 0
+        self.running = False
+        self.stages_played: list[int] = []
+
+    def set_curriculum_stage(self, stage: int) -> None:
+        """Play ``stage`` from the next reset on.
+
+        Raises:
+            ValueError: ``stage`` is not one of ``0 .. stages - 1``.
+            RuntimeError: an episode is under way (the actor must switch stages only between episodes).
+        """
+        if not 0 <= int(stage) < self.n_stages:
+            raise ValueError(f"fake-stages: stage {stage} is not one of 0..{self.n_stages - 1}")
+        if self.running:
+            raise RuntimeError(f"fake-stages: set_curriculum_stage({stage}) in the middle of an episode (step "
+                               f"{self.t}); the actor switches stages only between episodes")
+        self.next_stage = int(stage)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        obs = np.zeros((1, self.n_stages), np.float32)
+        obs[0, min(self.t, self.n_stages - 1)] = 1.0
+        return {OBS_KEY: obs}
+
+    def reset(self, seed: int | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self.stage, self.t, self.running = self.next_stage, 0, True
+        self.stages_played.append(self.stage)
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray):
+        if not self.running:
+            raise RuntimeError("fake-stages: step() before reset() or after the episode ended; the actor resets")
+        a = np.asarray(action).reshape(-1)
+        _require(a.shape == (1,) and int(a[0]) in (0, 1), "fake-stages: action", action, "one int in {0, 1}")
+        right = int(a[0]) == self.t % 2
+        self.t += 1
+        done = not right or self.t == self.stage + 1
+        reward = np.array([1.0 if right and done else 0.0], np.float32)
+        self.running = not done
+        return self._obs(), reward, np.array([done]), np.array([False]), {}
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class StagesConfig:
+    """Options of ``fake-stages``."""
+
+    stages: int = field(default=3, metadata=bounded(ge=1, le=16))
+    """Curriculum stages: stage s asks for s + 1 right actions in a row."""
+
+
+def make_stages(arg: str | None, config: StagesConfig | None = None, seed: int = 0) -> StagedCorridorEnv:
+    """Env factory for ``fake-stages``. Raises ValueError for an ``arg`` or a bad option."""
+    _no_arg("fake-stages", arg)
+    return StagedCorridorEnv((config or StagesConfig()).stages)

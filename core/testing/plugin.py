@@ -14,7 +14,7 @@ that spawned workers find the fakes too).
 """
 from zoo.core.hookspecs import hookimpl
 
-FAKE_ENVS = ("fake-counting", "fake-crashing", "fake-slow")
+FAKE_ENVS = ("fake-counting", "fake-crashing", "fake-slow", "fake-stages")
 
 
 @hookimpl
@@ -28,3 +28,6 @@ def register_envs(register):
     register("fake-slow", "zoo.core.testing.fake_envs:make_slow",
              summary="Test env: a counting env that sleeps step_latency seconds per step",
              config="zoo.core.testing.fake_envs:SlowConfig", default_budget=("env_steps", 1_000))
+    register("fake-stages", "zoo.core.testing.fake_envs:make_stages",
+             summary="Test env with curriculum stages: stage s asks for s + 1 right actions in a row",
+             config="zoo.core.testing.fake_envs:StagesConfig", default_budget=("env_steps", 20_000))

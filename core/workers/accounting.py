@@ -85,6 +85,7 @@ class TrainerState:
         self.rate_limit_waits = 0  # batches the learner waited for (module docstring)
         self.rate_limit_wait_s = 0.0  # seconds it waited for them
         self.rate_limit_held_s = 0.0  # seconds complete batches waited for the learner
+        self.curriculum: dict[str, Any] | None = None  # Curriculum.state_dict() at the checkpoint (docs/curriculum.md)
 
     # ------------------------------------------------------------------ what arrives and what is trained
     def absorb(self, shares: list[dict[str, Any]], stamp_at_sample: bool) -> list[tuple[int, dict[str, Any]]]:
@@ -108,7 +109,8 @@ class TrainerState:
                 self.recent.append(ep["return"])
                 for k, v in ep.items():
                     # a played version (an opponent's "<P>_version", docs/history.md) is a label: no mean
-                    if k not in ("return", "length") and not k.endswith("_version"):
+                    # nor is the curriculum stage an episode was played at (docs/curriculum.md)
+                    if k not in ("return", "length", "curriculum_stage") and not k.endswith("_version"):
                         self.recent_stats.setdefault(k, collections.deque(maxlen=RECENT_EPISODES)).append(v)
                 logged.append((base + at if stamp_at_sample else self.env_steps, ep))
         return logged
@@ -186,7 +188,8 @@ class TrainerState:
                 "time_s": time_s, "metrics_bytes": metrics_bytes, "recent": list(self.recent),
                 "recent_stats": {k: list(v) for k, v in self.recent_stats.items()},
                 "pending": self.pending, "origins": self.origins, "pending_slots": self.pending_slots,
-                **self.rate_limit(), "rng": rng_state()}
+                **self.rate_limit(), "rng": rng_state(),
+                **({"curriculum": self.curriculum} if self.curriculum is not None else {})}
 
     def load(self, ckpt: dict[str, Any]) -> None:
         t = ckpt.get("trainer", {})
@@ -210,6 +213,7 @@ class TrainerState:
         self.rate_limit_wait_s = float(t.get("rate_limit_wait_s", 0.0))
         self.rate_limit_held_s = float(t.get("rate_limit_held_s", 0.0))
         self.rng_note = set_rng_state(t["rng"]) if "rng" in t else None
+        self.curriculum = t.get("curriculum")  # absent: a run without a curriculum, or before it had one
 
     def drop_pending(self) -> None:
         """Forget the received samples not yet trained on (and their counts): they were handed to

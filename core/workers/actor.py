@@ -40,6 +40,13 @@ When the algorithm's config has ``norm_reward`` set, each sample also carries
 each agent-slot (``gamma``: the algorithm's), reset when the agent's episode ends, from
 which the trainer scales rewards (:mod:`zoo.plugins.algorithms.normalization`).
 
+**Curriculum** (docs/curriculum.md): with a ``[curriculum]``, the envs start at the stage the
+controller gave this worker (``ctx.curriculum_stage``), every reply carries the run's stage
+(``curriculum_stage``, from the trainer through the parameters), and an env whose stage
+differs is told the new one right before its next reset (:meth:`EnvGroup.want_stage`), never
+in the middle of an episode; its episode rows carry ``curriculum_stage``, the stage they were
+played at.
+
 At the end every env's ``close()`` is called within :data:`zoo.core.env.CLOSE_BUDGET_S`;
 a slow, failing or unfinished close is reported to the controller as a warning.
 
@@ -291,9 +298,12 @@ class EnvGroup:
     """
 
     def __init__(self, envs: list, seeds: list[int], actor: int = 0, env_offset: int = 0,
-                 return_gamma: float | None = None) -> None:
+                 return_gamma: float | None = None, stage: int = -1) -> None:
         self.envs = envs  # what the actor closes at the end
         self._setup(envs[0].spec, len(envs), actor, env_offset, return_gamma)
+        self.want_stage(stage)
+        for i, env in enumerate(envs):
+            self._apply_stage(i, env)
         obs, infos = zip(*(env.reset(seed=s) for env, s in zip(envs, seeds, strict=True)), strict=True)
         self.obs = self._stack(obs)
         self.check_finite(None, self.obs)
@@ -317,6 +327,20 @@ class EnvGroup:
         self.disc_ret = np.zeros(n * self.A, np.float64)
         self.teams: dict[str, np.ndarray] = {}  # named policies: P -> its agents' indices (episode rows' <P>_return)
         self.played: dict[str, np.ndarray] = {}  # opponents: P -> each env's version (episode rows' <P>_version)
+        # curriculum (docs/curriculum.md): the run's stage, and each env's (-1: never told one)
+        self.stage = -1
+        self.env_stage = np.full(n, -1, np.int64)
+
+    def want_stage(self, stage: int) -> None:
+        """The run's curriculum stage is ``stage`` (-1: no curriculum): each env switches to it at its
+        next reset (:meth:`_apply_stage`), never in the middle of an episode."""
+        self.stage = int(stage)
+
+    def _apply_stage(self, i: int, env: Any) -> None:
+        """Right before env ``i``'s reset: tell it the run's stage if it plays another one."""
+        if self.stage >= 0 and self.env_stage[i] != self.stage:
+            env.set_curriculum_stage(self.stage)
+            self.env_stage[i] = self.stage
 
     @staticmethod
     def _stack(obs: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -407,6 +431,7 @@ class EnvGroup:
                 buf.final_obs.append((buf.t, i * A + a, {k: v[a].copy() for k, v in obs.items()}))
             if np.all(term | trunc | ~active):
                 episodes.extend(self._episode_stats(i, info))
+                self._apply_stage(i, env)
                 obs, info = env.reset()
                 self.on_reset[i * A:(i + 1) * A] = True
                 # a whole episode may also end inside a reset (Atari: the no-op after a lost life)
@@ -447,6 +472,8 @@ class EnvGroup:
         for team, agents in self.teams.items():  # per-policy returns; an env statistic of the same name wins
             stats[f"{team}_return"] = float(self.ep_return[i][agents].mean())
         stats.update(self._played(i))
+        if self.env_stage[i] >= 0:  # the curriculum stage this episode was played at
+            stats["curriculum_stage"] = int(self.env_stage[i])
         self.ep_return[i] = 0
         self.ep_length[i] = 0
         stats.update({k: float(v) for k, v in info.get("stats", {}).items()})
@@ -463,12 +490,14 @@ class VectorEnvGroup(EnvGroup):
     resets the envs whose episode ended inside that call (``info["ended"]``)."""
 
     def __init__(self, venv, seeds: list[int], actor: int = 0, env_offset: int = 0,
-                 return_gamma: float | None = None) -> None:
+                 return_gamma: float | None = None, stage: int = -1) -> None:
         self.venv = venv
         self.envs = [venv]  # what the actor closes at the end
         self._setup(venv.spec, int(venv.num_envs), actor, env_offset, return_gamma)
         if len(seeds) != self.n_envs:
             raise ValueError(f"{len(seeds)} seeds for a vector env of {self.n_envs} envs")
+        self.want_stage(stage)
+        self._apply_stage(0, venv)
         self.obs, info = venv.reset(list(seeds))
         self.check_finite(None, self.obs)
         self.active = self._vector_active(info)
@@ -499,6 +528,8 @@ class VectorEnvGroup(EnvGroup):
         if cut.size:
             final = info["final_obs"]
             buf.final_obs.extend((buf.t, int(s), {k: v[s].copy() for k, v in final.items()}) for s in cut)
+        if self.stage >= 0 and self.env_stage[0] != self.stage:  # a vector env applies it at each env's next reset
+            self._apply_stage(0, self.venv)
         ended = np.flatnonzero(np.asarray(info.get("ended", np.zeros(n, bool)), bool))
         if ended.size:
             self._episodes_ended(ended, info, episodes)
@@ -523,6 +554,15 @@ class VectorEnvGroup(EnvGroup):
                             for r, n in zip(whole["return"], whole["length"], strict=True))
 
 
+def follow_stage(groups: list[EnvGroup], meta: dict[str, Any]) -> None:
+    """A reply's ``curriculum_stage`` (docs/curriculum.md), when it differs from the groups': every
+    env of this actor switches to it at its next reset."""
+    stage = meta.get("curriculum_stage")
+    if stage is not None and groups and int(stage) != groups[0].stage:
+        for group in groups:
+            group.want_stage(int(stage))
+
+
 def make_group(ctx: WorkerContext, seeds: list[int], env_offset: int, return_gamma: float | None) -> EnvGroup:
     """The ring group of envs ``env_offset ..`` of this actor: one
     :class:`VectorEnvGroup` when the env plugin's ``vector_factory`` gives a vector env for
@@ -533,8 +573,9 @@ def make_group(ctx: WorkerContext, seeds: list[int], env_offset: int, return_gam
     vector_factory = component.option("vector_factory")
     venv = vector_factory(arg, ctx.cfg.env, len(seeds)) if vector_factory is not None else None
     if venv is not None:
-        return VectorEnvGroup(venv, seeds, ctx.index, env_offset, return_gamma)
-    return EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, env_offset, return_gamma)
+        return VectorEnvGroup(venv, seeds, ctx.index, env_offset, return_gamma, ctx.curriculum_stage)
+    return EnvGroup([make_env(ctx, s) for s in seeds], seeds, ctx.index, env_offset, return_gamma,
+                    ctx.curriculum_stage)
 
 
 def inference_client(ctx: WorkerContext, graph: Graph):
@@ -820,6 +861,7 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                 acted = {}
                 for n in names:
                     reply, meta = replies[g][n]
+                    follow_stage(groups, meta)
                     cols = slots[n][g]
                     acted[n] = buf.record_part(cols, reply, int(meta["policy_version"]), group.active[cols],
                                                group.on_reset[cols], extras[g][n], keep=n in outboxes)
@@ -892,6 +934,7 @@ def run(ctx: WorkerContext) -> None:
             if g is None:
                 continue  # a reply to a request this actor no longer waits for
             group, buf = groups[g], buffers[g]
+            follow_stage(groups, meta)
             action = buf.record_policy(reply, meta["policy_version"], group.active, group.on_reset)
             group.step(action, buf, outbox.episodes)
             t = meter.lap("env", t)

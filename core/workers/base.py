@@ -91,6 +91,9 @@ class WorkerContext:
     streams: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     """The transport (name, options) each stream resolved to for this run (``auto`` resolved
     from the placement; :func:`zoo.core.placement.resolve_streams`); a stream not in it uses the config."""
+    curriculum_stage: int = -1
+    """The run's curriculum stage when this worker was started (docs/curriculum.md): an actor's envs
+    start their first episodes at it; -1: the run has no curriculum."""
     registry: Any = field(default=None, repr=False)
     control: Any = field(default=None, repr=False)
     meter: Any = field(default=None, repr=False)  # zoo.core.health.Meter: its totals ride on heartbeats

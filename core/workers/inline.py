@@ -106,8 +106,8 @@ class InlineClient:
         return True
 
     def recv(self, timeout: float) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
-        """The next ``(reply, meta)``; meta ``{request_id, policy_version}``. Runs one forward
-        pass over every waiting group when no reply is left; None when nothing is waiting or
+        """The next ``(reply, meta)``; meta ``{request_id, policy_version}`` (and ``curriculum_stage``).
+        Runs one forward pass over every waiting group when no reply is left; None when nothing is waiting or
         the actor is asked to stop before the first parameters arrived (``timeout`` is not
         used: the pass itself is the wait)."""
         if not self.answered and self.waiting:
@@ -120,7 +120,10 @@ class InlineClient:
             self.passes += 1
             if self.watch is not None:
                 self.watch.served()
-            self.answered = [(g, reply, {"request_id": meta["request_id"], "policy_version": self.net.version})
+            stage = getattr(self.net, "stage", None)  # the run's curriculum stage (docs/curriculum.md)
+            extra = {} if stage is None else {"curriculum_stage": stage}
+            self.answered = [(g, reply, {"request_id": meta["request_id"], "policy_version": self.net.version,
+                                         **extra})
                              for g, (_, _, meta), reply in zip(groups, batch, replies, strict=True)]
             self.answered.reverse()  # popped from the end: group order
         if not self.answered:

@@ -140,6 +140,8 @@ class Inference:
         version: the policy version of the loaded weights, -1 before the first.
         attempt: the attempt of the trainer that made them (a restarted trainer's versions
             start again at its checkpoint's).
+        stage: the run's curriculum stage that came with them (``curriculum_stage`` of the
+            parameters' meta, docs/curriculum.md), passed on in every reply; None without one.
         states: the recurrent states of every (client, ring group, agent-slot)
             (:class:`RecurrentStates`), or None for a feed-forward policy.
     """
@@ -168,6 +170,7 @@ class Inference:
         self.autocast = inference_autocast(self.precision, self.device)
         self.version, self.attempt = -1, 0
         self.registry, self.cfg, self.spec = ctx.registry, cfg, spec  # a frozen policy's initial weights
+        self.stage: int | None = None  # the run's curriculum stage, from the parameters' meta (None: no curriculum)
         # policies that act per env (Ape-X's per-env epsilon) get each row's global env index
         self.env_index = EnvIndex.from_config(cfg, spec) if getattr(self.policy, "wants_env_index", False) else None
 
@@ -203,6 +206,8 @@ class Inference:
         msg = params.latest(timeout)
         if msg is None:
             return False
+        if msg[1].get("curriculum_stage") is not None:  # passed on to the actors with every reply
+            self.stage = int(msg[1]["curriculum_stage"])
         key = (int(msg[1].get("trainer_attempt", 0)), int(msg[1]["policy_version"]))
         if key <= (self.attempt, self.version):
             return False
@@ -276,7 +281,7 @@ def run(ctx: WorkerContext) -> None:
                 received = time.perf_counter()
                 batch, rows = gather(server, first, cfg.policy.max_batch, max_wait)
                 start = time.perf_counter()
-                _reply(server, batch, acts(batch), net.version, ctx.index)
+                _reply(server, batch, acts(batch), net.version, ctx.index, net.stage)
                 answered = meter.lap("busy", start)
                 meter.time_s["latency"] += answered - received
                 counts["batches"] += 1
@@ -566,11 +571,14 @@ def infer(policy, batch: list, device: str, states: RecurrentStates | None = Non
     return replies
 
 
-def _reply(server, batch, replies: list[dict[str, np.ndarray]], version: int, worker: int) -> None:
-    """Send each request of ``batch`` its outputs; meta ``{request_id, policy_version, policy}``."""
+def _reply(server, batch, replies: list[dict[str, np.ndarray]], version: int, worker: int,
+           stage: int | None = None) -> None:
+    """Send each request of ``batch`` its outputs; meta ``{request_id, policy_version, policy}``,
+    and ``curriculum_stage`` when the run has a curriculum (``stage`` not None)."""
+    extra = {} if stage is None else {"curriculum_stage": stage}
     for (client_id, _, meta), reply in zip(batch, replies, strict=True):
-        server.reply(client_id, reply, {"request_id": meta["request_id"], "policy_version": version, "policy": worker},
-                     timeout=1.0)
+        server.reply(client_id, reply, {"request_id": meta["request_id"], "policy_version": version, "policy": worker,
+                                        **extra}, timeout=1.0)
 
 
 def _answer(policy, server, batch, version: int, device: str, states: RecurrentStates | None = None,

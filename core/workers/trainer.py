@@ -64,6 +64,7 @@ import numpy as np
 from zoo.core import devices as zdevices
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import latest_path
+from zoo.core.curriculum import curriculum_of
 from zoo.core.graph import endpoint, parameter_endpoint
 from zoo.core.health import Meter
 from zoo.core.policy_status import status_stats
@@ -281,6 +282,11 @@ class Trainer:
                                         getattr(cfg.trainer, "checkpoint_interval_s", 0), cfg.trainer.keep_checkpoints,
                                         policy=ctx.policy)
         self.history = History.open(ctx, cfg, st.version) if self.lead else None
+        self.curriculum = curriculum_of(cfg, spec) if self.lead else None  # docs/curriculum.md
+        if self.curriculum is not None and st.curriculum is not None:
+            self.curriculum.load_state_dict(st.curriculum)
+        self.stage_changed = False  # an advance not yet in a checkpoint: the next update point writes one
+        self.warned_fields: set[str] = set()  # curriculum condition fields the episodes lack (warned once)
         self.republish = Republisher(self.publish if self.lead else None, REPUBLISH_S)
         self.sync: SoloSync | GroupSync = (SoloSync() if K == 1
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
@@ -303,7 +309,9 @@ class Trainer:
             if self.lead:
                 if self.start_from.resumed:
                     self.log({"type": "resume", "resume": self.resume, "attempt": self.attempt, **self.counters(),
-                              "time_s": self.elapsed()})
+                              "time_s": self.elapsed(), **self.stage_status()})
+                elif self.curriculum is not None:  # a fresh run's first stage
+                    self.log_stage()
                 self.publish()
             self.samples.start()  # receives and collates the next batch while each update runs
             finished = self.loop()
@@ -461,8 +469,11 @@ class Trainer:
             return
         st = self.state
         state = {k: v.detach().cpu().numpy() for k, v in self.algo.policy.state_dict().items()}
-        self.params.publish(state, {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps,
-                                    "trainer_attempt": self.ctx.attempt})
+        meta = {"policy_version": st.version, "updates": st.updates, "env_steps": st.env_steps,
+                "trainer_attempt": self.ctx.attempt}
+        if self.curriculum is not None:  # the policy workers pass it on to the actors with every reply
+            meta["curriculum_stage"] = self.curriculum.stage
+        self.params.publish(state, meta)
         self.republish.published(time.monotonic())
 
     def named(self) -> dict[str, str]:
@@ -489,6 +500,48 @@ class Trainer:
                 self.metrics.write({"type": "episode", "env_steps": stamp, **episode}, stamp)
             if self.history is not None:
                 self.history.saw(episode)
+            # an episode played at the curriculum's current stage (its row is written just before any advance's)
+            cur = self.curriculum
+            if cur is None or episode.get("curriculum_stage") != cur.stage or cur.last:
+                continue
+            value = episode.get(cur.field)
+            if not isinstance(value, (int, float)):
+                self.missing_field(cur.field, episode)
+            elif cur.observe([float(value)]) is not None:
+                self.stage_changed = True
+                self.log_stage()
+                self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
+
+    def missing_field(self, name: str, episode: dict[str, Any]) -> None:
+        """Warn once that the episodes have no numeric ``name`` for the curriculum's condition
+        (an env statistic the env does not report): the stage cannot advance."""
+        if name in self.warned_fields:
+            return
+        self.warned_fields.add(name)
+        have = ", ".join(k for k, v in episode.items() if isinstance(v, (int, float)) and k != "curriculum_stage")
+        self.ctx.send_control("warning", timeout=0.5, key="curriculum-field", message=(
+            f"curriculum.advance_when: the episodes of env {self.spec.env_id!r} have no numeric field {name!r}, so "
+            f"the curriculum cannot advance from stage {self.curriculum.stage if self.curriculum else 0}; their "
+            f"fields: {have} (docs/curriculum.md)"))
+
+    def stage_status(self) -> dict[str, Any]:
+        """The curriculum's stage for status messages and the display (``{}`` without one)."""
+        if self.curriculum is None:
+            return {}
+        stage = self.curriculum.stage
+        return {"curriculum_stage": stage, "curriculum_stages": len(self.spec.stages),
+                "curriculum_stage_name": self.spec.stages[stage]}
+
+    def log_stage(self) -> None:
+        """Rank 0: a ``curriculum`` row: the stage from now on, with the counters (docs/curriculum.md)."""
+        if self.curriculum is None or self.metrics is None:
+            return
+        cur, st = self.curriculum, self.state
+        row: dict[str, Any] = {"type": "curriculum", "stage": cur.stage, "stage_name": self.spec.stages[cur.stage],
+                               **self.counters(), "time_s": self.elapsed()}
+        if cur.stage > 0:
+            row.update(condition=str(cur.conditions[cur.stage - 1]), over_episodes=cur.over_episodes)
+        self.metrics.write(row, st.env_steps, tensorboard=False)
 
     def log_update(self, stats: dict[str, Any]) -> None:
         """Rank 0: the ``update`` row (counters, time, policy lag, flow, recent return, the algorithm's stats)."""
@@ -506,7 +559,7 @@ class Trainer:
         """Whether a checkpoint is due after this update: rank 0's decision
         (:meth:`~zoo.core.workers.checkpointing.Checkpointer.due`); with rank shards
         (:attr:`rank_state`) sent to every rank (one all-reduce), as they all write then."""
-        due = self.lead and self.checkpoints.due(self.state.updates)
+        due = self.lead and (self.checkpoints.due(self.state.updates) or self.stage_changed)
         if self.rank_state:
             from zoo.core import distributed as zdist
 
@@ -529,6 +582,8 @@ class Trainer:
             self.metrics.sync()
             st.pending, st.origins, st.pending_share = self.samples.snapshot()  # received, not yet trained on
             st.pending_slots = sum(int(p["reward"].shape[1]) for p in st.pending)
+            st.curriculum = self.curriculum.state_dict() if self.curriculum is not None else None
+            self.stage_changed = False
             self.checkpoints.write(self.algo, {**self.counters(), "resumes": st.resumes,
                                                "trainer": st.to_dict(self.elapsed(), self.metrics.length())},
                                    st.version)
@@ -570,7 +625,7 @@ class Trainer:
             extra.update(self.replay_counters())
         self.ctx.send_control("status", timeout=0.05, **self.counters(), **st.flow(time.monotonic()),
                               budget_env_steps=self.budget_steps, episode_return_mean=st.return_mean(),
-                              **st.recent_means(), **extra, **self.shown_stats, **self.named())
+                              **st.recent_means(), **extra, **self.shown_stats, **self.stage_status(), **self.named())
 
 
 def _join_group(trainer: Trainer, devices: list[str] | None) -> Any:

@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from .config import HideAndSeekConfig, resolve
+from .config import HideAndSeekConfig, Params, resolve
 from .game import Game
 
 
@@ -59,6 +59,9 @@ class HideAndSeekEnv(ParallelEnv):
         leaves: dict[str, spaces.Space[Any]] = {**self.game.builder.spaces()}
         self._obs_space = spaces.Dict(leaves)
         self._act_space = spaces.MultiDiscrete([p.cfg.action_bins] * 3 + [2, 2], dtype=np.int64)
+        self.stage_params = stage_params(p)  # curriculum stages: the number of boxes (docs/curriculum.md)
+        self.stages = tuple(name for name, _ in self.stage_params)
+        self._next_params = p  # what the next reset plays: the configured game until a stage is set
 
     def observation_space(self, agent: str) -> spaces.Dict:
         """The same ``Dict`` of float32 ``Box`` es for every agent (see :mod:`.observations`)."""
@@ -68,11 +71,24 @@ class HideAndSeekEnv(ParallelEnv):
         """``MultiDiscrete([11, 11, 11, 2, 2])`` (int64), the same object for every agent."""
         return self._act_space
 
+    def set_curriculum_stage(self, stage: int) -> None:
+        """Play curriculum stage ``stage`` (``stages[stage]``, a number of boxes: :func:`stage_params`)
+        from the next reset on; before any call the configured game is played (the last stage).
+
+        Raises:
+            ValueError: ``stage`` is not one of ``0 .. len(stages) - 1``.
+        """
+        if not 0 <= int(stage) < len(self.stage_params):
+            raise ValueError(f"hide-and-seek: curriculum stage {stage} is not one of 0..{len(self.stage_params) - 1} "
+                             f"({', '.join(self.stages)})")
+        self._next_params = self.stage_params[int(stage)][1]
+
     # -- array API (used by the Zoo adapter) ------------------------------------------
     def reset_arrays(self, seed: int | None = None, options: dict | None = None) -> dict[str, np.ndarray]:
         """Reset; observations ``dict[key, float32 [A, ...]]`` over all ``possible_agents`` slots."""
         if seed is not None:
             self._rng = np.random.default_rng(seed)
+        self.game.p = self._next_params  # a curriculum stage applies from a reset on (observations keep their slots)
         obs = self.game.reset(self._rng, (options or {}).get("layout"))
         self.agents = [a for a, on in zip(self.possible_agents, self.game.active, strict=True) if on]
         return obs
@@ -122,3 +138,27 @@ class HideAndSeekEnv(ParallelEnv):
 
     def close(self) -> None:
         pass
+
+
+def stage_params(p: Params) -> list[tuple[str, Params]]:
+    """The curriculum stages of the game ``p``, ``[(name, params)]``, by the number of boxes
+    (observations keep ``p``'s box slots at every stage; absent boxes are masked as usual):
+
+    - quadrant (``quadrant_boxes`` = B): ``boxes-0``, ``boxes-1`` .. ``boxes-B``, exactly that many;
+    - full (boxes drawn from ``[lo, hi]``): ``boxes-0`` (none), ``boxes-lo`` (exactly ``lo``) and
+      ``boxes-lo-hi`` (the full game), duplicates left out.
+
+    The last stage is the configured game.
+    """
+    import dataclasses
+
+    lo, hi = p.boxes
+    if p.scenario == "quadrant":
+        ranges = [(k, k) for k in range(hi + 1)]
+    else:
+        ranges = sorted({(0, 0), (lo, lo), (lo, hi)})
+    out = []
+    for a, b in ranges:
+        name = f"boxes-{a}" if a == b else f"boxes-{a}-{b}"
+        out.append((name, dataclasses.replace(p, boxes=(a, b))))  # elongated ones: capped by the count drawn
+    return out

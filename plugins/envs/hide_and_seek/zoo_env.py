@@ -31,7 +31,13 @@ class ZooHideAndSeek:
             frame_skip=1,
             resolved={"scenario": p.scenario, "horizon": p.horizon, "prep_steps": p.prep_steps,
                       "substeps": p.cfg.substeps, "timestep": p.cfg.timestep},
+            stages=self.env.stages,
         )
+
+    def set_curriculum_stage(self, stage: int) -> None:
+        """Play stage ``stage`` of ``spec.stages`` (a number of boxes) from the next reset on
+        (:meth:`~.env.HideAndSeekEnv.set_curriculum_stage`)."""
+        self.env.set_curriculum_stage(stage)
 
     def reset(self, seed: int | None = None):
         obs = self.env.reset_arrays(seed)
