@@ -5,7 +5,7 @@
 - Deterministic fake environments (:class:`CountingEnv`, :class:`CrashingEnv`,
   :class:`SlowEnv`) with their configs and ``factory(arg, config, seed)`` functions;
   :mod:`zoo.core.testing.plugin` registers them as ``fake-counting``, ``fake-crashing``
-  and ``fake-slow``.
+  and ``fake-slow`` (and :mod:`.fake_envs`' ``fake-stages`` and ``fake-mixed``).
 - :func:`subprocess_env`: an environment for a subprocess that sees extra plugin dirs.
 - :func:`check_transport` / :func:`check_resolver`: the conformance suites of transports
   (:mod:`.transport_checks`) and resolvers (:mod:`.resolver_checks`).

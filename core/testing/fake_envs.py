@@ -9,6 +9,8 @@ is fully deterministic, so tests can assert exact values:
 - :class:`SlowEnv`: a :class:`CountingEnv` that sleeps ``step_latency`` seconds per step.
 - :class:`StagedCorridorEnv` (``fake-stages``): curriculum stages, stage ``s`` asking for
   ``s + 1`` right actions in a row (docs/curriculum.md).
+- :class:`MoverChooserEnv` (``fake-mixed``): two agents whose spaces differ, ``mover`` with
+  ``Box(-1, 1, (2,))`` actions and ``chooser`` with ``Discrete(4)`` (docs/policies.md).
 
 ``CountingEnv(nan_reward_at=K)`` (``fake-counting`` option ``env.nan_reward_at``) returns a
 NaN reward on its K-th call of ``step`` (counted over the env's whole life, from 1; 0:
@@ -355,3 +357,126 @@ def make_stages(arg: str | None, config: StagesConfig | None = None, seed: int =
     """Env factory for ``fake-stages``. Raises ValueError for an ``arg`` or a bad option."""
     _no_arg("fake-stages", arg)
     return StagedCorridorEnv((config or StagesConfig()).stages)
+
+
+class MoverChooserEnv:
+    """Two agents whose spaces differ (docs/policies.md, "Agents with different spaces"):
+    ``mover`` acts with ``Box(-1, 1, (2,))`` float32 vectors, ``chooser`` with ``Discrete(4)``.
+
+    Step ``t`` of an episode (0 at the first step after ``reset``), with ``f = t / episode_length``:
+
+    - ``mover`` sees ``float32 [3]`` = ``(x, -x, f)`` with ``x = 0.5`` for even ``t``, ``-0.5``
+      for odd: its target is ``(x, -x)`` and its reward ``1 - 0.5 * (|a_0 - x| + |a_1 + x|)``
+      (``1.0`` on target; with ``a`` in ``[-1, 1]`` never below ``-0.5``);
+    - ``chooser`` sees ``float32 [5]``, the one-hot of ``c = t % 4`` then ``f``: its reward is
+      ``1.0`` for the action ``c``, ``0.0`` for any other.
+
+    A uniformly random policy earns ``0.25`` per step as chooser and ``0.5`` on average as
+    mover (``E|U - x| = 0.625`` for ``U`` uniform on ``[-1, 1]``); a perfect one ``1.0`` each.
+    Episodes last ``episode_length`` steps and end by truncation (``terminated`` stays False).
+
+    Layout: the one of ``PettingZooEnv(..., mixed_spaces=True)`` (:class:`zoo.core.env.PettingZooEnv`):
+    the agents fall into two space groups, ``[("mover",), ("chooser",)]``; observations are a list
+    of two dicts ``[{"obs": float32 [1, 3]}, {"obs": float32 [1, 5]}]``; ``step`` takes a list of
+    two arrays, ``mover``'s float32 ``[1, 2]`` and ``chooser``'s int64 ``[1]``; rewards
+    ``float32 [2]`` and flags ``bool [2]`` in ``("mover", "chooser")`` order.
+    :func:`make_mover_chooser` wraps it in :class:`zoo.core.env.PaddedSpaces`, the layout the
+    actor drives.
+
+    It polices the actor: ``step`` before ``reset`` or after the episode ended raises
+    ``RuntimeError``; an action of the wrong shape, dtype (float32 for ``mover``, int64 for
+    ``chooser``: each agent's own) or value raises ``ValueError``. :attr:`actions` keeps a copy
+    of every step's ``(mover action, chooser action)``.
+    """
+
+    AGENTS = ("mover", "chooser")
+
+    def __init__(self, episode_length: int = 8) -> None:
+        from gymnasium import spaces
+
+        _require(isinstance(episode_length, int) and episode_length >= 1, "episode_length", episode_length,
+                 "an int >= 1")
+        self.episode_length = episode_length
+        mover = ({OBS_KEY: spaces.Box(-1.0, 1.0, (3,), np.float32)}, spaces.Box(-1.0, 1.0, (2,), np.float32))
+        chooser = ({OBS_KEY: spaces.Box(0.0, 1.0, (5,), np.float32)}, spaces.Discrete(4))
+        self.spec = EnvSpec("fake-mixed", self.AGENTS, dict(mover[0]), mover[1],
+                            agent_spaces={"mover": mover, "chooser": chooser})
+        self.t = 0
+        self.running = False
+        self.actions: list[tuple[np.ndarray, np.ndarray]] = []
+        self.closed = False
+
+    @staticmethod
+    def target(t: int) -> float:
+        """``mover``'s ``x`` at step ``t``: its target is ``(x, -x)``."""
+        return 0.5 if t % 2 == 0 else -0.5
+
+    def _obs(self) -> list[dict[str, np.ndarray]]:
+        f = self.t / self.episode_length
+        x = self.target(self.t)
+        choice = np.zeros((1, 5), np.float32)
+        choice[0, self.t % 4] = 1.0
+        choice[0, 4] = f
+        return [{OBS_KEY: np.array([[x, -x, f]], np.float32)}, {OBS_KEY: choice}]
+
+    def reset(self, seed: int | None = None) -> tuple[list[dict[str, np.ndarray]], dict[str, Any]]:
+        self.t, self.running = 0, True
+        return self._obs(), {}
+
+    def step(self, action: Any):
+        """One step with ``[mover float32 [1, 2], chooser int64 [1]]`` (class docstring):
+        ``(obs, reward float32 [2], terminated bool [2], truncated bool [2], info)``.
+
+        Raises:
+            RuntimeError: ``step`` before ``reset`` or after the episode ended.
+            ValueError: not two arrays, or one of the wrong shape, dtype or value.
+        """
+        if not self.running:
+            raise RuntimeError("fake-mixed: step() before reset() or after the episode ended; the actor resets")
+        if not isinstance(action, (list, tuple)) or len(action) != 2:
+            raise ValueError(f"fake-mixed: action must be a list of 2 arrays (mover, chooser), got {type(action)}")
+        move, choose = np.asarray(action[0]), np.asarray(action[1])
+        if move.shape != (1, 2) or move.dtype != np.float32 or not np.all(np.abs(move) <= 1):
+            raise ValueError(f"fake-mixed: mover's action must be float32 [1, 2] in [-1, 1], got {move.dtype} "
+                             f"{move.shape} {move.tolist()}")
+        if choose.shape != (1,) or choose.dtype != np.int64 or not 0 <= int(choose[0]) < 4:
+            raise ValueError(f"fake-mixed: chooser's action must be int64 [1] in 0..3, got {choose.dtype} "
+                             f"{choose.shape} {choose.tolist()}")
+        self.actions.append((move.copy(), choose.copy()))
+        x = self.target(self.t)
+        reward = np.array([1.0 - 0.5 * (abs(float(move[0, 0]) - x) + abs(float(move[0, 1]) + x)),
+                           1.0 if int(choose[0]) == self.t % 4 else 0.0], np.float32)
+        self.t += 1
+        done = self.t >= self.episode_length
+        self.running = not done
+        return self._obs(), reward, np.zeros(2, bool), np.full(2, done), {}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class MixedConfig:
+    """Options of ``fake-mixed``: see :class:`MoverChooserEnv`."""
+
+    episode_length: int = field(default=8, metadata=bounded(ge=1))
+    mixed_spaces: bool = False
+    """Its agents' spaces differ: ``zoo train`` sets this when the run names policies
+    (docs/policies.md); left False the env is refused, as a PettingZoo env with different spaces is."""
+
+
+def make_mover_chooser(arg: str | None, config: MixedConfig | None = None, seed: int = 0) -> Any:
+    """Env factory for ``fake-mixed``: a :class:`MoverChooserEnv` in :class:`zoo.core.env.PaddedSpaces`.
+
+    Raises:
+        ValueError: an ``arg`` or a bad option.
+        TypeError: ``mixed_spaces`` is False (no named policies: one network cannot act for both agents).
+    """
+    from zoo.core.env import PaddedSpaces
+
+    _no_arg("fake-mixed", arg)
+    c = config or MixedConfig()
+    if not c.mixed_spaces:
+        raise TypeError("env 'fake-mixed': agents 'mover' and 'chooser' have different spaces; name a policy "
+                        "for each ([policies.NAME] tables and [[agents]] entries: docs/policies.md)")
+    return PaddedSpaces(MoverChooserEnv(c.episode_length))

@@ -14,7 +14,7 @@ that spawned workers find the fakes too).
 """
 from zoo.core.hookspecs import hookimpl
 
-FAKE_ENVS = ("fake-counting", "fake-crashing", "fake-slow", "fake-stages")
+FAKE_ENVS = ("fake-counting", "fake-crashing", "fake-slow", "fake-stages", "fake-mixed")
 
 
 @hookimpl
@@ -31,3 +31,6 @@ def register_envs(register):
     register("fake-stages", "zoo.core.testing.fake_envs:make_stages",
              summary="Test env with curriculum stages: stage s asks for s + 1 right actions in a row",
              config="zoo.core.testing.fake_envs:StagesConfig", default_budget=("env_steps", 20_000))
+    register("fake-mixed", "zoo.core.testing.fake_envs:make_mover_chooser",
+             summary="Test env with two agents of different spaces: mover Box(-1, 1, (2,)), chooser Discrete(4)",
+             config="zoo.core.testing.fake_envs:MixedConfig", default_budget=("env_steps", 2_000))

@@ -29,6 +29,7 @@ OVERRIDES = {
     "fake-crashing": {"crash_at": 0},
     "boom": {"crash_at": 0},  # tests/plugins/zoo-boom, when on the path
     "fake-slow": {"step_latency": 0.0005},
+    "fake-mixed": {"mixed_spaces": True},  # its agents' spaces differ: only with named policies
     "pettingzoo": {"kwargs": "N=3,max_cycles=25"},
 }
 # name -> config overrides under which its vector_factory gives a vector env (not None).

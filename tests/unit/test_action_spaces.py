@@ -169,3 +169,90 @@ def test_check_env_steps_a_mixed_env_with_one_random_array_per_space_group():
     assert (report.steps, report.episodes) == (3, 1)
     assert all(a["talker"] in (0, 1, 2) and isinstance(a["talker"], int) for a in raw.seen)
     assert all(a["mover"].shape == (2,) and a["mover"].dtype == np.float32 for a in raw.seen)
+
+
+def _mover_chooser(length: int = 8):
+    from zoo.core.testing.fake_envs import MixedConfig, make_mover_chooser
+
+    env = make_mover_chooser(None, MixedConfig(episode_length=length, mixed_spaces=True), 0)
+    return env, env.env
+
+
+def test_fake_mixed_rewards_each_agent_in_its_own_space_and_truncates_at_the_episode_length():
+    from zoo.core.testing.fake_envs import MixedConfig, make_mover_chooser
+
+    env, raw = _mover_chooser(length=2)
+    assert env.spec.space_groups() == [("mover",), ("chooser",)]
+    assert [(k, s.shape) for k, s in env.spec.observation_space.items()] == [("obs@0", (3,)), ("obs@1", (5,))]
+    assert str(env.spec.action_space_of("mover")) == "Box(-1.0, 1.0, (2,), float32)"
+    assert str(env.spec.action_space_of("chooser")) == "Discrete(4)"
+    obs, _ = env.reset(seed=0)
+    assert obs["obs@0"].tolist() == [[0.5, -0.5, 0.0], [0.0, 0.0, 0.0]]  # mover's row, chooser's zero
+    assert obs["obs@1"].tolist() == [[0.0] * 5, [1.0, 0.0, 0.0, 0.0, 0.0]]
+    obs, reward, terminated, truncated, _ = env.step([np.array([[0.5, -0.5]], np.float32), np.array([0])])
+    assert reward.tolist() == [1.0, 1.0] and terminated.tolist() == [False, False]
+    assert truncated.tolist() == [False, False]
+    assert obs["obs@0"].tolist()[0] == [-0.5, 0.5, 0.5] and obs["obs@1"].tolist()[1] == [0.0, 1.0, 0.0, 0.0, 0.5]
+    _, reward, terminated, truncated, _ = env.step([np.array([[0.5, 0.5]], np.float32), np.array([3])])
+    assert reward.tolist() == [0.5, 0.0] and truncated.tolist() == [True, True] and not terminated.any()
+    assert [(m.tolist(), c.tolist()) for m, c in raw.actions] == [([[0.5, -0.5]], [0]), ([[0.5, 0.5]], [3])]
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        env.step([np.array([[0.0, 0.0]], np.float32), np.array([0])])
+    env.reset()
+    with pytest.raises(ValueError) as info:
+        env.step([np.array([[0.0, 0.0]], np.float32), np.array([1.0])])
+    assert str(info.value) == "fake-mixed: chooser's action must be int64 [1] in 0..3, got float64 (1,) [1.0]"
+    with pytest.raises(ValueError) as info:
+        env.step([np.array([[0.0, 0.0]]), np.array([1])])
+    assert str(info.value) == "fake-mixed: mover's action must be float32 [1, 2] in [-1, 1], got float64 (1, 2) " \
+                              "[[0.0, 0.0]]"
+    with pytest.raises(TypeError) as err:
+        make_mover_chooser(None, MixedConfig(), 0)
+    assert str(err.value) == ("env 'fake-mixed': agents 'mover' and 'chooser' have different spaces; name a policy "
+                              "for each ([policies.NAME] tables and [[agents]] entries: docs/policies.md)")
+
+
+def test_ppo_networks_for_a_box_and_a_discrete_agent_act_and_sample_in_their_own_spaces():
+    """fake-mixed with a ppo network per agent (each built from ``spec.subset``), as the routed
+    actor drives them: the env gets float32 [1, 2] and int64 [1] actions, each policy's sample
+    carries its actions as its network gave them."""
+    import torch
+
+    from zoo.plugins.algorithms.ppo.ppo import PPO, PPOConfig
+
+    (env0, raw0), (env1, raw1) = _mover_chooser(), _mover_chooser()
+    spec = env0.spec
+    torch.manual_seed(0)
+    nets = {"move": PPO.build_policy(PPOConfig(hidden=8), spec.subset(["mover"])),
+            "choose": PPO.build_policy(PPOConfig(hidden=8), spec.subset(["chooser"]))}
+    keys = {"move": {"obs@0": "obs"}, "choose": {"obs@1": "obs"}}
+    slots = {"move": np.array([0, 2]), "choose": np.array([1, 3])}
+    group = EnvGroup([env0, env1], [1, 2])
+    assemble = ActionAssembler(spec, {"move": np.array([0]), "choose": np.array([1])}, 2)
+    T = 3
+    buf = SampleBuffer(T, group.obs)
+    outputs: dict[str, dict[str, np.ndarray]] = {"move": {}, "choose": {}}
+    for _ in range(T):
+        acted = {}
+        for name, net in nets.items():
+            batch = {own: torch.as_tensor(group.obs[padded][slots[name]]) for padded, own in keys[name].items()}
+            with torch.no_grad():
+                reply = {k: v.numpy() for k, v in net.act(batch).items()}
+            acted[name] = buf.record_part(slots[name], reply, 1, group.active[slots[name]],
+                                          group.on_reset[slots[name]], outputs[name])
+        group.step(assemble(acted), buf, [])
+    for raw in (raw0, raw1):
+        assert len(raw.actions) == T
+        assert all(m.dtype == np.float32 and m.shape == (1, 2) for m, _ in raw.actions)
+        assert all(c.dtype == np.int64 and c.shape == (1,) for _, c in raw.actions)
+    whole = buf.bundle()
+    move = split_bundle(whole, slots["move"], outputs["move"], keys["move"])
+    choose = split_bundle(whole, slots["choose"], outputs["choose"], keys["choose"])
+    assert (move["action"].dtype, move["action"].shape) == (np.float32, (T, 2, 2))
+    assert (choose["action"].dtype, choose["action"].shape) == (np.int64, (T, 2))
+    assert move["obs"]["obs"].shape == (T + 1, 2, 3) and choose["obs"]["obs"].shape == (T + 1, 2, 5)
+    # the env saw the chooser's sampled actions as they are and the mover's clipped to [-1, 1]
+    assert [int(c[0]) for _, c in raw0.actions] == choose["action"][:, 0].tolist()
+    assert [m[0].tolist() for m, _ in raw1.actions] == np.clip(move["action"][:, 1], -1, 1).tolist()
+    expected = [1.0 if int(c[0]) == t % 4 else 0.0 for t, (_, c) in enumerate(raw0.actions)]
+    assert choose["reward"][:, 0].tolist() == expected
