@@ -273,6 +273,26 @@ def test_one_policy_for_agents_with_different_spaces_is_refused(registry, adv_sp
                         "policies")
 
 
+def test_one_policy_for_a_box_agent_and_a_discrete_agent_is_refused_naming_both_spaces(registry):
+    """fake-mixed: mover acts with Box(-1, 1, (2,)), chooser with Discrete(4)."""
+    from zoo.core.env import PaddedSpaces
+    from zoo.core.testing.fake_envs import MoverChooserEnv
+
+    spec = PaddedSpaces(MoverChooserEnv()).spec
+    exc = _refused(registry, spec, {"policies": {"both": {"algo": "ppo"}}}, cfg=_cfg(registry, spec, algo="ppo"))
+    assert exc.field == "policies.both.agents"
+    assert str(exc) == ("policies.both: its agents (mover, chooser) must share one observation and one action space "
+                        "(one network acts for all of them), but agents 'mover' and 'chooser' of env 'fake-mixed' "
+                        "have different spaces: observation 'obs' Box(3,) float32 (mover) vs Box(5,) float32 "
+                        "(chooser); action space Box(-1.0, 1.0, (2,), float32) (mover) vs Discrete(4) (chooser); map "
+                        "agents with different spaces to different policies")
+    pols = _build(registry, spec, {"policies": {"mover": {"algo": "ppo"}, "chooser": {"algo": "ppo"}},
+                                   "agents": [{"match": "mover", "policy": "mover"},
+                                              {"match": "chooser", "policy": "chooser"}]},
+                  cfg=_cfg(registry, spec, algo="ppo"))
+    assert pols.agents == {"mover": "mover", "chooser": "chooser"}
+
+
 def test_two_policies_of_one_name_in_a_toml_file_are_refused(tmp_path):
     toml = tmp_path / "teams.toml"
     toml.write_text('[policies.hiders]\nalgo = "mappo"\n\n[policies.hiders]\ntrainable = false\n')
