@@ -460,6 +460,7 @@ class MixedConfig:
     """Options of ``fake-mixed``: see :class:`MoverChooserEnv`."""
 
     episode_length: int = field(default=8, metadata=bounded(ge=1))
+    """Steps per episode; it ends by truncation."""
     mixed_spaces: bool = False
     """Its agents' spaces differ: ``zoo train`` sets this when the run names policies
     (docs/policies.md); left False the env is refused, as a PettingZoo env with different spaces is."""
