@@ -54,6 +54,7 @@ from zoo.core.options import (  # noqa: F401  (re-exported)
     list_options,
     set_value,
 )
+from zoo.core.pbt import PBTOptions
 from zoo.core.registry import Registry
 from zoo.core.resolve import (  # noqa: F401  (re-exported)
     UnknownEnvError,
@@ -318,6 +319,9 @@ class ExperimentConfig:
     launcher_options: dict[str, Any] = field(default_factory=dict)
     """Options of that launcher by name, e.g. ``--set launcher_options.strategy=SPREAD`` for
     ``ray`` (docs/cluster.md); checked against the launcher's ``Options`` when the config is built."""
+    pbt: PBTOptions = field(default_factory=PBTOptions)
+    """Population-based training (``[pbt]``, docs/pbt.md): off while ``pbt.members`` is 0; then
+    ``config.json`` holds no ``pbt`` key."""
     algo: Any = None
     """The algorithm's ``Config`` dataclass instance (``--set algo.X=...``)."""
     env: Any = None
@@ -607,6 +611,10 @@ def build_config(
         run_dir = Path(cfg.runs_dir) / cfg.name if base else None  # a resume: POLICY@VERSION in its own folder
         cfg.policies = build_policies(registry, cfg, layers, file_data=file_data, overrides=overrides,
                                       run_dir=run_dir)
+    if cfg.pbt.members:  # a population: pbt.policy expanded into its members (docs/pbt.md)
+        from zoo.core.pbt import population_policies
+
+        cfg.policies = population_policies(registry, cfg, named=not layers.empty)
     if registry.names("worker"):  # kinds' own checks, with the whole config (e.g. the eval manager's baselines)
         from zoo.core.kinds import kind_problems
 
@@ -945,6 +953,8 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
     """
     out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)
            if f.name not in ("spec", "resume", "policies")}
+    if not cfg.pbt.members:  # no population: the file stays as it was before PBT
+        out.pop("pbt", None)
     spec = cfg.spec
     if spec is not None:
         out["env_spec"] = {
@@ -959,7 +969,7 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
             out["env_spec"]["agent_spaces"] = {a: {"observation_space": {k: str(v) for k, v in obs.items()},
                                                    "action_space": str(act)}
                                                for a, (obs, act) in spec.agent_spaces.items()}
-    if cfg.policies is not None:
+    if cfg.policies is not None and not cfg.pbt.members:  # a population's members come from its pbt table
         from zoo.core.policies import policies_to_dict
 
         out.update(policies_to_dict(cfg.policies))

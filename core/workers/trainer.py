@@ -289,6 +289,9 @@ class Trainer:
         self.asked_at: float | None = None  # when the trainer began asking for the next batch (monotonic s)
         self.rate_limited = bool(getattr(self.algo, "rate_limited", False))
         self.changed = True  # whether the last update changed the policy's parameters (a new version)
+        self.pbt_passed = self.state.env_steps // max(1, int(getattr(getattr(cfg, "pbt", None), "interval_env_steps",
+                                                                           1) or 1))
+        self.orders = self.member_orders()  # a population member: the population manager's orders (docs/pbt.md)
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
@@ -355,11 +358,14 @@ class Trainer:
                 continue
             if self.test_delay():
                 return False
+            self.follow_order()
             stats = self.update(batch, origins, point)
             if stats is None:  # skipped: not finite
                 continue
             if self.changed:  # an update that left the parameters as they were has nothing new to publish
                 self.publish()
+            if self.member_checkpoint_due():  # before its update row: docs/pbt.md, "Source checkpoints"
+                self.checkpoint()
             self.log_update(stats)
             if self.changed and self.history is not None and self.history.due(self.state.updates):
                 self.keep_version()
@@ -414,6 +420,66 @@ class Trainer:
 
     def budget_reached(self) -> bool:
         return self.state.env_steps >= self.budget_steps
+
+    # ------------------------------------------------------------------ a population member (docs/pbt.md)
+    def member_orders(self) -> Any:
+        """The :class:`~zoo.core.pbt.MemberOrders` of a population member's trainer (None for any
+        other), continuing from the checkpoint's last applied order, whose hyperparameters it sets
+        again (an algorithm's checkpoint does not restore its config)."""
+        pbt = getattr(self.cfg, "pbt", None)
+        if pbt is None or not pbt.members or not self.lead:
+            return None
+        from zoo.core.pbt import MemberOrders, member_names, set_hyperparameters
+
+        if self.ctx.policy not in member_names(pbt.policy, pbt.members):
+            return None
+        if self.state.pbt_hyperparameters:
+            set_hyperparameters(self.algo, self.state.pbt_hyperparameters)
+        return MemberOrders(self.ctx.run_dir, self.ctx.policy, self.state.pbt_seq)
+
+    def follow_order(self) -> None:
+        """At an update point, before the update: apply the population manager's new order, if any
+        (exploit: the source member's checkpointed weights and optimiser state; explore: its new
+        hyperparameters), counted in the checkpoint (``pbt_seq``) so it is applied once, and an
+        ``applied`` row (``type: "pbt"``: the source checkpoint's counters and the SHA-256 of the
+        weights the member continues from, :func:`~zoo.core.pbt.weights_digest`). An order whose
+        source has no checkpoint yet, or one being replaced, stays for the next update point."""
+        if self.orders is None:
+            return
+        order = self.orders.poll()
+        if order is None:
+            return
+        from zoo.core.checkpoint import CheckpointError
+        from zoo.core.pbt import source_ready
+
+        if not source_ready(self.ctx.run_dir, order):
+            return
+        from zoo.core.pbt import weights_digest
+
+        try:
+            with self.ctx.busy("pbt"):
+                source = self.orders.apply(self.algo, order)
+        except CheckpointError as exc:  # being replaced: try again at the next update point
+            self.ctx.send_control("warning", timeout=0.05, key="pbt", message=f"{self.ctx.policy}: {exc}")
+            return
+        self.state.pbt_seq = self.orders.seq
+        self.state.pbt_hyperparameters = {k: float(v) for k, v in order["hyperparameters"].items()}
+        self.log({"type": "pbt", "event": "applied", "member_policy": self.ctx.policy,
+                  "from_policy": str(order["from_member"]), "seq": self.orders.seq,
+                  "round_env_steps": int(order["env_steps"]), "hyperparameters": self.state.pbt_hyperparameters,
+                  **{f"source_{k}": v for k, v in source.items()}, **self.counters(),
+                  "weights_sha256": weights_digest(self.algo.policy.state_dict())})
+
+    def member_checkpoint_due(self) -> bool:
+        """A population member checkpoints at the first update at or past each multiple of
+        ``pbt.interval_env_steps`` (before that update's row, which the population manager waits
+        for), so a member exploiting it at that round copies weights at most one update old."""
+        if self.orders is None:
+            return False
+        passed = self.state.env_steps // int(self.cfg.pbt.interval_env_steps)
+        due = passed > self.pbt_passed
+        self.pbt_passed = passed
+        return due
 
     # ------------------------------------------------------------------ update
     def test_delay(self) -> bool:

@@ -1,0 +1,77 @@
+"""`zoo train` with a population (docs/pbt.md), end to end: two PPO members on CartPole-v1,
+each env routed to its member; the population manager writes exploit/explore rows and orders;
+an exploiting member continues from bit-for-bit the weights of the source's checkpoint; a
+resumed run continues the population from pbt/population.json."""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import finish, leftovers, marked_processes, read_metrics, start
+
+pytestmark = pytest.mark.integration
+
+MEMBERS = ("default_0", "default_1")
+SETTINGS = ("pbt.members=2", 'pbt.hyperparameters={"algo.lr": [1e-4, 1e-2]}', "pbt.interval_env_steps=1000",
+            "actors.count=1", "actors.envs_per_actor=4", "sample_length=32", "trainer.batch_samples=4",
+            "policy.inline=true", "trainer.keep_checkpoints=true", "trainer.checkpoint_interval=1000")
+
+
+def _train(tmp_path, name, steps):
+    sets = [a for s in SETTINGS for a in ("--set", s)]
+    return _zoo("train", "ppo", "--env", "CartPole-v1", "--steps", str(steps), "--name", name,
+                "--set", f"runs_dir={tmp_path / 'runs'}", *sets, run=tmp_path / "runs" / name)
+
+
+def _zoo(*args, run):
+    mark = uuid.uuid4().hex
+    proc = start(*args, env=subprocess_env(ZOO_TEST_MARK=mark))
+    out, err = finish(proc, 600)
+    assert proc.returncode == 0, err[-3000:]
+    assert marked_processes(mark) == [] and leftovers(proc.pid) == []
+    return run, out
+
+
+def _digest_of(path):
+    from zoo.core.checkpoint import load_checkpoint
+    from zoo.core.pbt import weights_digest
+
+    return weights_digest(load_checkpoint(str(path))["algorithm"]["policy"])
+
+
+def test_a_population_of_two_exploits_from_the_source_checkpoint_and_resumes(tmp_path):
+    run, out = _train(tmp_path, "pop", 4000)
+    assert "policies default_0 (1 agent, inline, 1 trainer), default_1 (1 agent, inline, 1 trainer), 1 pbt worker" \
+        in out
+    rows = read_metrics(run)
+    for member in MEMBERS:  # both members update and see their own envs' episodes
+        assert [r for r in rows if r["type"] == "update" and r.get("policy") == member]
+        assert [r for r in rows if r["type"] == "episode" and r.get("policy") == member]
+    decided = [r for r in rows if r["type"] == "pbt" and r["event"] in ("exploit", "explore")]
+    assert decided and decided[0]["event"] == "exploit" and decided[1]["event"] == "explore"
+    applied = [r for r in rows if r["type"] == "pbt" and r["event"] == "applied"]
+    assert applied, "no member applied an order"
+    for row in applied:  # the weights it continued from are the source's checkpoint's, bit for bit
+        kept = run / "checkpoints" / row["from_policy"] / f"policy-v{row['source_policy_version']:08d}.pt"
+        assert row["weights_sha256"] == _digest_of(kept)
+        assert row["from_policy"] != row["member_policy"]
+    graph = json.loads((run / "graph.json").read_text())
+    assert [w["members"] for w in graph["workers"] if w["role"] == "pbt"] == [list(MEMBERS)]
+    saved = json.loads((run / "pbt" / "population.json").read_text())
+    lineage = sorted((e[0], m["index"], e[1]) for m in saved["population"]["members"] for e in m["lineage"])
+    assert lineage == sorted((r["env_steps"], r["member"], r["from_member"]) for r in decided
+                             if r["event"] == "exploit")
+    config = json.loads((run / "config.json").read_text())
+    assert config["pbt"]["members"] == 2 and "policies" not in config
+
+    # resume: the manager continues from pbt/population.json (its next round after the saved one)
+    next_at = saved["population"]["next_at"]
+    _zoo("train", "--resume", str(run), "--steps", "6000", run=run)
+    rows = read_metrics(run)
+    assert [r for r in rows if r["type"] == "resume"]
+    exploits = [r["env_steps"] for r in rows if r["type"] == "pbt" and r["event"] == "exploit"]
+    assert exploits[:len(lineage)] == [e for e, _, _ in lineage]  # the first run's rows are kept
+    assert [e for e in exploits[len(lineage):]] and min(exploits[len(lineage):]) >= next_at
