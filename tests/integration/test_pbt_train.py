@@ -75,3 +75,33 @@ def test_a_population_of_two_exploits_from_the_source_checkpoint_and_resumes(tmp
     exploits = [r["env_steps"] for r in rows if r["type"] == "pbt" and r["event"] == "exploit"]
     assert exploits[:len(lineage)] == [e for e, _, _ in lineage]  # the first run's rows are kept
     assert [e for e in exploits[len(lineage):]] and min(exploits[len(lineage):]) >= next_at
+
+
+def test_the_population_manager_killed_is_restarted_and_continues_the_population(tmp_path):
+    import os
+    import signal
+
+    from zoo.core.testing.cli import mark_env, nothing_left, rows, wait_for, workers
+
+    mark = uuid.uuid4().hex
+    sets = [a for s in SETTINGS for a in ("--set", s)]
+    proc = start("train", "ppo", "--env", "CartPole-v1", "--steps", "8000", "--name", "chaos",
+                 "--set", f"runs_dir={tmp_path}", *sets, "--set", "supervision.restart_backoff_s=0.2",
+                 env=mark_env(mark))
+    run = tmp_path / "chaos"
+    state = run / "pbt" / "population.json"
+    wait_for(lambda: state.exists() and json.loads(state.read_text())["population"]["next_at"] >= 2000, 300,
+             "the first round's population state", proc)
+    pid = wait_for(lambda: workers(mark).get("zoo-pbt-0"), 120, "the pbt worker", proc)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: rows(run, "restart"), 120, "the pbt worker's restart", proc)
+    out, err = finish(proc, 600)
+    assert proc.returncode == 0, err[-3000:]
+    assert [(r["role"], r["reason"]) for r in rows(run, "restart")] == [("pbt", "killed by SIGKILL")]
+    exploits = [(r["env_steps"], r["member"], r["from_member"]) for r in rows(run, "pbt") if r["event"] == "exploit"]
+    saved = json.loads(state.read_text())["population"]
+    # the restarted manager continued the saved population: its lineage holds every round, the
+    # first run's too, each decided once
+    lineage = sorted((e[0], m["index"], e[1]) for m in saved["members"] for e in m["lineage"])
+    assert lineage == sorted(exploits) and len({e for e, _, _ in exploits}) == len(exploits) >= 2
+    nothing_left(proc, mark)
