@@ -48,6 +48,10 @@ thread's heartbeats say ``busy`` instead (:mod:`zoo.core.workers.base`).
 Units: ``env_steps`` counts environment steps (not agent steps); ``frames`` is
 ``env_steps x frame_skip``.
 
+A population member's trainer (``pbt.members``, docs/pbt.md) also follows the population
+manager's orders at each update point (:meth:`Trainer.follow_order`) and checkpoints at each
+``pbt.interval_env_steps`` (:meth:`Trainer.member_checkpoint_due`).
+
 Testing knobs: the environment variable ``ZOO_TEST_TRAINER_DELAY_S`` (seconds, default 0)
 makes the trainer sleep that long before every update (in short slices, so a stop request
 is still honoured), to exercise a trainer slower than sampling: the policy lag grows,
@@ -289,8 +293,7 @@ class Trainer:
         self.asked_at: float | None = None  # when the trainer began asking for the next batch (monotonic s)
         self.rate_limited = bool(getattr(self.algo, "rate_limited", False))
         self.changed = True  # whether the last update changed the policy's parameters (a new version)
-        self.pbt_passed = self.state.env_steps // max(1, int(getattr(getattr(cfg, "pbt", None), "interval_env_steps",
-                                                                           1) or 1))
+        self.pbt_passed = 0  # a population member: the multiples of pbt.interval_env_steps passed (member_orders)
         self.orders = self.member_orders()  # a population member: the population manager's orders (docs/pbt.md)
 
     # ------------------------------------------------------------------ the loop
@@ -435,6 +438,7 @@ class Trainer:
             return None
         if self.state.pbt_hyperparameters:
             set_hyperparameters(self.algo, self.state.pbt_hyperparameters)
+        self.pbt_passed = self.state.env_steps // int(pbt.interval_env_steps)
         return MemberOrders(self.ctx.run_dir, self.ctx.policy, self.state.pbt_seq)
 
     def follow_order(self) -> None:

@@ -72,6 +72,8 @@ def test_a_population_of_two_exploits_from_the_source_checkpoint_and_resumes(tmp
     _zoo("train", "--resume", str(run), "--steps", "6000", run=run)
     rows = read_metrics(run)
     assert [r for r in rows if r["type"] == "resume"]
+    applied = [(r["member_policy"], r["seq"]) for r in rows if r["type"] == "pbt" and r["event"] == "applied"]
+    assert len(applied) == len(set(applied))  # the final checkpoint kept pbt_seq: no order applied twice
     exploits = [r["env_steps"] for r in rows if r["type"] == "pbt" and r["event"] == "exploit"]
     assert exploits[:len(lineage)] == [e for e, _, _ in lineage]  # the first run's rows are kept
     assert [e for e in exploits[len(lineage):]] and min(exploits[len(lineage):]) >= next_at

@@ -103,3 +103,26 @@ def test_the_manager_reads_the_env_steps_every_member_passed_and_rereads_a_cut_f
     path.write_text(json.dumps({"type": "update", "policy": "p_0", "env_steps": 256}) + "\n"
                     + json.dumps({"type": "update", "policy": "p_1", "env_steps": 256}) + "\n")  # cut back
     assert rows.members_env_steps() == 256
+
+
+def test_zoo_runs_lists_the_members_and_zoo_eval_of_the_run_names_a_members_checkpoint(tmp_path):
+    from zoo.runinfo import RunError, resolve_target, run_info
+
+    run = tmp_path / "pop"
+    (run / "checkpoints" / "default_0").mkdir(parents=True)
+    (run / "checkpoints" / "default_0" / "latest.pt").write_bytes(b"x")
+    (run / "config.json").write_text(json.dumps({"algo_name": "ppo", "env_name": "CartPole-v1", "env_steps": 4000,
+                                                 "pbt": {"members": 2, "policy": "default"}}))
+    rows = [{"type": "episode", "policy": "default_0", "return": 10.0}, {"type": "episode", "policy": "default_1",
+                                                                         "return": 30.0},
+            {"type": "episode", "policy": "default_0", "return": 20.0},
+            {"type": "update", "policy": "default_1", "env_steps": 512, "policy_version": 3}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    info = run_info(run)
+    assert [(p.name, p.return_mean, p.version) for p in info.policies] == [("default_0", 15.0, None),
+                                                                          ("default_1", 30.0, 3)]
+    assert info.policies[0].checkpoint == run / "checkpoints" / "default_0" / "latest.pt"
+    with pytest.raises(RunError) as err:
+        resolve_target(run)
+    assert str(err.value) == (f"run {str(run)!r} is a PBT population (pbt.members=2), a checkpoint per member: name "
+                              f"one, e.g. {run / 'checkpoints' / 'default_0' / 'latest.pt'}")
