@@ -188,8 +188,9 @@ class TrainerState:
                 "time_s": time_s, "metrics_bytes": metrics_bytes, "recent": list(self.recent),
                 "recent_stats": {k: list(v) for k, v in self.recent_stats.items()},
                 "pending": self.pending, "origins": self.origins, "pending_slots": self.pending_slots,
-                **self.rate_limit(), "rng": rng_state(), "pbt_seq": self.pbt_seq,
-                "pbt_hyperparameters": dict(self.pbt_hyperparameters)}
+                **self.rate_limit(), "rng": rng_state(),
+                **({"pbt_seq": self.pbt_seq, "pbt_hyperparameters": dict(self.pbt_hyperparameters)}
+                   if self.pbt_seq else {})}  # a population member that applied an order (docs/pbt.md)
 
     def load(self, ckpt: dict[str, Any]) -> None:
         t = ckpt.get("trainer", {})
