@@ -42,8 +42,8 @@ def _digest_of(path):
     return weights_digest(load_checkpoint(str(path))["algorithm"]["policy"])
 
 
-def test_a_population_of_two_exploits_from_the_source_checkpoint_and_resumes(tmp_path):
-    run, out = _train(tmp_path, "pop", 4000)
+def test_a_population_of_two_exploits_from_the_source_checkpoint(tmp_path):
+    run, out = _train(tmp_path, "pop", 3000)
     assert "policies default_0 (1 agent, inline, 1 trainer), default_1 (1 agent, inline, 1 trainer), 1 pbt worker" \
         in out
     rows = read_metrics(run)
@@ -61,22 +61,29 @@ def test_a_population_of_two_exploits_from_the_source_checkpoint_and_resumes(tmp
     graph = json.loads((run / "graph.json").read_text())
     assert [w["members"] for w in graph["workers"] if w["role"] == "pbt"] == [list(MEMBERS)]
     saved = json.loads((run / "pbt" / "population.json").read_text())
-    lineage = sorted((e[0], m["index"], e[1]) for m in saved["population"]["members"] for e in m["lineage"])
-    assert lineage == sorted((r["env_steps"], r["member"], r["from_member"]) for r in decided
-                             if r["event"] == "exploit")
+    assert _lineage(saved) == sorted((r["env_steps"], r["member"], r["from_member"]) for r in decided
+                                     if r["event"] == "exploit")
     config = json.loads((run / "config.json").read_text())
     assert config["pbt"]["members"] == 2 and "policies" not in config
 
-    # resume: the manager continues from pbt/population.json (its next round after the saved one)
-    next_at = saved["population"]["next_at"]
-    _zoo("train", "--resume", str(run), "--steps", "6000", run=run)
+
+def _lineage(saved):
+    return sorted((e[0], m["index"], e[1]) for m in saved["population"]["members"] for e in m["lineage"])
+
+
+def test_a_resumed_population_continues_from_its_saved_state(tmp_path):
+    run, _ = _train(tmp_path, "pop", 2500)
+    saved = json.loads((run / "pbt" / "population.json").read_text())
+    lineage, next_at = _lineage(saved), saved["population"]["next_at"]
+    assert lineage
+    _zoo("train", "--resume", str(run), "--steps", "4500", run=run)
     rows = read_metrics(run)
     assert [r for r in rows if r["type"] == "resume"]
     applied = [(r["member_policy"], r["seq"]) for r in rows if r["type"] == "pbt" and r["event"] == "applied"]
     assert len(applied) == len(set(applied))  # the final checkpoint kept pbt_seq: no order applied twice
     exploits = [r["env_steps"] for r in rows if r["type"] == "pbt" and r["event"] == "exploit"]
     assert exploits[:len(lineage)] == [e for e, _, _ in lineage]  # the first run's rows are kept
-    assert [e for e in exploits[len(lineage):]] and min(exploits[len(lineage):]) >= next_at
+    assert exploits[len(lineage):] and min(exploits[len(lineage):]) >= next_at  # then the next rounds
 
 
 def test_the_population_manager_killed_is_restarted_and_continues_the_population(tmp_path):
