@@ -199,10 +199,11 @@ class PolicyInfo:
 
 def _policy_infos(run_dir: Path, cfg: dict[str, Any], rows: list[dict[str, Any]],
                   recent: list[dict[str, Any]]) -> list[PolicyInfo]:
-    """Every named policy of ``config.json``, in declaration order (``[]``: none named)."""
+    """Every named policy of ``config.json``, in declaration order (``[]``: none named); a
+    population's members (its ``pbt`` table), each with its own episodes' return."""
     named = cfg.get("policies")
-    pbt = cfg.get("pbt")
-    members = isinstance(pbt, dict) and bool(pbt.get("members")) and not named
+    pbt: dict[str, Any] = cfg.get("pbt") if isinstance(cfg.get("pbt"), dict) else {}  # type: ignore[assignment]
+    members = bool(pbt.get("members")) and not named
     if members:  # a population: its members (docs/pbt.md)
         from zoo.core.pbt import member_names
 
