@@ -294,6 +294,7 @@ class Trainer:
         self.rate_limited = bool(getattr(self.algo, "rate_limited", False))
         self.changed = True  # whether the last update changed the policy's parameters (a new version)
         self.pbt_passed = 0  # a population member: the multiples of pbt.interval_env_steps passed (member_orders)
+        self.env_share = 1  # a population member: P (it acts in 1/P of the run's envs)
         self.orders = self.member_orders()  # a population member: the population manager's orders (docs/pbt.md)
 
     # ------------------------------------------------------------------ the loop
@@ -439,6 +440,7 @@ class Trainer:
         if self.state.pbt_hyperparameters:
             set_hyperparameters(self.algo, self.state.pbt_hyperparameters)
         self.pbt_passed = self.state.env_steps // int(pbt.interval_env_steps)
+        self.env_share = int(pbt.members)
         return MemberOrders(self.ctx.run_dir, self.ctx.policy, self.state.pbt_seq)
 
     def follow_order(self) -> None:
@@ -498,7 +500,10 @@ class Trainer:
         """The algorithm's update on ``batch`` at ``point``; its stats, or None when it was skipped
         (a non-finite batch on any rank, or a non-finite update: :meth:`skip`)."""
         if hasattr(self.algo, "progress"):
-            self.algo.progress = schedule_progress(self.state.updates, point.used_steps, self.budget_steps)
+            # a population member trains on 1/P of the run's env steps (its envs): its updates stand for P times
+            # theirs of the budget, so its schedule ends with the run (docs/pbt.md)
+            self.algo.progress = schedule_progress(self.state.updates, point.used_steps * self.env_share,
+                                                   self.budget_steps)
         if point.sources:  # a non-finite batch (K > 1: on any rank): every rank skips this update
             self.skip(self.guard.skip_batch(point.sources))
             return None

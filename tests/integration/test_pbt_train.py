@@ -65,6 +65,22 @@ def test_a_population_of_two_exploits_from_the_source_checkpoint(tmp_path):
                                      if r["event"] == "exploit")
     config = json.loads((run / "config.json").read_text())
     assert config["pbt"]["members"] == 2 and "policies" not in config
+    # each member's learning-rate schedule ends with the run (it trains on half the run's env steps, its
+    # updates count twice): the last update's annealed lr is under 20% of the member's lr then
+    from zoo.core.config import build_config
+    from zoo.core.pbt import make_population
+    from zoo.core.plugins import get_registry
+
+    start_lr = [m.hyperparameters["algo.lr"] for m in make_population(
+        build_config(get_registry(), "ppo", "CartPole-v1", overrides=list(SETTINGS))).members]
+    for i, member in enumerate(MEMBERS):
+        lr = start_lr[i]
+        for r in rows:
+            if r["type"] == "pbt" and r["event"] == "applied" and r["member_policy"] == member:
+                lr = r["hyperparameters"]["algo.lr"]
+            elif r["type"] == "update" and r.get("policy") == member:
+                last = r["lr"] / lr
+        assert last < 0.2, (member, last)
 
 
 def _lineage(saved):
