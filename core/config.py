@@ -55,6 +55,7 @@ from zoo.core.options import (  # noqa: F401  (re-exported)
     list_options,
     set_value,
 )
+from zoo.core.pbt import PBTOptions
 from zoo.core.registry import Registry
 from zoo.core.resolve import (  # noqa: F401  (re-exported)
     UnknownEnvError,
@@ -322,6 +323,9 @@ class ExperimentConfig:
     launcher_options: dict[str, Any] = field(default_factory=dict)
     """Options of that launcher by name, e.g. ``--set launcher_options.strategy=SPREAD`` for
     ``ray`` (docs/cluster.md); checked against the launcher's ``Options`` when the config is built."""
+    pbt: PBTOptions = field(default_factory=PBTOptions)
+    """Population-based training (``[pbt]``, docs/pbt.md): off while ``pbt.members`` is 0; then
+    ``config.json`` holds no ``pbt`` key."""
     algo: Any = None
     """The algorithm's ``Config`` dataclass instance (``--set algo.X=...``)."""
     env: Any = None
@@ -614,6 +618,13 @@ def build_config(
         named = curriculum_problems(cfg)  # a curriculum with named policies (validate ran before they were built)
         if named:
             raise ConfigError("\n".join(m for _, m in named), field=named[0][0], problems=[m for _, m in named])
+    if cfg.pbt.members:  # a population: pbt.policy expanded into its members (docs/pbt.md)
+        from zoo.core.pbt import population_policies
+
+        cfg.policies = population_policies(registry, cfg, named=not layers.empty)
+        if cfg.curriculum.on:
+            raise ConfigError("curriculum.advance_when: a curriculum with a PBT population ([pbt]) is not supported "
+                              "yet; drop the [curriculum] section or pbt.members", field="curriculum.advance_when")
     if registry.names("worker"):  # kinds' own checks, with the whole config (e.g. the eval manager's baselines)
         from zoo.core.kinds import kind_problems
 
@@ -955,6 +966,8 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
     """
     out = {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)
            if f.name not in ("spec", "resume", "policies")}
+    if not cfg.pbt.members:  # no population: the file stays as it was before PBT
+        out.pop("pbt", None)
     spec = cfg.spec
     if spec is not None:
         out["env_spec"] = {
@@ -969,7 +982,7 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
             out["env_spec"]["agent_spaces"] = {a: {"observation_space": {k: str(v) for k, v in obs.items()},
                                                    "action_space": str(act)}
                                                for a, (obs, act) in spec.agent_spaces.items()}
-    if cfg.policies is not None:
+    if cfg.policies is not None and not cfg.pbt.members:  # a population's members come from its pbt table
         from zoo.core.policies import policies_to_dict
 
         out.update(policies_to_dict(cfg.policies))

@@ -488,6 +488,11 @@ def _unknown_field(cfg: Any, path: str, parent: Any, parent_path: str) -> Config
     return ConfigError(msg, field=path)
 
 
+DOTTED_NAMES = "dotted_names"
+"""Field metadata key: the ``dict`` option's entry names may hold dots, so every part of a
+dotted path after the table's name is the entry's name (``pbt.hyperparameters.algo.lr``)."""
+
+
 def set_value(cfg: Any, path: str, value: Any, *, source: str = "") -> None:
     """Set the dotted option ``path`` of dataclass instance ``cfg`` to ``value``, checking its type.
 
@@ -523,6 +528,14 @@ def set_value(cfg: Any, path: str, value: Any, *, source: str = "") -> None:
                 if not isinstance(entry, dict):
                     entry = child[parts[-2]] = {}
                 entry[parts[-1]] = value
+                return
+            if fields[part].metadata.get(DOTTED_NAMES):  # entry names with dots: pbt.hyperparameters.algo.lr
+                entry_tp = (typing.get_args(_hints(obj).get(part)) or (Any, Any))[-1]
+                try:  # a --set string parsed as the entries' type ("[1e-4, 1e-2]" -> a list of floats)
+                    child[".".join(parts[i + 1:])] = _convert(value, entry_tp) if isinstance(value, str) else value
+                except _Bad as exc:
+                    raise ConfigError(f"{prefix}{path} expects {type_name(entry_tp)}, got {value!r} ({exc})",
+                                      field=path) from None
                 return
             if i + 2 != len(parts):
                 shape = "<name>.<option>" if _table_of_tables(_hints(obj).get(part)) else "<name>"

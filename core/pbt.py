@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from zoo.core.options import ConfigError, _hints, bound_of, bounded, type_name
+from zoo.core.options import DOTTED_NAMES, ConfigError, _hints, bound_of, bounded, type_name
 
 OBJECTIVE_RETURN = "return"
 """The default objective: the trainer's recent mean episode return (``episode_return_mean`` of
@@ -62,7 +62,7 @@ class PBTOptions:
     """Bottom fraction that exploits the top fraction, in (0, 0.5]; at least one member each."""
     objective: str = OBJECTIVE_RETURN
     """The metric members are ranked by, higher better: ``return`` or a key of the ``update`` rows."""
-    hyperparameters: dict[str, list[float]] = field(default_factory=dict)
+    hyperparameters: dict[str, list[float]] = field(default_factory=dict, metadata={DOTTED_NAMES: True})
     """``{"algo.OPTION": [low, high]}``; ``[]`` takes the option's declared bounds (both ends needed)."""
     resample_probability: float = field(default=0.25, metadata=bounded(ge=0, le=1))
     """Chance that explore resamples a hyperparameter from its range instead of perturbing it."""
@@ -417,6 +417,14 @@ def write_order(run_dir: str, member: str, seq: int, from_member: str, hyperpara
     write_bytes_atomic(order_path(run_dir, member), json.dumps(order).encode())
 
 
+def source_ready(run_dir: str, order: dict[str, Any]) -> bool:
+    """Whether the source member of ``order`` has a checkpoint to copy
+    (``checkpoints/<from_member>/latest.pt``)."""
+    from zoo.core.checkpoint import latest_path
+
+    return os.path.exists(latest_path(run_dir, str(order["from_member"])))
+
+
 class MemberOrders:
     """A member trainer's side of the orders: :meth:`poll` between updates, :meth:`apply` a new
     order to the live algorithm. ``seq`` (the last order applied) belongs in the trainer's
@@ -435,9 +443,10 @@ class MemberOrders:
             return None
         return order if int(order.get("seq", 0)) > self.seq else None
 
-    def apply(self, algo: Any, order: dict[str, Any]) -> None:
+    def apply(self, algo: Any, order: dict[str, Any]) -> dict[str, int]:
         """Exploit (:func:`exploit` from ``from_member``'s ``checkpoints/<from>/latest.pt``) and
-        explore (:func:`set_hyperparameters`), then count the order as applied.
+        explore (:func:`set_hyperparameters`), then count the order as applied. Returns the
+        source checkpoint's counters, ``{"policy_version", "updates", "env_steps"}`` (-1: absent).
 
         Raises:
             zoo.core.checkpoint.CheckpointError: the source checkpoint cannot be read.
@@ -448,6 +457,23 @@ class MemberOrders:
         exploit(algo, source["algorithm"])
         set_hyperparameters(algo, order["hyperparameters"])
         self.seq = int(order["seq"])
+        return {k: int(source.get(k, -1)) for k in ("policy_version", "updates", "env_steps")}
+
+
+def weights_digest(state: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a policy's ``state_dict()`` (torch tensors or numpy arrays), key by key
+    in name order: its name, dtype, shape and bytes. Equal digests: bitwise equal weights."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.sha256()
+    for name in sorted(state):
+        value = state[name]
+        arr = np.ascontiguousarray(value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value))
+        h.update(f"{name}|{arr.dtype}|{arr.shape}|".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
 
 
 def member_objectives(metrics_path: str, members: list[str], objective: str) -> list[float | None]:
@@ -511,13 +537,21 @@ class PopulationManager:
         rows = pop.round(objectives, env_steps)
         if not rows:
             return []
-        from zoo.core.checkpoint import write_bytes_atomic
-        from zoo.core.rundir import append_row
+        import fcntl
 
+        from zoo.core.checkpoint import write_bytes_atomic
+
+        data = b"".join((json.dumps({**row, "member_policy": self.members[row["member"]],
+                                     "from_policy": self.members[row["from_member"]]}) + "\n").encode()
+                        for row in rows)
+        fd = os.open(os.path.join(self.run_dir, "metrics.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:  # a shared lock, as a member trainer's rows: never inside a resuming member's cut (cut_metrics)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
         for row in rows:
-            append_row(os.path.join(self.run_dir, "metrics.jsonl"),
-                       {**row, "member_policy": self.members[row["member"]],
-                        "from_policy": self.members[row["from_member"]]})
             if row["event"] == "explore":
                 i = row["member"]
                 self.seq[i] += 1
@@ -527,3 +561,72 @@ class PopulationManager:
         write_bytes_atomic(os.path.join(self.run_dir, POPULATION_FILE),
                            json.dumps({"population": pop.state_dict(), "seq": self.seq}).encode())
         return rows
+
+
+# ----------------------------------------------------------------------------- zoo train: the members
+def population_problems(registry: Any, cfg: Any, named: bool = False) -> list[str]:
+    """The problems of running ``cfg``'s population (:func:`pbt_problems` and those of the
+    run's layout), each one line naming the field and the fix; ``named``: the run names
+    policies (``[policies.NAME]``), which a population does not build on yet."""
+    if not cfg.pbt.members:
+        return []
+    problems = []
+    if named:
+        problems.append("pbt: a population of a named policy ([policies.NAME]) is not built yet; train the run's "
+                        "one policy (pbt.policy = \"default\", no [policies.NAME] tables)")
+    algo_cls = registry.get("algorithm", cfg.algo_name).load()
+    problems += pbt_problems(cfg.pbt, type(cfg.algo), algo_cls, None)
+    if int(cfg.trainer.count) != 1:
+        problems.append(f"pbt: a member with data-parallel trainers (trainer.count={cfg.trainer.count}) is not built "
+                        "yet; set trainer.count=1 (each member has its own trainer)")
+    P = cfg.pbt.members
+    per_group = cfg.actors.envs_per_actor // max(1, cfg.actors.ring_size)
+    if P >= 2 and per_group % P:
+        problems.append(f"pbt.members={P}: every agent of env e acts with member e % {P}, so each ring group's envs "
+                        f"(actors.envs_per_actor / actors.ring_size = {per_group}) must be a multiple of {P}; set "
+                        f"actors.envs_per_actor={P * max(1, cfg.actors.ring_size) * max(1, -(-per_group // P))}")
+    return problems
+
+
+def make_population(cfg: Any) -> Population:
+    """The run's :class:`Population` as it starts (``cfg.pbt``, the configured ``cfg.algo``
+    values for member 0, seeded by ``cfg.seed``): the same members whoever builds it (the
+    config's expansion, the population manager)."""
+    ranges = hyperparameter_ranges(type(cfg.algo), cfg.pbt.hyperparameters)
+    initial = {k: float(getattr(cfg.algo, k[len("algo."):])) for k in ranges}
+    return Population(cfg.pbt, ranges, initial, cfg.seed)
+
+
+def member_algo_config(algo_cfg: Any, values: dict[str, float]) -> Any:
+    """A copy of the algorithm config ``algo_cfg`` with ``values`` (``{"algo.OPTION": value}``;
+    int options rounded)."""
+    changes: dict[str, Any] = {}
+    for name, value in values.items():
+        option = name[len("algo."):]
+        current = getattr(algo_cfg, option)
+        changes[option] = int(round(value)) if isinstance(current, int) and not isinstance(current, bool) \
+            else float(value)
+    return dataclasses.replace(algo_cfg, **changes)
+
+
+def population_policies(registry: Any, cfg: Any, named: bool = False) -> Any:
+    """The run's policies with a population: the run's one policy expanded into the members
+    ``<policy>_0 .. <policy>_<P-1>`` (:func:`member_names`), each with every agent (routed by
+    env: :func:`member_of_env`), the run's ``policy.*`` and ``trainer.*`` and its algorithm
+    options with member i's starting hyperparameters (:func:`make_population`).
+
+    Raises:
+        ConfigError: every :func:`population_problems` at once, one line each.
+    """
+    from zoo.core.policies import NamedPolicy, Policies
+
+    problems = population_problems(registry, cfg, named)
+    if problems:
+        raise ConfigError("\n".join(problems), field="pbt", problems=problems)
+    population = make_population(cfg)
+    agents = tuple(cfg.spec.agents)
+    names = member_names(cfg.pbt.policy, cfg.pbt.members)
+    built = {n: NamedPolicy(n, cfg.algo_name, member_algo_config(cfg.algo, m.hyperparameters), cfg.policy,
+                            cfg.trainer, agents=agents)
+             for n, m in zip(names, population.members, strict=True)}
+    return Policies(built, [], {a: names[0] for a in agents})

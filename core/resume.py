@@ -63,13 +63,19 @@ def is_safe(key: str) -> bool:
 def _load_checkpoints(run_dir: str, saved: dict[str, Any]) -> dict[str, Any]:
     """The checkpoint a resume continues from: ``checkpoints/latest.pt``, or with named policies
     each trainable policy's ``checkpoints/<policy>/latest.pt`` (all must exist), of which the
-    one with the fewest env steps is returned, its ``resumes`` the largest of theirs.
+    one with the fewest env steps is returned, its ``resumes`` the largest of theirs; a
+    population (``pbt.members``) each member's.
 
     Raises:
         ConfigError: a checkpoint is missing or unreadable (named).
     """
     tables = saved.get("policies") or {}
     names = [n for n, t in tables.items() if t.get("trainable", True)] or [""]
+    pbt = saved.get("pbt") or {}
+    if pbt.get("members"):  # a population: its members' (config.json holds the pbt table, not them)
+        from zoo.core.pbt import member_names
+
+        names = member_names(str(pbt.get("policy", "default")), int(pbt["members"]))
     loaded = []
     for name in names:
         try:

@@ -93,10 +93,26 @@ def resolve_target(target: str | os.PathLike) -> tuple[Path, Path]:
         return run_dir, path
     run_dir = resolve_run(target)
     ckpt = run_dir / CHECKPOINTS / LATEST
+    pbt = _pbt_table(run_dir)
+    if pbt is not None and not ckpt.is_file():
+        from zoo.core.pbt import member_names
+
+        first = member_names(str(pbt.get("policy", "default")), int(pbt["members"]))[0]
+        raise RunError(f"run {str(target)!r} is a PBT population (pbt.members={pbt['members']}), a checkpoint per "
+                       f"member: name one, e.g. {run_dir / CHECKPOINTS / first / LATEST}")
     if not ckpt.is_file():
         raise RunError(f"run {str(target)!r} has no checkpoint yet ({ckpt} does not exist); the trainer "
                        "writes one every trainer.checkpoint_interval updates and at the end")
     return run_dir, ckpt
+
+
+def _pbt_table(run_dir: Path) -> dict[str, Any] | None:
+    """The ``pbt`` table of the run's ``config.json`` when it ran a population, else None."""
+    try:
+        pbt = json.loads((run_dir / CONFIG).read_text()).get("pbt")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pbt if isinstance(pbt, dict) and pbt.get("members") else None
 
 
 def read_config(run_dir: str | os.PathLike) -> dict[str, Any]:
@@ -183,8 +199,16 @@ class PolicyInfo:
 
 def _policy_infos(run_dir: Path, cfg: dict[str, Any], rows: list[dict[str, Any]],
                   recent: list[dict[str, Any]]) -> list[PolicyInfo]:
-    """Every named policy of ``config.json``, in declaration order (``[]``: none named)."""
+    """Every named policy of ``config.json``, in declaration order (``[]``: none named); a
+    population's members (its ``pbt`` table), each with its own episodes' return."""
     named = cfg.get("policies")
+    pbt: dict[str, Any] = cfg.get("pbt") if isinstance(cfg.get("pbt"), dict) else {}  # type: ignore[assignment]
+    members = bool(pbt.get("members")) and not named
+    if members:  # a population: its members (docs/pbt.md)
+        from zoo.core.pbt import member_names
+
+        named = {m: {"algo_name": cfg.get("algo_name")}
+                 for m in member_names(str(pbt.get("policy", "default")), int(pbt["members"]))}
     if not isinstance(named, dict) or not named:
         return []
     last: dict[str, dict[str, Any]] = {}
@@ -201,7 +225,12 @@ def _policy_infos(run_dir: Path, cfg: dict[str, Any], rows: list[dict[str, Any]]
             pol.version = int(row["policy_version"])
         if isinstance(row.get("env_steps"), (int, float)):
             pol.env_steps = int(row["env_steps"])
-        values = [float(r[f"{name}_return"]) for r in recent if isinstance(r.get(f"{name}_return"), (int, float))]
+        if members:  # a member's own envs' episodes, logged by its trainer
+            own = [r for r in rows if r.get("type") == "episode" and r.get("policy") == name][-RECENT_EPISODES:]
+            values = [float(r["return"]) for r in own if isinstance(r.get("return"), (int, float))]
+        else:
+            values = [float(r[f"{name}_return"]) for r in recent
+                      if isinstance(r.get(f"{name}_return"), (int, float))]
         if values:
             pol.return_mean = sum(values) / len(values)
         ckpt = Path(run_dir) / CHECKPOINTS / pol.name / LATEST

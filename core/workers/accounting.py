@@ -72,6 +72,8 @@ class TrainerState:
         self.nonfinite_updates = 0
         self.nonfinite_streak = 0
         self.resumes = 0
+        self.pbt_seq = 0  # a population member: the last order of the population manager applied (zoo.core.pbt)
+        self.pbt_hyperparameters: dict[str, float] = {}  # and the hyperparameters it set
         self.rng_note: str | None = None  # set by load(): CUDA RNG states a checkpoint held for devices not here
         self.time_before = 0.0  # running time of the run's earlier segments, seconds
         self.recent: collections.deque = collections.deque(maxlen=RECENT_EPISODES)
@@ -189,7 +191,9 @@ class TrainerState:
                 "recent_stats": {k: list(v) for k, v in self.recent_stats.items()},
                 "pending": self.pending, "origins": self.origins, "pending_slots": self.pending_slots,
                 **self.rate_limit(), "rng": rng_state(),
-                **({"curriculum": self.curriculum} if self.curriculum is not None else {})}
+                **({"curriculum": self.curriculum} if self.curriculum is not None else {}),
+                **({"pbt_seq": self.pbt_seq, "pbt_hyperparameters": dict(self.pbt_hyperparameters)}
+                   if self.pbt_seq else {})}  # a population member that applied an order (docs/pbt.md)
 
     def load(self, ckpt: dict[str, Any]) -> None:
         t = ckpt.get("trainer", {})
@@ -204,6 +208,8 @@ class TrainerState:
         self.nonfinite_updates = int(t.get("nonfinite_updates", 0))
         self.nonfinite_streak = 0  # a resumed or restarted trainer gets a fresh run of max_nonfinite_updates tries
         self.time_before = float(t.get("time_s", 0.0))
+        self.pbt_seq = int(t.get("pbt_seq", 0))  # absent before PBT
+        self.pbt_hyperparameters = {k: float(v) for k, v in (t.get("pbt_hyperparameters") or {}).items()}
         self.recent.extend(t.get("recent", []))
         for k, v in t.get("recent_stats", {}).items():
             self.recent_stats[k] = collections.deque(v, maxlen=RECENT_EPISODES)

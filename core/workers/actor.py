@@ -246,12 +246,16 @@ class ActionAssembler:
         spec: the env's spec (``spec.space_groups()``: one group, every agent, unless mixed).
         agent_ids: per policy, the positions in ``spec.agents`` of its agents (all in one space group).
         n_envs: the ring group's envs.
+        envs: per policy, the group's envs (int, ascending) its agents act in (a population's
+            per-env routing, docs/pbt.md); None: every env. Its rows are then
+            ``[e * A + a for e in envs[P] for a in agent_ids[P]]``.
 
     Raises:
         ValueError: a policy whose agents are in different space groups (naming two agents).
     """
 
-    def __init__(self, spec: Any, agent_ids: dict[str, np.ndarray], n_envs: int) -> None:
+    def __init__(self, spec: Any, agent_ids: dict[str, np.ndarray], n_envs: int,
+                 envs: dict[str, np.ndarray] | None = None) -> None:
         self.groups = spec.space_groups() if spec.mixed else [tuple(spec.agents)]
         self.n_envs = n_envs
         of = {a: (g, j) for g, grp in enumerate(self.groups) for j, a in enumerate(grp)}
@@ -267,7 +271,8 @@ class ActionAssembler:
                                  "for agents of one space")
             k = len(self.groups[g])
             members = np.array([of[a][1] for a in agents], np.int64)
-            self.where[name] = (g, (np.arange(n_envs)[:, None] * k + members[None, :]).reshape(-1))
+            rows_of = np.arange(n_envs) if envs is None else np.asarray(envs[name], np.int64)
+            self.where[name] = (g, (rows_of[:, None] * k + members[None, :]).reshape(-1))
 
     def __call__(self, actions: dict[str, np.ndarray]) -> list[np.ndarray]:
         """``{policy: [S_P, ...]}`` (every policy's) -> one array per space group ``g``,
@@ -430,13 +435,13 @@ class EnvGroup:
             for a in np.flatnonzero(trunc & ~term):  # truncated: keep the real last observation
                 buf.final_obs.append((buf.t, i * A + a, {k: v[a].copy() for k, v in obs.items()}))
             if np.all(term | trunc | ~active):
-                episodes.extend(self._episode_stats(i, info))
+                self.sink(i, episodes).extend(self._episode_stats(i, info))
                 self._apply_stage(i, env)
                 obs, info = env.reset()
                 self.on_reset[i * A:(i + 1) * A] = True
                 # a whole episode may also end inside a reset (Atari: the no-op after a lost life)
                 if "episode" in info:
-                    episodes.append({"return": float(info["episode"]["return"]),
+                    self.sink(i, episodes).append({"return": float(info["episode"]["return"]),
                                      "length": int(info["episode"]["length"])})
             next_obs.append(obs)
             next_infos.append(info)
@@ -466,6 +471,12 @@ class EnvGroup:
         for v in self.played.values():
             v[env] = -1
         return out
+
+    def sink(self, i: int, episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Where env ``i``'s finished episodes go: ``episodes``, or with :attr:`episode_sink` (a
+        population's per-env routing) the list it gives for env ``i``."""
+        sink = getattr(self, "episode_sink", None)
+        return episodes if sink is None else sink(i)
 
     def _episode_stats(self, i: int, info: dict[str, Any]) -> list[dict[str, Any]]:
         stats: dict[str, Any] = {"return": float(self.ep_return[i].mean()), "length": int(self.ep_length[i])}
@@ -545,7 +556,7 @@ class VectorEnvGroup(EnvGroup):
                 row.update({f"{team}_return": float(self.ep_return[e][agents].mean())
                             for team, agents in self.teams.items()})
                 row.update(self._played(e))
-                episodes.append(row)
+                self.sink(int(e), episodes).append(row)
         self.ep_return[ended] = 0
         self.ep_length[ended] = 0
         whole = info.get("episode")
@@ -780,6 +791,8 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
     A = spec.num_agents
     policies = cfg.policies
     names = [p.name for p in graph.layout]
+    pbt = getattr(cfg, "pbt", None)
+    P = int(pbt.members) if pbt is not None else 0  # a population: every agent of env e acts with member e % P
     agent_ids = {n: np.array([spec.agents.index(a) for a in policies.named[n].agents], np.int64) for n in names}
     trainable = [n for n in names if graph.policy(n).trainers]
     views = {n: policy_view(cfg, policies, n) for n in names}
@@ -789,10 +802,13 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
     groups: list[EnvGroup] = []
     for i in range(n_groups):
         group = make_group(ctx, all_seeds[i * per_group:(i + 1) * per_group], i * per_group, return_gamma)
-        group.teams = dict(agent_ids)
+        group.teams = {} if P else dict(agent_ids)  # a member's return is its episodes' own return
         groups.append(group)
-    slots = {n: [np.array([e * A + a for e in range(g.n_envs) for a in agent_ids[n]], np.int64) for g in groups]
-             for n in names}
+    # per policy and group, the envs its agents act in (a population: a member's, docs/pbt.md)
+    env_ids = {n: [np.arange(g.n_envs) if not P else np.arange(j, g.n_envs, P) for g in groups]
+               for j, n in enumerate(names)}
+    slots = {n: [np.array([e * A + a for e in env_ids[n][g] for a in agent_ids[n]], np.int64)
+                 for g in range(n_groups)] for n in names}
     keys: dict[str, dict[str, str] | None] = {n: None for n in names}
     if spec.mixed:  # PaddedSpaces: each policy reads its space group's keys (docs/policies.md)
         space_groups = spec.space_groups()
@@ -823,10 +839,14 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
         outboxes = {n: SampleOutbox(ctx, pushers[n], cfg.actors.drop_when_full, meter, counts_steps=j == 0)
                     for j, n in enumerate(trainable)}
         writer = outboxes[trainable[0]]  # the episode writer: episodes ride on its samples only
+        if P:  # a population: each env's episodes ride on its member's samples
+            for group in groups:
+                group.episode_sink = lambda i: outboxes[names[i % P]].episodes  # type: ignore[attr-defined]
         buffers = [SampleBuffer(cfg.sample_length, g.obs, return_gamma is not None) for g in groups]
         # each policy's outputs per group, its actions in its own space's shape and dtype (record_part)
         extras: list[dict[str, dict[str, np.ndarray]]] = [{n: {} for n in names} for _ in groups]
-        assemble = [ActionAssembler(spec, agent_ids, g.n_envs) for g in groups]
+        assemble = [ActionAssembler(spec, agent_ids, g.n_envs, {n: env_ids[n][i] for n in names} if P else None)
+                    for i, g in enumerate(groups)]
         replies: list[dict[str, tuple[dict[str, np.ndarray], dict[str, Any]]]] = [{} for _ in groups]
         for g in range(n_groups):
             for n in names:
@@ -878,6 +898,8 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                     for n in trainable:
                         part = split_bundle(whole, slots[n][g], extras[g][n], keys[n])
                         more = {"policy": n, "agent_ids": agent_ids[n].tolist()}
+                        if P:  # a member's columns: envs env_offset + envs[s // agents]
+                            more["envs"] = env_ids[n][g].tolist()
                         if not outboxes[n].push(part, g * per_group, len(agent_ids[n]), t, more):
                             return
                     buffers[g] = SampleBuffer(cfg.sample_length, group.obs, return_gamma is not None)

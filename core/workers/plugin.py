@@ -13,6 +13,10 @@ def register_worker_kinds(register):
              check="zoo.core.workers.evaluator:check", describe="zoo.core.workers.evaluator:describe", cpus=1.0,
              order=30, summary="eval manager: plays kept versions against baselines and each other, writes results "
                                "and Elo ratings to the history store (workers.eval.count; docs/history.md)")
+    register("pbt", "zoo.core.workers.population:run", count="zoo.core.workers.population:count",
+             describe="zoo.core.workers.population:describe", cpus=0.25, order=40, restart="restartable",
+             summary="population manager of a PBT run: ranks the members, leaves exploit/explore orders "
+                     "(pbt.members; docs/pbt.md)")
 
 
 @hookimpl

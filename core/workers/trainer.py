@@ -48,6 +48,10 @@ thread's heartbeats say ``busy`` instead (:mod:`zoo.core.workers.base`).
 Units: ``env_steps`` counts environment steps (not agent steps); ``frames`` is
 ``env_steps x frame_skip``.
 
+A population member's trainer (``pbt.members``, docs/pbt.md) also follows the population
+manager's orders at each update point (:meth:`Trainer.follow_order`) and checkpoints at each
+``pbt.interval_env_steps`` (:meth:`Trainer.member_checkpoint_due`).
+
 Testing knobs: the environment variable ``ZOO_TEST_TRAINER_DELAY_S`` (seconds, default 0)
 makes the trainer sleep that long before every update (in short slices, so a stop request
 is still honoured), to exercise a trainer slower than sampling: the policy lag grows,
@@ -295,6 +299,9 @@ class Trainer:
         self.asked_at: float | None = None  # when the trainer began asking for the next batch (monotonic s)
         self.rate_limited = bool(getattr(self.algo, "rate_limited", False))
         self.changed = True  # whether the last update changed the policy's parameters (a new version)
+        self.pbt_passed = 0  # a population member: the multiples of pbt.interval_env_steps passed (member_orders)
+        self.env_share = 1  # a population member: P (it acts in 1/P of the run's envs)
+        self.orders = self.member_orders()  # a population member: the population manager's orders (docs/pbt.md)
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> None:
@@ -363,11 +370,14 @@ class Trainer:
                 continue
             if self.test_delay():
                 return False
+            self.follow_order()
             stats = self.update(batch, origins, point)
             if stats is None:  # skipped: not finite
                 continue
             if self.changed:  # an update that left the parameters as they were has nothing new to publish
                 self.publish()
+            if self.member_checkpoint_due():  # before its update row: docs/pbt.md, "Source checkpoints"
+                self.checkpoint()
             self.log_update(stats)
             if self.changed and self.history is not None and self.history.due(self.state.updates):
                 self.keep_version()
@@ -423,6 +433,68 @@ class Trainer:
     def budget_reached(self) -> bool:
         return self.state.env_steps >= self.budget_steps
 
+    # ------------------------------------------------------------------ a population member (docs/pbt.md)
+    def member_orders(self) -> Any:
+        """The :class:`~zoo.core.pbt.MemberOrders` of a population member's trainer (None for any
+        other), continuing from the checkpoint's last applied order, whose hyperparameters it sets
+        again (an algorithm's checkpoint does not restore its config)."""
+        pbt = getattr(self.cfg, "pbt", None)
+        if pbt is None or not pbt.members or not self.lead:
+            return None
+        from zoo.core.pbt import MemberOrders, member_names, set_hyperparameters
+
+        if self.ctx.policy not in member_names(pbt.policy, pbt.members):
+            return None
+        if self.state.pbt_hyperparameters:
+            set_hyperparameters(self.algo, self.state.pbt_hyperparameters)
+        self.pbt_passed = self.state.env_steps // int(pbt.interval_env_steps)
+        self.env_share = int(pbt.members)
+        return MemberOrders(self.ctx.run_dir, self.ctx.policy, self.state.pbt_seq)
+
+    def follow_order(self) -> None:
+        """At an update point, before the update: apply the population manager's new order, if any
+        (exploit: the source member's checkpointed weights and optimiser state; explore: its new
+        hyperparameters), counted in the checkpoint (``pbt_seq``) so it is applied once, and an
+        ``applied`` row (``type: "pbt"``: the source checkpoint's counters and the SHA-256 of the
+        weights the member continues from, :func:`~zoo.core.pbt.weights_digest`). An order whose
+        source has no checkpoint yet, or one being replaced, stays for the next update point."""
+        if self.orders is None:
+            return
+        order = self.orders.poll()
+        if order is None:
+            return
+        from zoo.core.checkpoint import CheckpointError
+        from zoo.core.pbt import source_ready
+
+        if not source_ready(self.ctx.run_dir, order):
+            return
+        from zoo.core.pbt import weights_digest
+
+        try:
+            with self.ctx.busy("pbt"):
+                source = self.orders.apply(self.algo, order)
+        except CheckpointError as exc:  # being replaced: try again at the next update point
+            self.ctx.send_control("warning", timeout=0.05, key="pbt", message=f"{self.ctx.policy}: {exc}")
+            return
+        self.state.pbt_seq = self.orders.seq
+        self.state.pbt_hyperparameters = {k: float(v) for k, v in order["hyperparameters"].items()}
+        self.log({"type": "pbt", "event": "applied", "member_policy": self.ctx.policy,
+                  "from_policy": str(order["from_member"]), "seq": self.orders.seq,
+                  "round_env_steps": int(order["env_steps"]), "hyperparameters": self.state.pbt_hyperparameters,
+                  **{f"source_{k}": v for k, v in source.items()}, **self.counters(),
+                  "weights_sha256": weights_digest(self.algo.policy.state_dict())})
+
+    def member_checkpoint_due(self) -> bool:
+        """A population member checkpoints at the first update at or past each multiple of
+        ``pbt.interval_env_steps`` (before that update's row, which the population manager waits
+        for), so a member exploiting it at that round copies weights at most one update old."""
+        if self.orders is None:
+            return False
+        passed = self.state.env_steps // int(self.cfg.pbt.interval_env_steps)
+        due = passed > self.pbt_passed
+        self.pbt_passed = passed
+        return due
+
     # ------------------------------------------------------------------ update
     def test_delay(self) -> bool:
         """``ZOO_TEST_TRAINER_DELAY_S`` before the update; True when a stop request ends the run here."""
@@ -436,7 +508,10 @@ class Trainer:
         """The algorithm's update on ``batch`` at ``point``; its stats, or None when it was skipped
         (a non-finite batch on any rank, or a non-finite update: :meth:`skip`)."""
         if hasattr(self.algo, "progress"):
-            self.algo.progress = schedule_progress(self.state.updates, point.used_steps, self.budget_steps)
+            # a population member trains on 1/P of the run's env steps (its envs): its updates stand for P times
+            # theirs of the budget, so its schedule ends with the run (docs/pbt.md)
+            self.algo.progress = schedule_progress(self.state.updates, point.used_steps * self.env_share,
+                                                   self.budget_steps)
         if point.sources:  # a non-finite batch (K > 1: on any rank): every rank skips this update
             self.skip(self.guard.skip_batch(point.sources))
             return None

@@ -30,7 +30,7 @@ def test_a_plugins_worker_kind_records_every_policy_version_it_sees(tmp_path):
     assert "1 policy worker, 1 trainer, 1 param-stats worker, run dir" in result.stdout
     run = tmp_path / "kinds"
     graph = json.loads((run / "graph.json").read_text())
-    assert graph["counts"] == {"trainer": 1, "policy": 1, "actor": 2, "eval": 0, "param-stats": 1}
+    assert graph["counts"] == {"trainer": 1, "policy": 1, "actor": 2, "eval": 0, "pbt": 0, "param-stats": 1}
     stats_worker = next(w for w in graph["workers"] if w["role"] == "param-stats")
     assert (stats_worker["index"], stats_worker["connects"], stats_worker["listens"]) == (0, ["parameter"], [])
     assert isinstance(stats_worker["pid"], int)

@@ -33,7 +33,7 @@ GRAPH = ("--set", "policy.count=2", "--set", "trainer.count=2")
 
 def check_graph(run) -> None:
     graph = json.loads((run / "graph.json").read_text())
-    assert graph["counts"] == {"actor": 2, "policy": 2, "trainer": 2, "eval": 0}
+    assert graph["counts"] == {"actor": 2, "policy": 2, "trainer": 2, "eval": 0, "pbt": 0}
     # the presets' 2 actors: actor i -> policy worker i, trainer i
     assert [(w["requests"], w["pushes"]) for w in graph["workers"] if w["role"] == "actor"] == [
         ("inference-0", "sample-0"), ("inference-1", "sample-1")]

@@ -24,7 +24,7 @@ def test_ppo_cartpole_with_inline_inference_runs_no_policy_worker_and_reaches_it
     run = tmp_path / "inl"
     # the preset's 2 actors and 1 trainer were started, each with a pid; no policy worker
     graph = json.loads((run / "graph.json").read_text())
-    assert graph["counts"] == {"actor": 2, "policy": 0, "trainer": 1, "eval": 0}
+    assert graph["counts"] == {"actor": 2, "policy": 0, "trainer": 1, "eval": 0, "pbt": 0}
     assert [(w["role"], w["index"], w.get("inference"), w.get("subscribes")) for w in graph["workers"]] == [
         ("trainer", 0, None, None), ("actor", 0, "inline", "parameter"), ("actor", 1, "inline", "parameter")]
     assert all(isinstance(w["pid"], int) for w in graph["workers"])

@@ -66,7 +66,7 @@ def test_two_policies_train_by_agent_name_and_a_frozen_one_serves_its_weights_un
     episodes = [r for r in rows if r["type"] == "episode"]
     assert episodes and all({"return", "lead_return", "rest_return"} <= set(e) for e in episodes)
     graph = json.loads((run / "graph.json").read_text())
-    assert graph["counts"] == {"trainer": 2, "policy": 2, "actor": 1, "eval": 0}
+    assert graph["counts"] == {"trainer": 2, "policy": 2, "actor": 1, "eval": 0, "pbt": 0}
     assert graph["policies"]["rest"]["agents"] == ["agent_1", "agent_2"]
     actor = next(w for w in graph["workers"] if w["role"] == "actor")
     assert (actor["requests"], actor["pushes"]) == ({"lead": "inference-lead-0", "rest": "inference-rest-0"},

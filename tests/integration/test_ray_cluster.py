@@ -139,7 +139,7 @@ def test_ppo_with_2_policy_workers_and_2_trainers_across_nodes(cluster):
     assert (status["status"], status["exit_code"]) == ("finished", 0)
 
     graph = json.loads((run / "graph.json").read_text())
-    assert graph["counts"] == {"actor": 2, "policy": 2, "trainer": 2, "eval": 0}
+    assert graph["counts"] == {"actor": 2, "policy": 2, "trainer": 2, "eval": 0, "pbt": 0}
     host = {(w["role"], w["index"]): w["host"] for w in graph["workers"]}
     nodes = {key: node_index(cluster, h) for key, h in host.items()}
     print("placement:", {f"{r} {i}": n for (r, i), n in sorted(nodes.items())})

@@ -159,7 +159,7 @@ def test_override_coerces_by_field_type(override, path, expected):
     ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count' or "
                       "'trainer.count' or 'policy.count'? "
                       "(the experiment config has: seed, name, runs_dir, env_steps, frames, sample_length, actors, "
-                      "policy, trainer, streams, resolver, log, supervision, curriculum, workers, launcher, launcher_options, "
+                      "policy, trainer, streams, resolver, log, supervision, curriculum, workers, launcher, launcher_options, pbt, "
                       "algo, env)"),
     ("algo.lrr=1", "--set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'? "
                    "(algo has: lr, epochs, hidden, schedule, target_kl, use_gae)"),

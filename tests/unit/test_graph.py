@@ -30,7 +30,8 @@ def test_graph_json_records_every_worker_with_its_endpoints(tmp_path):
     cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1")
     cfg.actors.count, cfg.policy.count = 3, 2
     data = json.loads(open(write_graph(cfg, str(tmp_path))).read())
-    assert data["counts"] == {"actor": 3, "policy": 2, "trainer": 1, "eval": 0}  # the eval manager: none asked for
+    # the eval manager, the PBT manager: none asked for
+    assert data["counts"] == {"actor": 3, "policy": 2, "trainer": 1, "eval": 0, "pbt": 0}
     by = {(w["role"], w["index"]): w for w in data["workers"]}
     assert len(by) == 1 + 2 + 3
     assert by[("policy", 0)] == {"role": "policy", "index": 0, "serves": "inference-0", "subscribes": "parameter",

@@ -46,16 +46,18 @@ def param_stats(monkeypatch):
     get_host.cache_clear()
 
 
-def test_actor_policy_worker_trainer_and_eval_register_through_the_hook():
+def test_actor_policy_worker_trainer_eval_and_pbt_register_through_the_hook():
     host = PluginHost(strict=True, entry_points=False)
     assert host.plugins["zoo.workers"].hooks == ["register_worker_kinds", "register_baselines"]
     kinds = worker_kinds(host.registry)
     assert [(k.name, k.plugin, k.restart, k.lead, k.order) for k in kinds] == [
         ("trainer", "zoo.workers", "from-checkpoint", True, 0), ("policy", "zoo.workers", "restartable", False, 10),
-        ("actor", "zoo.workers", "restartable", False, 20), ("eval", "zoo.workers", "restartable", False, 30)]
+        ("actor", "zoo.workers", "restartable", False, 20), ("eval", "zoo.workers", "restartable", False, 30),
+        ("pbt", "zoo.workers", "restartable", False, 40)]
     assert [k.entry for k in kinds] == ["zoo.core.workers.trainer:run", "zoo.core.workers.policy:run",
-                                        "zoo.core.workers.actor:run", "zoo.core.workers.evaluator:run"]
-    assert [k.device for k in kinds] == ["algo.device", "policy.device", None, None]
+                                        "zoo.core.workers.actor:run", "zoo.core.workers.evaluator:run",
+                                        "zoo.core.workers.population:run"]
+    assert [k.device for k in kinds] == ["algo.device", "policy.device", None, None, None]
     assert host.registry.names("baseline") == ["random"]
 
 
@@ -97,7 +99,7 @@ def test_a_plugins_kind_joins_the_graph_when_the_config_asks_for_it(param_stats,
     cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1")
     kinds = worker_kinds(param_stats)
     assert Graph.from_config(cfg, kinds).counts == {"trainer": 1, "policy": 1, "actor": 2, "eval": 0,
-                                                     "param-stats": 0}
+                                                     "pbt": 0, "param-stats": 0}
     apply_override(cfg, "workers.param-stats.count=2")
     assert cfg.workers == {"param-stats": {"count": "2"}}  # as given; typed by worker_options
     cfg.workers = worker_options(kinds, cfg)
@@ -110,7 +112,7 @@ def test_a_plugins_kind_joins_the_graph_when_the_config_asks_for_it(param_stats,
                                 "parameter": ("trainer", "policy", "param-stats")}
     assert [g.producers(s) for s in ("inference", "sample", "parameter", "control")] == [2, 2, 1, 6]
     data = json.loads(Path(write_graph(cfg, str(tmp_path), kinds)).read_text())
-    assert data["counts"] == {"trainer": 1, "policy": 1, "actor": 2, "eval": 0, "param-stats": 2}
+    assert data["counts"] == {"trainer": 1, "policy": 1, "actor": 2, "eval": 0, "pbt": 0, "param-stats": 2}
     assert data["workers"][-1] == {"role": "param-stats", "index": 1, "listens": [], "connects": ["parameter"]}
     assert data["kinds"]["param-stats"] == {"plugin": "param-stats", "entry": "zoo_param_stats:run", "listens": [],
                                             "connects": ["parameter"], "restart": "restartable", "lead": False,
@@ -137,7 +139,7 @@ def test_a_toml_table_and_a_resumed_config_set_the_kinds_options(param_stats):
      "workers.param-stats.file must be a plain file name (no '/', not starting with '.'), got '../x'"),
     ("workers.param-stat.count=1", "workers.param-stat",
      "workers.param-stat: no worker kind 'param-stat' is installed; did you mean 'param-stats'? worker kinds: actor, "
-     "eval, param-stats, policy, trainer (see `zoo list workers`)"),
+     "eval, param-stats, pbt, policy, trainer (see `zoo list workers`)"),
     ("workers.actor.count=3", "workers.actor.count",
      "workers.actor.count: worker kind 'actor' (plugin 'zoo.workers') has no options under workers.actor (its number "
      "of workers: actors.count); remove workers.actor.count"),
@@ -219,7 +221,9 @@ def test_zoo_list_workers_shows_every_kind_with_its_plugin():
             for line in proc.stdout.splitlines() if line.startswith("│")}
     assert rows == {"actor": ["worker", "zoo.workers", rows["actor"][2]], "policy": ["worker", "zoo.workers",
                     rows["actor"][2]], "trainer": ["worker", "zoo.workers", rows["actor"][2]],
-                    "eval": ["worker", "zoo.workers", rows["actor"][2]], "param-stats": ["worker", "param-stats", "0.1.0"]}
+                    "eval": ["worker", "zoo.workers", rows["actor"][2]],
+                    "pbt": ["worker", "zoo.workers", rows["actor"][2]],
+                    "param-stats": ["worker", "param-stats", "0.1.0"]}
 
 
 def _saved_run(registry, tmp_path, overrides):

@@ -91,7 +91,8 @@ def test_graph_json_holds_every_worker_with_host_and_pid_and_each_stream_resolve
         "control": {"configured": "nng", "transport": "nng", "options": {"spin_us": 0, **tcp},
                     "hosts": ["a", "b"]},
     }
-    assert graph["counts"] == {"actor": 3, "policy": 2, "trainer": 1, "eval": 0}  # the worker graph is still there
+    # the worker graph is still there
+    assert graph["counts"] == {"actor": 3, "policy": 2, "trainer": 1, "eval": 0, "pbt": 0}
 
 
 class Launcher:
