@@ -183,7 +183,7 @@ class TrainerState:
         return {k: float(np.mean(v)) for k, v in self.recent_stats.items() if v}
 
     # ------------------------------------------------------------------ checkpoints
-    def to_dict(self, time_s: float, metrics_bytes: int) -> dict[str, Any]:
+    def to_dict(self, time_s: float, metrics_bytes: int, metrics_rows: int | None = None) -> dict[str, Any]:
         return {"dropped_samples": self.dropped_samples, "actor_dropped_samples": self.actor_dropped_samples,
                 "trained_samples": self.trained_samples, "pending_share": self.pending_share,
                 "nonfinite_updates": self.nonfinite_updates, "nonfinite_streak": self.nonfinite_streak,
@@ -191,6 +191,7 @@ class TrainerState:
                 "recent_stats": {k: list(v) for k, v in self.recent_stats.items()},
                 "pending": self.pending, "origins": self.origins, "pending_slots": self.pending_slots,
                 **self.rate_limit(), "rng": rng_state(),
+                **({"metrics_rows": metrics_rows} if metrics_rows is not None else {}),  # a named policy's
                 **({"curriculum": self.curriculum} if self.curriculum is not None else {}),
                 **({"pbt_seq": self.pbt_seq, "pbt_hyperparameters": dict(self.pbt_hyperparameters)}
                    if self.pbt_seq else {})}  # a population member that applied an order (docs/pbt.md)

@@ -232,6 +232,7 @@ class Start:
     truncate_to: int | None = None
     purge_step: int | None = None
     resumed: bool = False
+    truncate_rows: int | None = None  # a named policy's checkpoint's metrics_rows (cut_metrics)
 
 
 def start_from_checkpoint(run_dir: str, resume: int, attempt: int, algo: Any, state: Any, policy: str = "") -> Start:
@@ -251,13 +252,15 @@ def start_from_checkpoint(run_dir: str, resume: int, attempt: int, algo: Any, st
     if not (resume or attempt):
         return Start()
     latest = latest_path(run_dir, policy)  # named policy: checkpoints/<policy>/latest.pt
-    truncate_to = purge_step = None
+    truncate_to = purge_step = truncate_rows = None
     if os.path.exists(latest):
         ckpt = load_resume(latest, algo)
         state.load(ckpt)
         cut = ckpt.get("trainer", {}).get("metrics_bytes")  # absent from a checkpoint of format 1: no cut
         truncate_to, purge_step = (None if cut is None else int(cut)), state.env_steps + 1
+        rows = ckpt.get("trainer", {}).get("metrics_rows")  # a named policy's, since the cut by rows
+        truncate_rows = None if rows is None or cut is None else int(rows)
     else:
-        truncate_to = 0  # nothing to continue from: a fresh start, without the rows of the lost segment
+        truncate_to, truncate_rows = 0, 0  # nothing to continue from: a fresh start, without the lost segment's rows
     state.resumes = resume
-    return Start(truncate_to, purge_step, resumed=True)
+    return Start(truncate_to, purge_step, resumed=True, truncate_rows=truncate_rows if policy else None)

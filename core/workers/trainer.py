@@ -277,7 +277,8 @@ class Trainer:
         st.drop_pending()  # handed to the receiver
         self.params = ctx.transport("parameter").publisher(parameter_endpoint(ctx.policy)) if self.lead else None
         self.metrics = (MetricsWriter(ctx.run_dir, cfg.log.tensorboard, self.start_from.truncate_to,
-                                      self.start_from.purge_step, ctx.policy) if self.lead else None)
+                                      self.start_from.purge_step, ctx.policy, self.start_from.truncate_rows)
+                        if self.lead else None)
         _, self.budget_steps = budget(cfg, spec)
         self.test_delay_s = float(os.environ.get(TEST_DELAY_ENV) or 0)
         self.guard = NonFiniteGuard(st, getattr(cfg.trainer, "max_nonfinite_updates", 1), self.learn)
@@ -660,7 +661,8 @@ class Trainer:
             st.curriculum = self.curriculum.state_dict() if self.curriculum is not None else None
             self.stage_changed = False
             self.checkpoints.write(self.algo, {**self.counters(), "resumes": st.resumes,
-                                               "trainer": st.to_dict(self.elapsed(), self.metrics.length())},
+                                               "trainer": st.to_dict(self.elapsed(), self.metrics.length(),
+                                                                     self.metrics.rows if self.ctx.policy else None)},
                                    st.version)
 
     def replay_counters(self) -> dict[str, Any]:

@@ -115,6 +115,38 @@ def test_a_resuming_policy_cuts_only_its_own_trainer_rows_after_its_checkpoint(t
     assert path.read_text() == head + tail[0] + tail[2] + tail[4]
 
 
+def test_two_policies_resuming_at_once_cut_by_their_own_row_counts_and_never_split_a_line(tmp_path):
+    # Found by test_pbt_train (a resumed population): lead's cut moves the rows after its byte
+    # offset, so rest's byte offset then falls inside a line; the file kept '{{"type": ...'.
+    import json
+
+    from zoo.core.workers.metrics import MetricsWriter, cut_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    lines = ['{"type": "update", "policy": "lead", "updates": 1}\n',   # lead's checkpoint after this: 1 row
+             '{"type": "update", "policy": "rest", "updates": 1}\n',
+             '{"type": "update", "policy": "lead", "updates": 2}\n',
+             '{"type": "restart", "role": "actor", "index": 0}\n',
+             '{"type": "update", "policy": "rest", "updates": 2}\n',   # rest's checkpoint after this: 2 rows
+             '{"type": "update", "policy": "lead", "updates": 3}\n',
+             '{"type": "update", "policy": "rest", "updates": 3}\n']
+    path.write_text("".join(lines))
+    lead_bytes, rest_bytes = len(lines[0]), len("".join(lines[:5]))
+    assert cut_metrics(str(path), lead_bytes, "lead", rows=1) == 2
+    assert path.read_text() == "".join(lines[i] for i in (0, 1, 3, 4, 6))
+    assert cut_metrics(str(path), rest_bytes, "rest", rows=2) == 1
+    assert path.read_text() == "".join(lines[i] for i in (0, 1, 3, 4))
+    assert [json.loads(line)["type"] for line in path.read_text().splitlines()] == [
+        "update", "update", "restart", "update"]
+    # the writer counts its own trainer rows (what a checkpoint stores as metrics_rows)
+    writer = MetricsWriter(str(tmp_path), tensorboard=False, truncate_to=0, policy="rest", truncate_rows=2)
+    assert writer.rows == 2
+    writer.write({"type": "update", "updates": 3}, 0)
+    writer.write({"type": "pbt", "event": "applied"}, 0)  # not a trainer row: a resume keeps it
+    assert writer.rows == 3
+    writer.close()
+
+
 def test_a_resume_may_change_a_policys_safe_options_only():
     from zoo.core.resume import is_safe
 
