@@ -42,6 +42,7 @@ Each run's row (with every episode as ``[seconds, env steps, return]``) is appen
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -270,10 +271,12 @@ def main() -> None:
                         help="OMP_NUM_THREADS / MKL_NUM_THREADS for CleanRL (default: torch's = the cores)")
     parser.add_argument("--out", default=f"dqn-time-to-return-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     parser.add_argument("--logs", default=None, help="folder for each run's output (default: none kept)")
-    parser.add_argument("--table", default=None, metavar="JSONL", help="only print the table of this file")
+    parser.add_argument("--table", default=None, metavar="JSONL",
+                        help="only print the table of this file (.jsonl or .jsonl.gz)")
     args = parser.parse_args()
     if args.table:
-        print(format_table([json.loads(x) for x in open(args.table) if x.strip()]))
+        with (gzip.open(args.table, "rt") if args.table.endswith(".gz") else open(args.table)) as f:
+            print(format_table([json.loads(x) for x in f if x.strip()]))
         return
     if args.repeats < 1 or args.limit <= 0 or args.zoo_limit <= 0 or args.cleanrl_steps < 1 or args.zoo_steps < 1:
         parser.error("--repeats, --cleanrl-steps, --zoo-steps >= 1 and --limit, --zoo-limit > 0 are needed")
