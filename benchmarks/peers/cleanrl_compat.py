@@ -15,7 +15,9 @@ Nothing of CleanRL is copied here.
 0.29's vector-env episode ends, which its loop was written for: ``SyncVectorEnv`` resets a
 finished env in the same step (``AutoresetMode.SAME_STEP``; gymnasium 1.x's default resets it
 one step later, a step whose action is ignored and whose reward is 0), and ``infos["final_info"]``
-is a list with one entry per env, the finished env's info dict (with ``"episode"``) or None.
+is a list with one entry per env, the finished env's info dict (with ``"episode"``) or None;
+``infos["final_observation"]`` (``dqn.py`` reads it for a truncated env's last observation) is
+gymnasium 1.x's ``infos["final_obs"]``.
 Without it, ``ppo.py`` trains on one such reset step per episode and never prints its
 ``global_step=..., episodic_return=...`` lines (gymnasium 1.x has no list ``final_info``).
 """
@@ -59,6 +61,8 @@ class _SameStepSyncVectorEnv(gym.vector.SyncVectorEnv):
         if "final_info" in infos:
             final, done = infos["final_info"], infos["_final_info"]
             infos = dict(infos, final_info=[_unstack(final, i) if done[i] else None for i in range(self.num_envs)])
+        if "final_obs" in infos:  # 0.29's name, which dqn.py reads for a truncated env's last observation
+            infos = dict(infos, final_observation=infos["final_obs"])
         return obs, rewards, terminations, truncations, infos
 
 

@@ -54,6 +54,22 @@ def parse_cleanrl(line: str, state: dict[str, Any], per_iteration: int) -> tuple
     return steps, steps
 
 
+_CLEANRL_EPISODE = re.compile(r"global_step=(\d+), episodic_return=")
+
+
+def parse_cleanrl_dqn(line: str, state: dict[str, Any], learning_starts: int) -> tuple[int, int] | None:
+    """CleanRL's ``dqn.py`` prints ``global_step=N, episodic_return=R`` when an episode ends (its
+    ``SPS:`` line is a mean since the start, not a count): N + 1 env steps are done there; of
+    them, those after ``learning_starts`` were stepped while it trained (one batch per
+    ``train_frequency`` steps, at its replay ratio). Returns ``(N + 1, max(0, N + 1 -
+    learning_starts))``, else None."""
+    m = _CLEANRL_EPISODE.search(line)
+    if not m:
+        return None
+    steps = int(m.group(1)) + 1
+    return steps, max(0, steps - learning_starts)
+
+
 _SF = re.compile(r"Total num frames: (\d+).*?Samples: (\d+)")
 
 
@@ -145,9 +161,22 @@ def _venv_python(peer: str) -> str:
     return str(PEERS_DIR / peer / "venv" / "bin" / "python")
 
 
+CLEANRL_DQN_LEARNING_STARTS = 1_000
+"""dqn.py's ``--learning-starts`` in a throughput run: the Zoo workload's ``algo.learning_starts``
+(dqn-cartpole), so both windows train."""
+
+
 def _cleanrl_command(w, workdir: str) -> list[str] | None:
     if not w.peer_script:
         return None
+    if w.peer_script == "dqn":
+        # dqn.py at its defaults (1 env, batch 128 every 10 steps, replay 10,000, target every 500) but for
+        # the throughput window: no end in sight (10^9 env steps) with epsilon at its end value (0.05) after
+        # 10,000 env steps (an exploration fraction of 10^-5 of 10^9), learning after 1,000 as Zoo's workload
+        return [_venv_python("cleanrl"), "-u", "-W", "ignore", str(HERE / "cleanrl_compat.py"), "--same-step-autoreset",
+                str(PEERS_DIR / "cleanrl" / "src" / "cleanrl" / "dqn.py"), "--env-id", w.gym_id,
+                "--total-timesteps", str(10**9), "--exploration-fraction", "1e-5",
+                "--learning-starts", str(CLEANRL_DQN_LEARNING_STARTS), "--no-cuda", "--seed", "1"]
     return [_venv_python("cleanrl"), "-u", "-W", "ignore", str(HERE / "cleanrl_compat.py"),
             str(PEERS_DIR / "cleanrl" / "src" / "cleanrl" / f"{w.peer_script}.py"),
             "--env-id", w.gym_id, "--num-envs", str(w.num_envs), "--num-steps", str(w.rollout_steps),
@@ -197,7 +226,8 @@ SYSTEMS: dict[str, System] = {s.name: s for s in (
     System("zoo", "Zoo PPO (at the workload)", None, _zoo_command("")),
     System("zoo-defaults", "Zoo PPO (its own defaults)", None, _zoo_command("-defaults")),
     System("cleanrl", "CleanRL", "cleanrl", _cleanrl_command,
-           lambda line, st, w: parse_cleanrl(line, st, w.num_envs * w.rollout_steps)),
+           lambda line, st, w: (parse_cleanrl_dqn(line, st, CLEANRL_DQN_LEARNING_STARTS) if w.peer_script == "dqn"
+                                else parse_cleanrl(line, st, w.num_envs * w.rollout_steps))),
     System("sample-factory", "Sample Factory 2.1.1 (sync PPO)", "sample-factory", _sample_factory_command,
            lambda line, st, w: parse_sample_factory(line, st, 4 if w.gym_id in _SF_ATARI else 1)),
     System("rllib", "RLlib 2.60.0 PPO", "rllib", _rllib_command,

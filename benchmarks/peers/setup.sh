@@ -2,7 +2,7 @@
 # Set up one peer RL library in its own virtual environment OUTSIDE the repository, with
 # pinned versions (never a dependency of Zoo):
 #
-#   bash benchmarks/peers/setup.sh cleanrl          # CleanRL's ppo_atari.py and ppo.py
+#   bash benchmarks/peers/setup.sh cleanrl          # CleanRL's ppo_atari.py, ppo.py and dqn.py
 #   bash benchmarks/peers/setup.sh sample-factory   # Sample Factory 2.1.1
 #   bash benchmarks/peers/setup.sh rllib            # Ray RLlib 2.60.0
 #
@@ -51,12 +51,12 @@ if [[ "$PEER" == cleanrl ]]; then
   rm -rf "$DIR/src" && mkdir -p "$DIR/src"
   if [[ -d "$CLEANRL_GIT/objects" || -d "$CLEANRL_GIT/.git" ]]; then
     git --git-dir="$( [[ -d $CLEANRL_GIT/.git ]] && echo "$CLEANRL_GIT/.git" || echo "$CLEANRL_GIT")" \
-      archive "$CLEANRL_COMMIT" cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl_utils/__init__.py \
-      cleanrl_utils/atari_wrappers.py | tar -x -C "$DIR/src"
+      archive "$CLEANRL_COMMIT" cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py cleanrl_utils/__init__.py \
+      cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py | tar -x -C "$DIR/src"
   else
     git clone -q "$CLEANRL_GIT" "$DIR/clone" && git -C "$DIR/clone" checkout -q "$CLEANRL_COMMIT"
-    (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" cleanrl/ppo.py cleanrl/ppo_atari.py \
-      cleanrl_utils/__init__.py cleanrl_utils/atari_wrappers.py) | tar -x -C "$DIR/src"
+    (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py \
+      cleanrl_utils/__init__.py cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py) | tar -x -C "$DIR/src"
     rm -rf "$DIR/clone"
   fi
   echo "cleanrl commit $CLEANRL_COMMIT" >> "$DIR/installed.txt.tmp"

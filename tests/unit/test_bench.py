@@ -249,7 +249,14 @@ def test_replay_workloads():
     # the peers' PPO runs have no replay counterpart: no command
     assert peers.SYSTEMS["rllib"].command(dqn, "/tmp/x") is None
     assert peers.SYSTEMS["sample-factory"].command(sac, "/tmp/x") is None
-    assert peers.SYSTEMS["cleanrl"].command(dqn, "/tmp/x") is None
+    assert peers.SYSTEMS["cleanrl"].command(sac, "/tmp/x") is None
+    # CleanRL's dqn.py: unchanged, its episode ends as on gymnasium 0.29, epsilon at 0.05 after 10,000 env
+    # steps of an endless run, learning after 1,000 as the Zoo workload
+    argv = peers.SYSTEMS["cleanrl"].command(dqn, "/tmp/x")
+    assert argv[4].endswith("cleanrl_compat.py") and argv[6].endswith("cleanrl/dqn.py")
+    assert argv[5:6] + argv[7:] == ["--same-step-autoreset", "--env-id", "CartPole-v1", "--total-timesteps",
+                                    "1000000000", "--exploration-fraction", "1e-5", "--learning-starts", "1000",
+                                    "--no-cuda", "--seed", "1"]
 
 
 @pytest.mark.parametrize("name", ["dqn-cartpole", "sac-halfcheetah", "apex-pong"])
@@ -318,6 +325,15 @@ def test_cli_bad_input_exits_2_before_anything_starts(tmp_path):
 
 
 # ----------------------------------------------------------------------------- peers' output
+def test_parse_cleanrl_dqn_counts_env_steps_at_episode_ends():
+    st: dict = {}
+    assert peers.parse_cleanrl_dqn("global_step=499, episodic_return=500.0", st, 1000) == (500, 0)
+    assert peers.parse_cleanrl_dqn("global_step=2999, episodic_return=[500.]\n", st, 1000) == (3000, 2000)
+    assert peers.parse_cleanrl_dqn("SPS: 412", st, 1000) is None
+    w = WORKLOADS["dqn-cartpole"]  # through the system's parser: dqn.py's lines, learning after 1,000
+    assert peers.SYSTEMS["cleanrl"].parse("global_step=1499, episodic_return=12.0", {}, w) == (1500, 500)
+
+
 def test_parse_cleanrl_counts_iterations():
     st = {}
     assert peers.parse_cleanrl("global_step=1000, episodic_return=[-21.]", st, 1024) is None

@@ -107,7 +107,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         "(12.8 replayed samples per inserted one), 1-step targets, uniform replay of 10,000, target every 500 steps "
         "(Zoo: apex-dqn's layout of 2 actors x 4 envs, T = 16, 128 transitions per update; learning after 1,000 "
         "transitions instead of 10,000 so the window measures training)",
-        "CartPole-v1", 8, 16, 0, 0, None, samples_per_insert=12.8, replay_batch=128),
+        "CartPole-v1", 8, 16, 0, 0, "dqn", samples_per_insert=12.8, replay_batch=128),
     Workload(
         "apex-pong", "apex-dqn", "atari:Pong",
         ("actors.count=2", "actors.envs_per_actor=4", "trainer.batch_samples=8", "sample_length=32",
