@@ -219,7 +219,7 @@ def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, determ
     from zoo.core.config import algorithm_config_class
 
     options = algorithm_config_class(reg.get("algorithm", "mappo"))(**(ckpt["algorithm"].get("config") or {}))
-    net = algo.build_policy(options, spec)
+    net = algo.build_policy(options, seat_spec)  # the learner's own agent, as its trainer built it
     net.load_state_dict(ckpt["algorithm"]["policy"])
     net.eval()
     out: list[tuple[int, float, float]] = []
