@@ -182,12 +182,21 @@ class WorkerContext:
                 log.exception("resolver clean-up failed")
 
 
-def make_env(ctx: WorkerContext, seed: int):
-    """Build one environment of the experiment (imports the env plugin's module)."""
+def make_env(ctx: WorkerContext, seed: int, seated: bool = False):
+    """Build one environment of the experiment (imports the env plugin's module).
+
+    ``seated``: for a worker that seats its players itself (the eval manager), an env option
+    ``random_seats`` (the ``pettingzoo`` plugin's: the order of play drawn each episode) is
+    turned off."""
+    import dataclasses
+
     from zoo.core.config import resolve_env
 
     component, arg = resolve_env(ctx.registry, ctx.cfg.env_name)
-    return component.load()(arg, ctx.cfg.env, seed)
+    env_cfg = ctx.cfg.env
+    if seated and dataclasses.is_dataclass(env_cfg) and getattr(env_cfg, "random_seats", False):
+        env_cfg = dataclasses.replace(env_cfg, random_seats=False)  # type: ignore[type-var]
+    return component.load()(arg, env_cfg, seed)
 
 
 def set_title(ctx: WorkerContext) -> str:

@@ -202,7 +202,7 @@ class Evaluator:
         self.net_spec = (getattr(view, "spec", None) or spec) if named else spec  # as its trainer built it
         self.algo_cls = ctx.registry.get("algorithm", view.algo_name).load()
         torch.set_num_threads(1)
-        self.envs = [make_env(ctx, i) for i in range(opts.envs)]
+        self.envs = [make_env(ctx, i, seated=True) for i in range(opts.envs)]
         self.two = spec.num_agents == 2
         self.baselines = {b: ctx.registry.get("baseline", b).load() for b in opts.baselines}
         self.nets: dict[int, Any] = {}

@@ -98,6 +98,6 @@ def test_an_unknown_baseline_is_refused_before_any_process_starts(tmp_path):
                  "--set", "workers.eval.count=1", "--set", "workers.eval.baselines=random,minimax",
                  env=mark_env(mark), timeout=300)
     assert result.returncode == 2
-    assert ("workers.eval.baselines: no baseline 'minimax' is installed; baselines: random (see `zoo list "
+    assert ("workers.eval.baselines: no baseline 'minimax' is installed; baselines: lookahead, random (see `zoo list "
             "baselines`)") in " ".join(result.stderr.split())
     assert not (tmp_path / "bad").exists() and marked_processes(mark) == []

@@ -163,8 +163,8 @@ def test_tictactoe_plays_as_a_parallel_env_one_move_per_step():
 # ----------------------------------------------------------------------------- refused before any worker starts
 @pytest.mark.parametrize("overrides, field, message", [
     (["workers.eval.baselines=randm", "trainer.history.every_updates=1"], "workers.eval.baselines",
-     "workers.eval.baselines: no baseline 'randm' is installed; did you mean 'random'? baselines: random (see "
-     "`zoo list baselines`)"),
+     "workers.eval.baselines: no baseline 'randm' is installed; did you mean 'random'? baselines: lookahead, random "
+     "(see `zoo list baselines`)"),
     ([], "workers.eval.policy",
      "workers.eval.policy: policy default keeps no history, so the eval manager has no version to play; set "
      "trainer.history.every_updates=N (or every_minutes=M; docs/history.md)"),

@@ -24,6 +24,13 @@ class PettingZooConfig:
     """Agents with different observation spaces, each space group with a named policy of its own
     (docs/policies.md): the env is laid out by :class:`zoo.core.env.PaddedSpaces`. ``zoo train``
     sets it when the run names policies; left False, such an env is refused as before."""
+    random_seats: bool = False
+    """Turn-based games only (a module with an AEC ``env()``, played by :class:`TurnBasedParallel`):
+    draw the order of play at random each episode, so the policy of agent ``player_0`` plays
+    first in about half the episodes and second in the others (self-play of a learner against
+    an opponent policy mapped to the other agent, docs/history.md). The draw is seeded by the
+    env's seed (and by a seed given to ``reset``). The eval manager's envs play without it: it
+    seats its players itself. Refused for a Parallel env."""
 
 
 def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv | PaddedSpaces:
@@ -43,10 +50,14 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv 
     except ImportError as exc:
         raise ValueError(f"--env pettingzoo:{arg}: cannot import {arg!r} ({exc}); "
                          "install the package that provides it") from None
+    random_seats = bool(getattr(config, "random_seats", False))
     if hasattr(module, "parallel_env"):
+        if random_seats:
+            raise ValueError(f"env.random_seats: --env pettingzoo:{arg} is a Parallel env (its agents move at once); "
+                             "random_seats is for turn-based games (a module with an AEC env()); leave it out")
         parallel = module.parallel_env(**parse_kwargs(config.kwargs))
     elif hasattr(module, "env"):
-        parallel = TurnBasedParallel(module.env(**parse_kwargs(config.kwargs)))
+        parallel = TurnBasedParallel(module.env(**parse_kwargs(config.kwargs)), random_seats=random_seats, seed=seed)
     else:
         raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env() (nor an AEC env())")
     mixed = bool(getattr(config, "mixed_spaces", False))
@@ -68,13 +79,27 @@ class TurnBasedParallel:
     to the loser in the classic games), so an agent's return is its game result. When the
     game ends (any termination or truncation) every agent gets the AEC env's flags and
     ``agents`` becomes empty.
+
+    ``random_seats``: each ``reset`` draws a random permutation of the players (numpy
+    generator seeded with ``seed``, seeded again by ``reset(seed=...)``), and agent
+    ``possible_agents[i]`` of this env plays the AEC env's agent ``seats[i]`` (``seats``,
+    the draw; the AEC's first agent moves first): the agents keep their names, observations,
+    rewards and flags are those of the AEC agent each plays. False: ``seats`` is always
+    ``possible_agents``.
     """
 
-    def __init__(self, aec: Any) -> None:
+    def __init__(self, aec: Any, random_seats: bool = False, seed: int | None = None) -> None:
+        import numpy as np
+
         self.aec = aec
         self.possible_agents = list(aec.possible_agents)
         self.agents: list[str] = []
         self.metadata = dict(getattr(aec, "metadata", {}) or {})
+        self.random_seats = bool(random_seats)
+        self.rng = np.random.default_rng(seed)
+        self.seats = list(self.possible_agents)
+        self.to_aec = {a: a for a in self.possible_agents}
+        self.from_aec = dict(self.to_aec)
 
     def observation_space(self, agent: str) -> Any:
         return self.aec.observation_space(agent)
@@ -82,9 +107,10 @@ class TurnBasedParallel:
     def action_space(self, agent: str) -> Any:
         return self.aec.action_space(agent)
 
-    def _observe(self, agent: str) -> Any:
+    def _observe(self, name: str) -> Any:
         import numpy as np
 
+        agent = self.to_aec[name]
         obs = self.aec.observe(agent)
         if agent != self.aec.agent_selection and isinstance(obs, dict) and "action_mask" in obs:
             mask = np.zeros_like(np.asarray(obs["action_mask"]))
@@ -93,17 +119,27 @@ class TurnBasedParallel:
         return obs
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        import numpy as np
+
         self.aec.reset(seed=seed, options=options)
-        self.agents = list(self.aec.agents)
+        if self.random_seats:
+            if seed is not None:
+                self.rng = np.random.default_rng(seed)
+            order = self.rng.permutation(len(self.possible_agents))
+            self.seats = [self.possible_agents[int(i)] for i in order]
+            self.to_aec = dict(zip(self.possible_agents, self.seats, strict=True))
+            self.from_aec = {v: k for k, v in self.to_aec.items()}
+        self.agents = [self.from_aec[a] for a in self.aec.agents]
+        self.agents = [a for a in self.possible_agents if a in self.agents]
         return {a: self._observe(a) for a in self.agents}, {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
-        mover = self.aec.agent_selection
+        mover = self.from_aec[self.aec.agent_selection]
         self.aec.step(actions[mover])
         live = list(self.agents)
-        rewards = {a: float(self.aec.rewards.get(a, 0.0)) for a in live}
-        terms = {a: bool(self.aec.terminations.get(a, False)) for a in live}
-        truncs = {a: bool(self.aec.truncations.get(a, False)) for a in live}
+        rewards = {a: float(self.aec.rewards.get(self.to_aec[a], 0.0)) for a in live}
+        terms = {a: bool(self.aec.terminations.get(self.to_aec[a], False)) for a in live}
+        truncs = {a: bool(self.aec.truncations.get(self.to_aec[a], False)) for a in live}
         obs = {a: self._observe(a) for a in live}
         if any(terms.values()) or any(truncs.values()) or not self.aec.agents:
             over = not any(truncs.values())

@@ -1,0 +1,362 @@
+"""Self-play on connect four against a pool of past versions (issue 23, "Show that it works").
+
+PettingZoo classic's ``connect_four_v3`` (turn-based, action masks), one MAPPO policy
+``learner`` for agent ``player_0`` and an ``opponent`` policy for ``player_1`` served from the
+learner's kept versions (docs/history.md, "Opponents from the history"), with
+``env.random_seats = true`` so the learner moves first in about half the episodes and second in
+the others. Two variants of one config, budget and seed:
+
+- ``pfsp``: ``opponent = {source = "learner", pick = "pfsp", every = "episode"}``: each
+  episode's opponent is a kept version drawn with weight ``x**2``, ``x`` its win rate against
+  the learner;
+- ``latest``: ``pick = "latest"``: always the newest kept version.
+
+The learner keeps a version every ``--every-updates`` updates; the eval manager
+(``workers.eval.count = 1``) plays each kept version against the baselines ``random`` and
+``lookahead`` (one-step lookahead: wins when it can, blocks when it must, else random;
+plugins/envs/pettingzoo/baselines.py) and its 2 newest predecessors, ``--eval-episodes`` games
+per match, and writes Elo ratings to ``history.sqlite``.
+
+The targets (issue 23): the final policy wins >= 95% of 500 games against ``random`` and >= 60%
+against ``lookahead``, each half as first and half as second player; the eval ratings of the
+kept versions rise with training (Spearman rank correlation >= 0.8 between version and rating).
+
+Usage::
+
+    python benchmarks/connect_four.py run --runs-dir RUNS --steps 500000 --seed 1
+    python benchmarks/connect_four.py report --runs-dir RUNS --games 500 --out benchmarks/connect_four.png
+
+``run`` trains the two variants one after the other (``python -m zoo train mappo ...``; ``--set
+KEY=VALUE`` for both); a run whose ``status.json`` says finished is skipped, so an interrupted
+``run`` continues (a run folder left unfinished stops it, naming the folder: ``zoo resume`` it,
+or remove it). ``report`` loads each variant's final policy (``checkpoints/learner/latest.pt``)
+and plays ``--games`` games against each baseline, the first half with the policy as the first
+player, the rest as the second (``--deterministic``: the argmax action instead of a sample),
+counts wins, draws and losses, computes the Spearman rank correlation between version and eval
+rating of the kept versions (``eval_ratings`` of ``history.sqlite``), prints a markdown table,
+writes it to ``--out`` with the suffix ``.md`` and the eval rating of each kept version over the
+env steps it was kept at to ``--out`` (png). Seeds: the games of baseline b in seat s reset
+their envs with ``seed + k`` (game k) from ``--seed``'s ``1000 * (2 * b + s)``; the baseline and
+torch are seeded likewise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ENV = "pettingzoo:pettingzoo.classic.connect_four_v3"
+MODULE = "pettingzoo.classic.connect_four_v3"
+VARIANTS = ("pfsp", "latest")
+BASELINES = ("random", "lookahead")
+CONFIG = """\
+# written by benchmarks/connect_four.py: self-play against {pick} versions of the learner
+[policies.learner]
+algo = "mappo"
+trainer.history.every_updates = {every_updates}
+[policies.opponent]
+algo = "mappo"
+opponent = {{source = "learner", pick = "{pick}", every = "episode", cache = 8}}
+[[agents]]
+match = "player_0"
+policy = "learner"
+[[agents]]
+match = "*"
+policy = "opponent"
+[env]
+random_seats = true
+[workers.eval]
+count = 1
+episodes = {eval_episodes}
+baselines = ["random", "lookahead"]
+past_versions = 2
+"""
+
+
+def config_text(variant: str, every_updates: int = 10, eval_episodes: int = 20) -> str:
+    """The TOML of ``variant`` (``pfsp`` or ``latest``)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r} is not one of {', '.join(VARIANTS)}")
+    return CONFIG.format(pick=variant, every_updates=every_updates, eval_episodes=eval_episodes)
+
+
+def run_name(variant: str, seed: int) -> str:
+    return f"c4-{variant}-s{seed}"
+
+
+def finished(run_dir: Path) -> bool:
+    """Whether the run wrote ``status.json`` saying finished."""
+    try:
+        return json.loads((run_dir / "status.json").read_text()).get("status") == "finished"
+    except (OSError, ValueError):
+        return False
+
+
+def train(args: argparse.Namespace) -> int:
+    runs = Path(args.runs_dir).resolve()
+    runs.mkdir(parents=True, exist_ok=True)
+    for variant in args.variants:
+        name = run_name(variant, args.seed)
+        if finished(runs / name):
+            print(f"{name}: finished already, skipped", flush=True)
+            continue
+        if (runs / name).exists():
+            print(f"{runs / name} exists but did not finish: zoo resume it, or remove it", file=sys.stderr)
+            return 2
+        config = runs / f"{name}.toml"
+        config.write_text(config_text(variant, args.every_updates, args.eval_episodes))
+        cmd = [sys.executable, "-m", "zoo", "train", "mappo", "--env", ENV, "--config", str(config),
+               "--steps", str(args.steps), "--seed", str(args.seed), "--name", name, "--set", f"runs_dir={runs}",
+               "--set", "log.tensorboard=false"]
+        for extra in args.set or []:
+            cmd += ["--set", extra]
+        print("$ " + " ".join(cmd), flush=True)
+        done = subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL if args.quiet else None)
+        if done.returncode != 0:
+            print(f"{name}: zoo train exited {done.returncode}", file=sys.stderr, flush=True)
+            return done.returncode
+    return 0
+
+
+# ----------------------------------------------------------------------------- report
+@dataclass
+class Tally:
+    """Games of the policy against one opponent: wins, draws, losses (the policy's), per seat."""
+
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    first: tuple[int, int, int] = (0, 0, 0)
+    second: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.draws + self.losses
+
+    def rate(self, what: str) -> float:
+        """``wins``, ``draws`` or ``losses`` over the games (NaN with none)."""
+        return getattr(self, what) / self.games if self.games else float("nan")
+
+
+def tally(results: list[tuple[int, float, float]]) -> Tally:
+    """Count ``(seat, policy's return, opponent's return)`` games: a higher return is a win,
+    an equal one a draw, a lower one a loss (connect four: +1 / -1, or 0 each)."""
+    per = {0: [0, 0, 0], 1: [0, 0, 0]}
+    for seat, mine, theirs in results:
+        per[int(seat)][0 if mine > theirs else 1 if mine == theirs else 2] += 1
+    w, d, lo = (per[0][i] + per[1][i] for i in range(3))
+    return Tally(w, d, lo, tuple(per[0]), tuple(per[1]))  # type: ignore[arg-type]
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    """Spearman's rank correlation of ``x`` and ``y`` (ties: average ranks; the Pearson
+    correlation of the ranks). NaN with fewer than 2 points or a constant side.
+
+    Raises:
+        ValueError: ``x`` and ``y`` of different lengths."""
+    if len(x) != len(y):
+        raise ValueError(f"spearman: x has {len(x)} values, y {len(y)}")
+    if len(x) < 2:
+        return float("nan")
+
+    def ranks(v: list[float]) -> np.ndarray:
+        a = np.asarray(v, float)
+        order = np.argsort(a, kind="mergesort")
+        r = np.empty(len(a))
+        r[order] = np.arange(1, len(a) + 1)
+        for value in np.unique(a):  # ties: the mean of their ranks
+            tied = a == value
+            r[tied] = r[tied].mean()
+        return r
+
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = math.sqrt(float((rx ** 2).sum() * (ry ** 2).sum()))
+    return float((rx * ry).sum() / den) if den > 0 else float("nan")
+
+
+def version_ratings(run_dir: Path, policy: str = "learner") -> list[tuple[int, int, float]]:
+    """``(version, env steps, eval rating)`` of the kept versions the eval manager rated, by
+    version (read from ``history.sqlite``'s ``versions`` and ``eval_ratings``)."""
+    db = run_dir / "history.sqlite"
+    if not db.is_file():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT v.version, v.env_steps, r.rating FROM versions v JOIN eval_ratings r "
+            "ON r.policy = v.policy AND r.player = 'v' || v.version "
+            "WHERE v.policy = ? AND v.kept = 1 AND r.rating IS NOT NULL ORDER BY v.version", (policy,)).fetchall()
+    finally:
+        con.close()
+    return [(int(v), int(s), float(r)) for v, s, r in rows]
+
+
+def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, deterministic: bool,
+                  index: int, envs: int = 8) -> list[tuple[int, float, float]]:
+    """``games`` games of the policy in ``checkpoint`` against ``baseline``: the first
+    ``ceil(games / 2)`` as the first player (seat 0), the rest as the second;
+    ``(seat, policy's return, baseline's return)`` per game."""
+    from zoo.core.checkpoint import load_checkpoint
+    from zoo.core.plugins import get_registry
+    from zoo.evaluate import Seat, play
+    from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, make
+
+    reg = get_registry()
+    ckpt = load_checkpoint(str(checkpoint))
+    pool = [make(MODULE, PettingZooConfig(), seed + i) for i in range(envs)]
+    spec = pool[0].spec
+    seat_spec = spec.subset([spec.agents[0]])
+    algo = reg.get("algorithm", "mappo").load()
+    from zoo.core.config import algorithm_config_class
+
+    options = algorithm_config_class(reg.get("algorithm", "mappo"))(**(ckpt["algorithm"].get("config") or {}))
+    net = algo.build_policy(options, seat_spec)  # the learner's own agent, as its trainer built it
+    net.load_state_dict(ckpt["algorithm"]["policy"])
+    net.eval()
+    out: list[tuple[int, float, float]] = []
+    first = math.ceil(games / 2)
+    try:
+        for seat, count in ((0, first), (1, games - first)):
+            if not count:
+                continue
+            s = seed + 1000 * (2 * index + seat)
+            player = reg.get("baseline", baseline).load()(seat_spec, s)
+            seats = [Seat("policy", "", net, np.array([seat], np.int64)),
+                     Seat("baseline", "", player, np.array([1 - seat], np.int64))]
+            for r in play(seats, pool[:min(len(pool), count)], count, s, deterministic=deterministic):
+                out.append((seat, float(r["policy_returns"].get("policy", 0.0)),
+                            float(r["policy_returns"].get("baseline", 0.0))))
+    finally:
+        for env in pool:
+            env.close()
+    return out
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.1f}%"
+
+
+def table(results: dict[str, dict[str, Tally]], correlations: dict[str, tuple[float, int]],
+          steps: dict[str, int | None], deterministic: bool) -> str:
+    """The markdown report: per variant and baseline, win/draw/loss rates (and per seat), the
+    targets, the Spearman correlation of version and rating."""
+    target = {"random": 0.95, "lookahead": 0.60}
+    out = ["| variant | env steps | opponent | games | win | draw | loss | win as 1st / 2nd | target | met |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for variant, per in results.items():
+        for baseline, t in per.items():
+            w1 = t.first[0] / sum(t.first) if sum(t.first) else float("nan")
+            w2 = t.second[0] / sum(t.second) if sum(t.second) else float("nan")
+            goal = target.get(baseline)
+            met = "-" if goal is None or not t.games else ("yes" if t.rate("wins") >= goal else "no")
+            n = steps.get(variant)
+            out.append(f"| {variant} | {'-' if n is None else f'{n:,}'} | {baseline} | {t.games} | "
+                       f"{_pct(t.rate('wins'))} | {_pct(t.rate('draws'))} | {_pct(t.rate('losses'))} | "
+                       f"{_pct(w1)} / {_pct(w2)} | {'-' if goal is None else f'>= {100 * goal:.0f}% wins'} | {met} |")
+    out += ["", f"Actions: {'argmax (deterministic)' if deterministic else 'sampled'}.", "",
+            "| variant | versions rated | Spearman(version, eval rating) | target | met |", "|---|---|---|---|---|"]
+    for variant, (rho, n) in correlations.items():
+        met = "-" if math.isnan(rho) else ("yes" if rho >= 0.8 else "no")
+        out.append(f"| {variant} | {n} | {'-' if math.isnan(rho) else f'{rho:.3f}'} | >= 0.8 | {met} |")
+    return "\n".join(out)
+
+
+def plot(curves: dict[str, list[tuple[int, int, float]]], out: Path) -> None:
+    """Each variant's eval rating of its kept versions against the env steps they were kept at."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot(1, 1, 1)
+    for i, (variant, rows) in enumerate(curves.items()):
+        if rows:
+            ax.plot([r[1] for r in rows], [r[2] for r in rows], marker="o", ms=3, lw=1.2, color=f"C{i}",
+                    label=f"{variant} ({len(rows)} versions)")
+    ax.set_xlabel("env steps when the version was kept (calls to env.step)")
+    ax.set_ylabel("eval manager's Elo rating")
+    ax.set_title("connect four: learner versions rated against random, lookahead and each other", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
+def final_steps(run_dir: Path) -> int | None:
+    """The env steps of the final checkpoint (``checkpoints/learner/latest.pt``), None without one."""
+    path = run_dir / "checkpoints" / "learner" / "latest.pt"
+    if not path.is_file():
+        return None
+    from zoo.core.checkpoint import load_checkpoint
+
+    n = load_checkpoint(str(path)).get("env_steps")
+    return int(n) if n is not None else None
+
+
+def report(args: argparse.Namespace) -> int:
+    runs = Path(args.runs_dir).resolve()
+    present = [v for v in args.variants if (runs / run_name(v, args.seed) / "checkpoints" / "learner"
+                                            / "latest.pt").is_file()]
+    if not present:
+        print(f"no run {run_name('pfsp', args.seed)} (or latest) with a final checkpoint in {runs}", file=sys.stderr)
+        return 2
+    results: dict[str, dict[str, Tally]] = {}
+    correlations: dict[str, tuple[float, int]] = {}
+    curves: dict[str, list[tuple[int, int, float]]] = {}
+    steps: dict[str, int | None] = {}
+    for variant in present:
+        run = runs / run_name(variant, args.seed)
+        ckpt = run / "checkpoints" / "learner" / "latest.pt"
+        steps[variant] = final_steps(run)
+        results[variant] = {}
+        for b, baseline in enumerate(BASELINES):
+            games = play_baseline(ckpt, baseline, args.games, args.seed, args.deterministic, b)
+            results[variant][baseline] = tally(games)
+        rows = version_ratings(run)
+        curves[variant] = rows
+        correlations[variant] = (spearman([r[0] for r in rows], [r[2] for r in rows]), len(rows))
+    text = table(results, correlations, steps, args.deterministic)
+    print(text)
+    out = Path(args.out)
+    plot(curves, out)
+    out.with_suffix(".md").write_text(text + "\n")
+    print(f"ratings: {out}; table: {out.with_suffix('.md')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="train pfsp and latest-only self-play at one budget and seed")
+    r.add_argument("--runs-dir", required=True)
+    r.add_argument("--steps", type=int, default=500_000, help="budget in env steps of each run")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    r.add_argument("--every-updates", type=int, default=10, help="keep a learner version every N updates")
+    r.add_argument("--eval-episodes", type=int, default=20, help="games per eval-manager match")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="zoo train --set for every run")
+    r.add_argument("--quiet", action="store_true", help="leave out zoo train's progress lines")
+    p = sub.add_parser("report", help="play the final policies against the baselines; table and ratings plot")
+    p.add_argument("--runs-dir", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    p.add_argument("--games", type=int, default=500, help="games against each baseline, half in each seat")
+    p.add_argument("--deterministic", action="store_true", help="argmax actions instead of sampled ones")
+    p.add_argument("--out", default=os.path.join("benchmarks", "connect_four.png"))
+    args = parser.parse_args(argv)
+    return train(args) if args.command == "run" else report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""benchmarks/connect_four.py's report on hand-made data: tallies, Spearman, ratings read from a
+hand-made history store, the table, the config of each variant."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("connect_four_bench", ROOT / "benchmarks" / "connect_four.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tally_counts_wins_draws_losses_per_seat(bench):
+    games = [(0, 1.0, -1.0), (0, 1.0, -1.0), (0, 0.0, 0.0), (1, -1.0, 1.0), (1, 1.0, -1.0)]
+    t = bench.tally(games)
+    assert (t.wins, t.draws, t.losses, t.games) == (3, 1, 1, 5)
+    assert t.first == (2, 1, 0) and t.second == (1, 0, 1)
+    assert t.rate("wins") == 3 / 5 and t.rate("draws") == 1 / 5
+    assert math.isnan(bench.tally([]).rate("wins"))
+
+
+def test_spearman_by_hand(bench):
+    assert bench.spearman([1, 2, 3, 4], [10.0, 20.0, 30.0, 40.0]) == pytest.approx(1.0)
+    assert bench.spearman([1, 2, 3, 4], [4.0, 3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    # ranks of y: 2, 3, 1; d = -1, -1, 2; 1 - 6 * (1 + 1 + 4) / (3 * (9 - 1)) = -0.5
+    assert bench.spearman([1, 2, 3], [999.264, 1016.736, 983.264]) == pytest.approx(-0.5)
+    # a tie: y ranks 1.5, 1.5, 3 against 1, 2, 3: centred (-0.5, -0.5, 1) . (-1, 0, 1) = 1.5,
+    # norms sqrt(1.5) and sqrt(2): 1.5 / sqrt(3) = 0.866025
+    assert bench.spearman([1, 2, 3], [5.0, 5.0, 7.0]) == pytest.approx(1.5 / math.sqrt(3.0))
+    assert math.isnan(bench.spearman([1], [2.0])) and math.isnan(bench.spearman([1, 2], [3.0, 3.0]))
+    with pytest.raises(ValueError, match="^spearman: x has 2 values, y 1$"):
+        bench.spearman([1, 2], [1.0])
+
+
+def test_version_ratings_reads_the_eval_managers_ratings_of_kept_versions(bench, tmp_path):
+    from zoo.core.checkpoint import FORMAT
+    from zoo.core.history import EvalGame, VersionStore
+
+    weights = {"format": FORMAT, "algorithm": {"policy": {}, "config": None}}
+    with VersionStore(tmp_path) as store:
+        for v in (1, 2, 3):
+            store.add("learner", v, 10 * v, 20_000 * v, float(v), weights)
+        loaded = {v.version: v.time_s for v in store.versions("learner")}
+        # v1 beats random: 1016 / 984. v2 (1000) beats v1 (1016): E = 1 / (1 + 10 ** (16 / 400)) = 0.476995,
+        # v2 + 32 * 0.523005 = 1016.736, v1 999.264. v3 (1000) loses to random (984): E = 0.523005,
+        # v3 983.264, random 1000.736.
+        store.record_eval("learner", [EvalGame("v1", "random", 0, 1.0, 1.0, -1.0, 1, None)], k=32.0,
+                          initial=1000.0, loaded=loaded)
+        store.record_eval("learner", [EvalGame("v2", "v1", 1, 1.0, 1.0, -1.0, 2, 1)], k=32.0, initial=1000.0,
+                          loaded=loaded)
+        store.record_eval("learner", [EvalGame("v3", "random", 0, 0.0, -1.0, 1.0, 3, None)], k=32.0,
+                          initial=1000.0, loaded=loaded)
+    rows = bench.version_ratings(tmp_path)
+    assert [(v, s, round(r, 3)) for v, s, r in rows] == [(1, 20_000, 999.264), (2, 40_000, 1016.736),
+                                                         (3, 60_000, 983.264)]
+    assert bench.spearman([r[0] for r in rows], [r[2] for r in rows]) == pytest.approx(-0.5)
+    assert bench.version_ratings(tmp_path / "nothing") == []
+
+
+def test_the_table_says_which_targets_are_met(bench, tmp_path):
+    t_random = bench.tally([(0, 1.0, -1.0)] * 240 + [(0, 0.0, 0.0)] * 10 + [(1, 1.0, -1.0)] * 240
+                           + [(1, -1.0, 1.0)] * 10)  # 480 of 500: 96%
+    t_look = bench.tally([(0, 1.0, -1.0)] * 150 + [(0, -1.0, 1.0)] * 100 + [(1, 1.0, -1.0)] * 125
+                         + [(1, -1.0, 1.0)] * 125)  # 275 of 500: 55%
+    text = bench.table({"pfsp": {"random": t_random, "lookahead": t_look}}, {"pfsp": (0.85, 40)},
+                       {"pfsp": 500_000}, deterministic=False)
+    lines = text.splitlines()
+    assert lines[2] == ("| pfsp | 500,000 | random | 500 | 96.0% | 2.0% | 2.0% | 96.0% / 96.0% | >= 95% wins | "
+                        "yes |")
+    assert lines[3] == ("| pfsp | 500,000 | lookahead | 500 | 55.0% | 0.0% | 45.0% | 60.0% / 50.0% | >= 60% wins | "
+                        "no |")
+    assert "Actions: sampled." in lines
+    assert lines[-1] == "| pfsp | 40 | 0.850 | >= 0.8 | yes |"
+    out = tmp_path / "c4.png"
+    bench.plot({"pfsp": [(1, 20_000, 999.0), (2, 40_000, 1016.0)], "latest": []}, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_each_variant_differs_in_the_pick_only(bench):
+    pfsp, latest = bench.config_text("pfsp"), bench.config_text("latest")
+    assert 'opponent = {source = "learner", pick = "pfsp", every = "episode", cache = 8}' in pfsp
+    assert pfsp.replace('pick = "pfsp"', 'pick = "latest"').replace("against pfsp", "against latest") == latest
+    import tomllib
+
+    cfg = tomllib.loads(pfsp)
+    assert cfg["env"] == {"random_seats": True}
+    assert cfg["workers"]["eval"]["baselines"] == ["random", "lookahead"]
+    with pytest.raises(ValueError, match="^variant 'uniform' is not one of pfsp, latest$"):
+        bench.config_text("uniform")
