@@ -26,7 +26,9 @@ Usage (the runs are interleaved by seed, so a machine's load affects every varia
 ``--set KEY=VALUE`` for every run); a run whose ``status.json`` says finished is skipped, so
 an interrupted ``run`` continues (a run folder left unfinished stops it, naming the folder:
 ``zoo resume`` it, or remove it). ``report`` prints a markdown table per team (final return
-per seed, mean +- std over seeds (``ddof=0``), and the difference), writes it to ``--out``
+per seed, mean +- std over seeds (``ddof=0``), and the difference; a run whose ``status.json``
+does not say finished shows its value marked unfinished, with its env steps, and is left out
+of the mean, the std and the count of seeds won), writes it to ``--out``
 with the suffix ``.md``, and writes ``--out``: one panel per team, its return against env
 steps in ``both`` and in ``T-init`` (each run's episode rows averaged per env-step value,
 then over a window of ``--smooth`` of those points; the mean over seeds with a band of +- one
@@ -159,17 +161,30 @@ def table(runs: Path, seeds: list[int], last: int) -> str:
         frozen = f"{team}-init"
         out += [f"**{team}** (final return: mean of `{team}_return` over the last {last} episodes)", "",
                 f"| seed | both train | {team} frozen at init | difference |", "|---|---|---|---|"]
-        trained, still, diffs = [], [], []
+        trained, still, diffs, partial = [], [], [], []
         for seed in seeds:
-            a = final_return(read_rows(runs / run_name("both", seed)), team, last)
-            b = final_return(read_rows(runs / run_name(frozen, seed)), team, last)
+            cells = []
+            for variant in ("both", frozen):
+                run_dir = runs / run_name(variant, seed)
+                rows = read_rows(run_dir)
+                value = final_return(rows, team, last)
+                if value is not None and not finished(run_dir):
+                    partial.append(run_dir.name)
+                    steps = max((int(r["env_steps"]) for r in rows if isinstance(r.get("env_steps"), int)), default=0)
+                    cells.append((None, f"{value:.2f} (unfinished, {steps:,} env steps)"))
+                else:
+                    cells.append((value, _cell(value)))
+            (a, a_text), (b, b_text) = cells
             d = a - b if a is not None and b is not None else None
             trained += [a] if a is not None else []
             still += [b] if b is not None else []
             diffs += [d] if d is not None else []
-            out.append(f"| {seed} | {_cell(a)} | {_cell(b)} | {_cell(d)} |")
+            out.append(f"| {seed} | {a_text} | {b_text} | {_cell(d)} |")
         out += [f"| mean +- std | {_mean_std(trained)} | {_mean_std(still)} | {_mean_std(diffs)} |",
-                "", f"{team} beats its frozen self in {sum(d > 0 for d in diffs)} of {len(diffs)} seeds.", ""]
+                "", f"{team} beats its frozen self in {sum(d > 0 for d in diffs)} of {len(diffs)} seeds."]
+        if partial:
+            out.append(f"Not finished (left out of the mean, std and count): {', '.join(partial)}.")
+        out.append("")
     return "\n".join(out)
 
 

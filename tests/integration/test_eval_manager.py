@@ -57,7 +57,7 @@ def test_the_eval_manager_rates_kept_versions_and_zoo_league_prints_them(tmp_pat
     assert "1 trainer, 1 eval worker, run dir" in out
 
     graph = json.loads((run / "graph.json").read_text())
-    assert graph["counts"] == {"trainer": 1, "policy": 1, "actor": 1, "eval": 1}
+    assert graph["counts"] == {"trainer": 1, "policy": 1, "actor": 1, "eval": 1, "pbt": 0}
     entry = next(w for w in graph["workers"] if w["role"] == "eval")
     assert (entry["index"], entry["policy"], entry["baselines"], entry["listens"], entry["connects"]) == (
         0, "default", ["random"], [], [])

@@ -29,12 +29,13 @@ def test_each_variant_freezes_one_team_at_its_initial_weights():
 def test_the_report_compares_each_teams_final_return_with_its_frozen_self(tmp_path):
     tt = load()
 
-    def run(variant, adversary, good):
-        path = tmp_path / tt.run_name(variant, 1)
+    def run(variant, adversary, good, seed=1, status="finished"):
+        path = tmp_path / tt.run_name(variant, seed)
         path.mkdir()
         rows = [{"type": "episode", "env_steps": 25 * (1 + i // 2), "return": 0.0, "adversary_return": a,
                  "good_return": g} for i, (a, g) in enumerate(zip(adversary, good, strict=True))]
         (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (path / "status.json").write_text(json.dumps({"status": status}))
 
     run("both", [-30, -20, -10, -10], [1, 3, 5, 7])
     run("adversary-init", [-30, -30, -30, -30], [1, 3, 9, 9])
@@ -47,3 +48,29 @@ def test_the_report_compares_each_teams_final_return_with_its_frozen_self(tmp_pa
     assert x.tolist() == [25.0, 50.0] and np.allclose(y, [2.0, 6.0])  # two episodes per env-step value
     tt.plot(tmp_path, [1], tmp_path / "curves.png", window=1)
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_a_run_that_did_not_finish_is_marked_and_left_out_of_the_summary(tmp_path):
+    tt = load()
+
+    def run(variant, seed, adversary, good, status):
+        path = tmp_path / tt.run_name(variant, seed)
+        path.mkdir()
+        rows = [{"type": "episode", "env_steps": 25 * (1 + i), "return": 0.0, "adversary_return": a,
+                 "good_return": g} for i, (a, g) in enumerate(zip(adversary, good, strict=True))]
+        (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if status is not None:
+            (path / "status.json").write_text(json.dumps({"status": status}))
+
+    for seed, good_frozen_status in ((1, "finished"), (2, None)):  # seed 2's good-init still running
+        run("both", seed, [-10, -10], [6, 6], "finished")
+        run("adversary-init", seed, [-30, -30], [9, 9], "finished")
+        run("good-init", seed, [-5, -5], [1, 3], good_frozen_status)
+    text = tt.table(tmp_path, [1, 2], last=2)
+    good = text.split("**good**")[1]
+    assert "| 1 | 6.00 | 2.00 | 4.00 |" in good
+    assert "| 2 | 6.00 | 2.00 (unfinished, 50 env steps) | - |" in good
+    assert "| mean +- std | 6.00 +- 0.00 | 2.00 +- 0.00 | 4.00 +- 0.00 |" in good
+    assert "good beats its frozen self in 1 of 1 seeds." in good
+    assert "Not finished (left out of the mean, std and count): two-teams-good-init-s2." in good
+    assert "Not finished" not in text.split("**good**")[0]  # the adversary's runs all finished
