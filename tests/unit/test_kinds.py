@@ -58,7 +58,7 @@ def test_actor_policy_worker_trainer_eval_and_pbt_register_through_the_hook():
                                         "zoo.core.workers.actor:run", "zoo.core.workers.evaluator:run",
                                         "zoo.core.workers.population:run"]
     assert [k.device for k in kinds] == ["algo.device", "policy.device", None, None, None]
-    assert host.registry.names("baseline") == ["random"]
+    assert host.registry.names("baseline") == ["lookahead", "random"]  # random: zoo.workers; lookahead: pettingzoo
 
 
 def test_a_second_kind_of_the_same_name_is_refused_naming_both_plugins():
