@@ -400,3 +400,21 @@ def test_peer_commands_carry_the_workload():
             "--num_batches_per_epoch=4", "--batch_size=256"} <= set(sf)
     assert peers.SYSTEMS["zoo-defaults"].command(WORKLOADS["cartpole"], "/tmp/x")[5] == "cartpole-defaults"
     assert peers.SYSTEMS["cleanrl"].command(WORKLOADS["pong-defaults"], "/tmp/x") is None
+
+
+def test_run_counters_of_named_policies():
+    """A merged status of named policies: trained env steps the largest over the trainable
+    policies' entries, updates and drops summed, a frozen policy left out; the implicit policy's
+    status is taken as it is."""
+    from zoo.bench.report import run_counters
+    merged = {"env_steps": 4608, "policies": {
+        "a": {"trained_env_steps": 4096, "updates": 8, "dropped_samples": 3},
+        "b": {"trained_env_steps": 3584, "updates": 7, "dropped_samples": 2, "actor_dropped_samples": 1},
+        "f": {"frozen": True, "trained_env_steps": 9999, "updates": 99}}}
+    out = run_counters(merged)
+    assert (out["env_steps"], out["trained_env_steps"], out["updates"]) == (4608, 4096, 15)
+    assert (out["dropped_samples"], out["actor_dropped_samples"]) == (5, 1)
+    assert report.trained_steps(out, per_update=512) == 4096
+    plain = {"env_steps": 10, "trained_env_steps": 8}
+    assert run_counters(plain) is plain
+    assert "trained_env_steps" not in run_counters({"env_steps": 0, "policies": {"a": {}}})

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from zoo.bench.report import run_counters
+
 __all__ = ["BenchError", "RawResult", "RunResult", "TICKS", "RATE_LIMITED_REPEATS", "cpu_seconds", "find_workers",
            "raw_ceiling", "inference_cost", "training_cost", "training_precision", "measure_run"]
 
@@ -439,6 +441,7 @@ class _Window:
         now = time.monotonic()
         if self.stopping:
             return
+        status = run_counters(status)  # a run of named policies: its trained figures, summed up
         if self.first is None:
             self.first = now
         if self.start is None and now - self.first >= self.warmup:

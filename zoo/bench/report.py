@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["rate", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
+__all__ = ["rate", "run_counters", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
            "replay_figures", "phase_figures", "format_table", "ROLES"]
 
 ROLES = ("actor", "policy", "trainer", "controller")
@@ -50,6 +50,37 @@ OTHER_NOTE = 0.15
 def rate(start: dict[str, Any], end: dict[str, Any], key: str, seconds: float) -> float:
     """``(end[key] - start[key]) / seconds``. Example: env_steps 10,240 -> 40,960 over 100 s = 307.2."""
     return (end[key] - start[key]) / seconds
+
+
+POLICY_SUMS = ("updates", "dropped_samples", "actor_dropped_samples")
+"""Counters of a named policy's entry that add up over the run's policies (:func:`run_counters`)."""
+
+
+def run_counters(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` with the run's counters at its top level, for the window's arithmetic.
+
+    A run of named policies shows a merged status (``core/policy_status.py``): the trained
+    figures are only in each policy's entry under ``"policies"``. Here the run's
+    ``trained_env_steps`` is the largest over the trainable policies' entries (every trainable
+    policy trains on the same env steps of the actors, as ``env_steps`` is the largest they
+    received), and :data:`POLICY_SUMS` (updates, dropped samples) are summed
+    over them. A status without ``"policies"`` (the one implicit policy) is returned as it is.
+    Example: entries ``{"a": {"trained_env_steps": 4096, "updates": 8}, "b": {"trained_env_steps":
+    3584, "updates": 7}}`` -> ``trained_env_steps`` 4,096, ``updates`` 15.
+    """
+    policies = status.get("policies")
+    if not isinstance(policies, dict):
+        return status
+    entries = [e for e in policies.values() if isinstance(e, dict) and not e.get("frozen")]
+    out = dict(status)
+    trained = [e["trained_env_steps"] for e in entries if isinstance(e.get("trained_env_steps"), (int, float))]
+    if trained:
+        out["trained_env_steps"] = max(trained)
+    for key in POLICY_SUMS:
+        values = [e[key] for e in entries if isinstance(e.get(key), (int, float))]
+        if values:
+            out[key] = sum(values)
+    return out
 
 
 def trained_steps(status: dict[str, Any], per_update: int) -> int:
