@@ -210,7 +210,7 @@ def _rllib_command(w, workdir: str) -> list[str] | None:
             "--minibatch-size", str(w.minibatch_size)]
 
 
-def _zoo_command(suffix: str) -> Callable[[Any, str], list[str] | None]:
+def _zoo_command(suffix: str, *extra: str) -> Callable[[Any, str], list[str] | None]:
     def command(w, workdir: str) -> list[str] | None:
         from zoo.bench.workloads import WORKLOADS
 
@@ -218,13 +218,15 @@ def _zoo_command(suffix: str) -> Callable[[Any, str], list[str] | None]:
         if name not in WORKLOADS:
             return None
         return [sys.executable, "-m", "zoo", "bench", "--workload", name, "--phases", "train",
-                "--json", f"{workdir}/zoo.json"]
+                "--json", f"{workdir}/zoo.json", *extra]
     return command
 
 
 SYSTEMS: dict[str, System] = {s.name: s for s in (
     System("zoo", "Zoo PPO (at the workload)", None, _zoo_command("")),
     System("zoo-defaults", "Zoo PPO (its own defaults)", None, _zoo_command("-defaults")),
+    System("zoo-bf16", "Zoo PPO (at the workload, bfloat16 training)", None,
+           _zoo_command("", "--set", "algo.precision=bfloat16")),
     System("cleanrl", "CleanRL", "cleanrl", _cleanrl_command,
            lambda line, st, w: (parse_cleanrl_dqn(line, st, CLEANRL_DQN_LEARNING_STARTS) if w.peer_script == "dqn"
                                 else parse_cleanrl(line, st, w.num_envs * w.rollout_steps))),

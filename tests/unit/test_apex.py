@@ -12,7 +12,7 @@ from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.workers.policy import EnvIndex, infer
 from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig, obs_capacity_for
-from zoo.plugins.algorithms.apex.networks import apex_epsilons
+from zoo.plugins.algorithms.apex.networks import apex_epsilons, linear_epsilon
 from zoo.plugins.algorithms.nstep import nstep_targets
 from zoo.plugins.algorithms.replay import Replay, SumTree
 
@@ -200,6 +200,42 @@ def test_act_uses_the_env_epsilon():
     explored = algo.policy.act(obs, env_index=torch.arange(400), num_envs=400)["action"]
     assert explored.unique().numel() == 2  # uniformly random
     assert torch.equal(algo.policy.act(obs)["action"], greedy)  # no env index: eval_epsilon 0
+
+
+def test_linear_epsilon_hand_worked():
+    # CleanRL dqn.py's schedule: 1.0 -> 0.05 over the first half of the budget, then held
+    assert [linear_epsilon(p) for p in (0.0, 0.1, 0.25, 0.5, 0.9, 1.0)] == \
+        [1.0, pytest.approx(0.81), pytest.approx(0.525), pytest.approx(0.05), pytest.approx(0.05), pytest.approx(0.05)]
+    assert linear_epsilon(0.0, 0.5, 0.1, 0.0) == 0.1  # fraction 0: the end value from the start
+    assert linear_epsilon(torch.tensor(0.2), 0.4, 0.2, 0.4) == pytest.approx(0.3)
+
+
+def test_linear_exploration_follows_the_trainers_progress():
+    """``algo.exploration = "linear"``: every training row acts with the epsilon of the ``progress``
+    buffer, which the trainer sets when a gradient step changed the weights (so it is published
+    with them); warm-up updates leave it; ``per-env`` networks hold no such buffer."""
+    cfg = ApeXConfig(exploration="linear", start_epsilon=1.0, end_epsilon=0.0, exploration_fraction=0.5,
+                     batch_size=4, samples_per_insert=2.0, learning_starts=10, capacity=1000)
+    algo = ApeX(cfg, spec(), seed=0)
+    obs = {"obs": torch.randn(64, 4, generator=torch.Generator().manual_seed(1))}
+    greedy = algo.policy.act(obs, deterministic=True)["action"]
+    torch.manual_seed(7)  # progress 0: epsilon 1, every row the uniform draw that act makes after its rand
+    acted = algo.policy.act(obs, env_index=torch.arange(64), num_envs=64)["action"]
+    torch.manual_seed(7)
+    torch.rand(64)
+    assert torch.equal(acted, torch.randint(2, (64,)))
+    algo.progress = 0.3
+    algo.update(batch(2, 3, 0))  # 6 transitions < learning_starts: no gradient step
+    assert float(algo.policy.progress) == 0.0 and not algo.policy_changed
+    algo.progress = 0.6
+    assert algo.update(batch(2, 3, 1))["gradient_steps"] == 3.0
+    assert float(algo.policy.progress) == pytest.approx(0.6) and "progress" in algo.policy.state_dict()
+    greedy = algo.policy.act(obs, deterministic=True)["action"]  # past the fraction: epsilon 0, greedy
+    assert torch.equal(algo.policy.act(obs, env_index=torch.arange(64), num_envs=64)["action"], greedy)
+    assert "progress" not in ApeX(ApeXConfig(), spec(), seed=0).policy.state_dict()
+    with pytest.raises(ValueError, match=r"^algo.exploration='anneal' is not one of 'per-env', 'linear'; set --set "
+                                         r"algo.exploration=per-env \(Ape-X's fixed per-env epsilons\) or linear"):
+        ApeXConfig(exploration="anneal")
 
 
 def test_refuses_box_actions_and_action_masks_and_trains_several_agents():

@@ -399,6 +399,8 @@ def test_peer_commands_carry_the_workload():
     assert {"--env=atari_pong", "--num_workers=2", "--num_envs_per_worker=4", "--rollout=128", "--num_epochs=4",
             "--num_batches_per_epoch=4", "--batch_size=256"} <= set(sf)
     assert peers.SYSTEMS["zoo-defaults"].command(WORKLOADS["cartpole"], "/tmp/x")[5] == "cartpole-defaults"
+    bf16 = peers.SYSTEMS["zoo-bf16"].command(w, "/tmp/x")
+    assert (bf16[5], bf16[-2:]) == ("pong", ["--set", "algo.precision=bfloat16"])
     assert peers.SYSTEMS["cleanrl"].command(WORKLOADS["pong-defaults"], "/tmp/x") is None
 
 

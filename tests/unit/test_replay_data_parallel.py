@@ -227,6 +227,31 @@ def test_a_ranks_own_state_is_written_beside_latest_and_read_back(tmp_path, name
     assert fresh.replay is None
 
 
+@pytest.mark.parametrize("name, unit", [("apex-dqn", "transitions"), ("sac", "transitions"), ("r2d2", "sequences")])
+def test_a_replay_of_another_capacity_is_refused_naming_the_key(name, unit):
+    """A checkpoint (or a rank's shard) whose replay holds another capacity than ``algo.capacity``
+    is refused with the value to resume with; a shard state of None leaves an empty shard."""
+    import dataclasses
+
+    algo, make_batch = _make(name)
+    algo.update(make_batch(0, 0))
+    whole, shard = algo.state_dict(), algo.rank_state_dict()
+    held = int(whole["replay"]["capacity"])
+    other, _ = _make(name)
+    other.config = dataclasses.replace(other.config, capacity=held + 1)
+    expect = (f"the checkpoint's %s holds {held:,} {unit} but algo.capacity={held + 1:,}; "
+              f"resume with --set algo.capacity={held}")
+    with pytest.raises(ValueError, match="^" + expect % "replay" + "$"):
+        other.load_state_dict(whole)
+    with pytest.raises(ValueError, match="^" + expect % "replay shard" + "$"):
+        other.load_rank_state_dict(shard)
+    same, _ = _make(name)
+    same.load_rank_state_dict(shard)
+    assert same.replay is not None and len(same.replay) == len(algo.replay)
+    same.load_rank_state_dict(None)
+    assert same.replay is None
+
+
 def test_a_batch_without_an_active_step_inserts_nothing():
     # A data-parallel rank whose actors' agent slots were all inactive (rank 1 above, first batch):
     # apex-dqn's initial priorities used to run the network on zero rows and raise.

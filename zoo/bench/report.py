@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["rate", "run_counters", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares", "bottleneck_words",
-           "replay_figures", "phase_figures", "format_table", "ROLES"]
+__all__ = ["rate", "run_counters", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares",
+           "bottleneck_words", "replay_figures", "phase_figures", "format_table", "ROLES"]
 
 ROLES = ("actor", "policy", "trainer", "controller")
 IDLE_NOTE = 0.15

@@ -55,8 +55,11 @@ from zoo.plugins.algorithms.replay import (
     batch_transitions,
     check_q_learning_spec,
     global_rate_limited_steps,
+    load_rank_state,
     make_replay,
     rank_rng,
+    rank_state,
+    restore_replay,
 )
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
@@ -90,7 +93,9 @@ class ApeX:
         """
         cls.check_spec(spec)
         return QNetwork(spec, hidden=config.hidden, dueling=config.dueling, epsilon_base=config.epsilon_base,
-                        epsilon_alpha=config.epsilon_alpha, eval_epsilon=config.eval_epsilon)
+                        epsilon_alpha=config.epsilon_alpha, eval_epsilon=config.eval_epsilon,
+                        exploration=config.exploration, start_epsilon=config.start_epsilon,
+                        end_epsilon=config.end_epsilon, exploration_fraction=config.exploration_fraction)
 
     @classmethod
     def presets(cls, spec: EnvSpec) -> dict[str, Any]:
@@ -288,6 +293,8 @@ class ApeX:
         self.inserted += grant.inserting
         self.updates += 1
         self.policy_changed = steps > 0  # no gradient step (warm-up): the parameters are as they were
+        if steps > 0 and c.exploration == "linear":  # the actors' epsilon follows, with these weights
+            self.policy.get_buffer("progress").fill_(min(1.0, max(0.0, float(self.progress))))
         stats = {k: v / max(1, steps) for k, v in sums.items()}
         stats.update({"gradient_steps": float(steps), "replay_size": float(len(replay)),
                       "replay_fill": len(replay) / c.capacity, "replay_ratio": self.replayed / max(1, self.inserted),
@@ -348,20 +355,13 @@ class ApeX:
         self.updates, self.gradient_steps = int(state["updates"]), int(state["gradient_steps"])
         self.inserted, self.replayed = int(state["inserted"]), int(state["replayed"])
         self.credit = float(state["credit"])
-        rs = state.get("replay")
-        if rs is None:
-            self.replay = None
-        else:
-            if int(rs["capacity"]) != self.config.capacity:
-                raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} transitions but algo.capacity="
-                                 f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-            self.replay = Replay.from_state_dict(rs)
+        self.replay = restore_replay(state.get("replay"), self.config.capacity, Replay, unit="transitions")
 
     def rank_state_dict(self) -> dict[str, Any]:
         """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
-        rank): its replay shard and its sampling RNG. Ranks 1..K-1 write it beside ``latest.pt``."""
-        return {"rng": copy.deepcopy(self.rng.bit_generator.state),
-                "replay": None if self.replay is None else self.replay.state_dict()}
+        rank): its replay shard and its sampling RNG (:func:`~zoo.plugins.algorithms.replay.rank_state`).
+        Ranks 1..K-1 write it beside ``latest.pt``."""
+        return rank_state(self.rng, self.replay)
 
     def load_rank_state_dict(self, state: dict[str, Any] | None) -> None:
         """Restore what :meth:`rank_state_dict` returned; None: an empty shard (filled from this
@@ -370,14 +370,5 @@ class ApeX:
         Raises:
             ValueError: the shard's capacity differs from ``algo.capacity``.
         """
-        self.replay = None
-        if state is None:
-            return
-        self.rng.bit_generator.state = state["rng"]
-        rs = state["replay"]
-        if rs is not None:
-            if int(rs["capacity"]) != self.config.capacity:
-                raise ValueError(f"the checkpoint's replay shard holds {rs['capacity']:,} transitions but "
-                                 f"algo.capacity={self.config.capacity:,}; resume with --set algo.capacity="
-                                 f"{rs['capacity']}")
-            self.replay = Replay.from_state_dict(rs)
+        self.replay = restore_replay(load_rank_state(state, self.rng), self.config.capacity, Replay,
+                                     unit="transitions", what="replay shard")

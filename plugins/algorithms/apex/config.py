@@ -15,6 +15,9 @@ from zoo.plugins.algorithms.replay import (  # noqa: F401 (re-exported)
     replay_memory_problem,
 )
 
+EXPLORATIONS = ("per-env", "linear")
+"""The values of ``algo.exploration``."""
+
 
 @dataclass
 class ApeXConfig:
@@ -71,6 +74,19 @@ class ApeXConfig:
     """Dueling head: Q = V + A - mean(A) (Wang et al. 2016)."""
     hidden: int = field(default=128, metadata=bounded(ge=1))
     """Hidden units per layer of the MLP torso (vector observations; two ReLU layers)."""
+    exploration: str = "per-env"
+    """How the actors' epsilons are set: ``per-env`` (Ape-X, arXiv 1803.00933 section 4.1: each env
+    its own fixed epsilon, ``epsilon_base`` and ``epsilon_alpha``) or ``linear`` (DQN, Mnih et al.
+    2015, as CleanRL's ``dqn.py``: every env the same epsilon, from ``start_epsilon`` down to
+    ``end_epsilon`` linearly over the first ``exploration_fraction`` of the run's env-step budget,
+    then held; the trainer publishes the schedule's position with the weights)."""
+    start_epsilon: float = field(default=1.0, metadata=bounded(ge=0, le=1))
+    """``exploration = "linear"``: the epsilon at the start of the run (DQN, CleanRL: 1.0)."""
+    end_epsilon: float = field(default=0.05, metadata=bounded(ge=0, le=1))
+    """``exploration = "linear"``: the epsilon from ``exploration_fraction`` of the budget on (CleanRL: 0.05)."""
+    exploration_fraction: float = field(default=0.5, metadata=bounded(ge=0, le=1))
+    """``exploration = "linear"``: the fraction of the run's env-step budget over which epsilon falls
+    from ``start_epsilon`` to ``end_epsilon`` (CleanRL: 0.5; 0 = ``end_epsilon`` from the start)."""
     epsilon_base: float = field(default=0.4, metadata=bounded(ge=0, le=1))
     """Ape-X per-env exploration: eps_i = epsilon_base ** (1 + epsilon_alpha * i / (N - 1)), i the global env index."""
     epsilon_alpha: float = field(default=7.0, metadata=bounded(ge=0))
@@ -94,6 +110,10 @@ class ApeXConfig:
             raise ValueError(f"algo.initial_priority={self.initial_priority!r} is not one of 'td', 'max'; "
                              "set --set algo.initial_priority=td or max")
         check_frame_stack(self.frame_stack)
+        if self.exploration not in EXPLORATIONS:
+            raise ValueError(f"algo.exploration={self.exploration!r} is not one of "
+                             f"{', '.join(map(repr, EXPLORATIONS))}; set --set algo.exploration=per-env "
+                             "(Ape-X's fixed per-env epsilons) or linear (DQN's annealed epsilon)")
 
     def check_batch(self, agent_steps: int, text: str) -> None:
         """Called by config validation with one trainer's batch: one batch must fit in the replay.

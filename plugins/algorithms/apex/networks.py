@@ -25,20 +25,40 @@ def apex_epsilons(env_index: torch.Tensor, num_envs: int, base: float = 0.4, alp
     return (base ** (1.0 + alpha * frac)).float()
 
 
+def linear_epsilon(progress: torch.Tensor | float, start: float = 1.0, end: float = 0.05,
+                   fraction: float = 0.5) -> float:
+    """DQN's annealed exploration (Mnih et al., Nature 2015; CleanRL ``dqn.py``'s ``linear_schedule``):
+    ``start + (end - start) * min(1, progress / fraction)`` for ``progress`` the fraction of the
+    run's env-step budget done, in [0, 1]; ``fraction`` 0 gives ``end``. Examples (1.0 -> 0.05 over
+    0.5): progress 0 -> 1.0, 0.1 -> 0.81, 0.25 -> 0.525, 0.5 and after -> 0.05."""
+    done = 1.0 if fraction <= 0 else min(1.0, max(0.0, float(progress)) / fraction)
+    return float(end) if done >= 1.0 else float(start + (end - start) * done)
+
+
 class QNetwork(nn.Module):
     """``q(obs) -> float32 [N, |A|]``; ``act`` picks epsilon-greedy actions.
 
     ``wants_env_index``: the policy worker passes each row's global env index to ``act``
     (:func:`zoo.core.workers.policy.infer`), from which the row's epsilon follows.
+
+    With ``exploration = "linear"`` the network holds a buffer ``progress`` (float32 scalar, the
+    fraction of the run's env-step budget its trainer had reached when it last changed the
+    weights): it travels with the published parameters and the checkpoints, so every policy
+    worker and inline actor acts with the trainer's epsilon (:func:`linear_epsilon`).
     """
 
     wants_env_index = True
 
     def __init__(self, spec: EnvSpec, hidden: int = 128, dueling: bool = True, epsilon_base: float = 0.4,
-                 epsilon_alpha: float = 7.0, eval_epsilon: float = 0.0) -> None:
+                 epsilon_alpha: float = 7.0, eval_epsilon: float = 0.0, exploration: str = "per-env",
+                 start_epsilon: float = 1.0, end_epsilon: float = 0.05, exploration_fraction: float = 0.5) -> None:
         super().__init__()
         self.n_actions = int(spec.action_space.n)
         self.epsilon_base, self.epsilon_alpha, self.eval_epsilon = epsilon_base, epsilon_alpha, eval_epsilon
+        self.exploration = exploration
+        self.schedule = (start_epsilon, end_epsilon, exploration_fraction)
+        if exploration == "linear":
+            self.register_buffer("progress", torch.zeros((), dtype=torch.float32))
         encoder = ObsEncoder(spec.observation_space)
         self.dueling = dueling
         head_hidden = 512 if encoder.has_images else 0
@@ -70,16 +90,21 @@ class QNetwork(nn.Module):
             num_envs: int | None = None) -> dict[str, torch.Tensor]:
         """Epsilon-greedy actions ``{"action": int64 [N]}``.
 
-        Each row's epsilon: 0 if ``deterministic``; :func:`apex_epsilons` of ``env_index`` (int64
-        ``[N]``, global env indices of the run's ``num_envs`` envs) when given; else
-        ``eval_epsilon``. Random actions come from torch's generator. Runs without a graph.
+        Each row's epsilon: 0 if ``deterministic``; when ``env_index`` is given (int64 ``[N]``,
+        global env indices of the run's ``num_envs`` envs: a training actor's rows),
+        :func:`apex_epsilons` of it, or with ``exploration = "linear"`` :func:`linear_epsilon` of
+        the ``progress`` buffer for every row; else ``eval_epsilon``. Random actions come from
+        torch's generator. Runs without a graph.
         """
         with torch.no_grad():
             greedy = self.q(obs).argmax(dim=1)
             n = greedy.shape[0]
             if deterministic:
                 return {"action": greedy}
-            if env_index is not None:
+            if env_index is not None and self.exploration == "linear":
+                progress = self.get_buffer("progress")
+                eps = torch.full((n,), linear_epsilon(progress, *self.schedule), device=greedy.device)
+            elif env_index is not None:
                 eps = apex_epsilons(env_index.to(greedy.device), int(num_envs or 1), self.epsilon_base,
                                     self.epsilon_alpha)
             else:

@@ -45,8 +45,11 @@ from zoo.plugins.algorithms.replay import (
     available_memory,
     check_q_learning_spec,
     global_rate_limited_steps,
+    load_rank_state,
     observation_rows,
     rank_rng,
+    rank_state,
+    restore_replay,
 )
 from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
 
@@ -355,20 +358,13 @@ class R2D2:
         self.updates, self.gradient_steps = int(state["updates"]), int(state["gradient_steps"])
         self.inserted, self.replayed = int(state["inserted"]), int(state["replayed"])
         self.credit = float(state["credit"])
-        rs = state.get("replay")
-        if rs is None:
-            self.replay = None
-            return
-        if int(rs["capacity"]) != self.config.capacity:
-            raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} sequences but algo.capacity="
-                             f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-        self.replay = SequenceReplay.from_state_dict(rs)
+        self.replay = restore_replay(state.get("replay"), self.config.capacity, SequenceReplay, unit="sequences")
 
     def rank_state_dict(self) -> dict[str, Any]:
         """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
-        rank): its replay shard and its sampling RNG. Ranks 1..K-1 write it beside ``latest.pt``."""
-        return {"rng": copy.deepcopy(self.rng.bit_generator.state),
-                "replay": None if self.replay is None else self.replay.state_dict()}
+        rank): its replay shard and its sampling RNG (:func:`~zoo.plugins.algorithms.replay.rank_state`).
+        Ranks 1..K-1 write it beside ``latest.pt``."""
+        return rank_state(self.rng, self.replay)
 
     def load_rank_state_dict(self, state: dict[str, Any] | None) -> None:
         """Restore what :meth:`rank_state_dict` returned; None: an empty shard (filled from this
@@ -377,14 +373,5 @@ class R2D2:
         Raises:
             ValueError: the shard's capacity differs from ``algo.capacity``.
         """
-        self.replay = None
-        if state is None:
-            return
-        self.rng.bit_generator.state = state["rng"]
-        rs = state["replay"]
-        if rs is None:
-            return
-        if int(rs["capacity"]) != self.config.capacity:
-            raise ValueError(f"the checkpoint's replay shard holds {rs['capacity']:,} sequences but algo.capacity="
-                             f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-        self.replay = SequenceReplay.from_state_dict(rs)
+        self.replay = restore_replay(load_rank_state(state, self.rng), self.config.capacity, SequenceReplay,
+                                     unit="sequences", what="replay shard")

@@ -59,8 +59,11 @@ from zoo.plugins.algorithms.replay import (
     Replay,
     batch_transitions,
     global_rate_limited_steps,
+    load_rank_state,
     make_replay,
     rank_rng,
+    rank_state,
+    restore_replay,
 )
 from zoo.plugins.algorithms.sac.config import (  # noqa: F401 (re-exported) torch-free, loaded first by zoo train
     SACConfig,
@@ -411,21 +414,14 @@ class SAC:
         self.updates, self.gradient_steps = int(state["updates"]), int(state["gradient_steps"])
         self.inserted, self.replayed = int(state["inserted"]), int(state["replayed"])
         self.credit = float(state["credit"])
-        rs = state.get("replay")
-        if rs is None:
-            self.replay = None
-        else:
-            if int(rs["capacity"]) != self.config.capacity:
-                raise ValueError(f"the checkpoint's replay holds {rs['capacity']:,} transitions but algo.capacity="
-                                 f"{self.config.capacity:,}; resume with --set algo.capacity={rs['capacity']}")
-            self.replay = Replay.from_state_dict(rs)
+        self.replay = restore_replay(state.get("replay"), self.config.capacity, Replay, unit="transitions")
 
     def rank_state_dict(self) -> dict[str, Any]:
         """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
-        rank): its replay shard, its sampling RNG and its torch generator. Ranks 1..K-1 write it beside
-        ``latest.pt``."""
-        return {"rng": copy.deepcopy(self.rng.bit_generator.state), "generator": self.generator.get_state(),
-                "replay": None if self.replay is None else self.replay.state_dict()}
+        rank): its replay shard, its sampling RNG and its torch generator
+        (:func:`~zoo.plugins.algorithms.replay.rank_state`).
+        Ranks 1..K-1 write it beside ``latest.pt``."""
+        return rank_state(self.rng, self.replay, self.generator)
 
     def load_rank_state_dict(self, state: dict[str, Any] | None) -> None:
         """Restore what :meth:`rank_state_dict` returned; None: an empty shard (filled from this
@@ -434,15 +430,5 @@ class SAC:
         Raises:
             ValueError: the shard's capacity differs from ``algo.capacity``.
         """
-        self.replay = None
-        if state is None:
-            return
-        self.rng.bit_generator.state = state["rng"]
-        self.generator.set_state(state["generator"])
-        rs = state["replay"]
-        if rs is not None:
-            if int(rs["capacity"]) != self.config.capacity:
-                raise ValueError(f"the checkpoint's replay shard holds {rs['capacity']:,} transitions but "
-                                 f"algo.capacity={self.config.capacity:,}; resume with --set algo.capacity="
-                                 f"{rs['capacity']}")
-            self.replay = Replay.from_state_dict(rs)
+        self.replay = restore_replay(load_rank_state(state, self.rng, self.generator), self.config.capacity, Replay,
+                                     unit="transitions", what="replay shard")
