@@ -160,3 +160,38 @@ def test_zoo_plot_pbt_refuses_a_run_without_a_population_in_one_line(tmp_path, a
     with pytest.raises(RunError):
         plot_population(run)
     assert not png.exists()
+
+
+def test_rows_the_population_manager_writes_give_each_members_start_lineage_and_end(tmp_path):
+    """The format the plot reads is the one PopulationManager.tick appends: six rounds of a population of
+    six, objectives drawn at random; each member's series starts at its starting values, changes at its
+    lineage's env steps and ends at the manager's saved values."""
+    import random
+
+    from zoo.core.pbt import POPULATION_FILE, Population, PopulationManager, Range, member_names
+    from zoo.runinfo import read_metrics
+
+    opts = PBTOptions(members=6, interval_env_steps=1000, resample_probability=0.5,
+                      hyperparameters={EPOCHS: [1, 10], LR: [1e-5, 1e-3]})
+    population = Population(opts, {EPOCHS: Range(1, 10, True), LR: Range(1e-5, 1e-3)}, {EPOCHS: 4, LR: 2.5e-4}, 7)
+    start = [dict(m.hyperparameters) for m in population.members]
+    names = member_names("default", 6)
+    manager = PopulationManager(str(tmp_path), population, names)
+    draw = random.Random(0)
+    with open(tmp_path / "metrics.jsonl", "a", encoding="utf-8") as f:
+        for steps in range(1000, 7000, 1000):
+            f.writelines(json.dumps({"type": "update", "env_steps": steps, "policy": n,
+                                     "episode_return_mean": draw.uniform(0, 100)}) + "\n" for n in names)
+            f.flush()
+            assert manager.tick(steps)
+    saved = json.loads((tmp_path / POPULATION_FILE).read_text())["population"]
+    history = population_history({"pbt": dataclasses.asdict(opts)}, read_metrics(tmp_path), saved)
+    assert history.end_env_steps == 6000 and len(history.exploits) == 6  # one exploits per round (0.25 x 6)
+    for i, member in enumerate(population.members):
+        for name in (EPOCHS, LR):
+            series = history.values[name][i]
+            assert series[0] == (0, start[i][name])
+            assert [e for e, _ in series[1:]] == [e for e, _ in member.lineage]
+            assert series[-1][1] == member.hyperparameters[name]
+    assert [(x.env_steps, x.member, x.from_member) for x in history.exploits] == sorted(
+        (e, m.index, j) for m in population.members for e, j in m.lineage)
