@@ -39,7 +39,8 @@ OBJECTIVES = {0: [10.0, 50.0, 55.0, 40.0, 70.0], 1: [5.0, 20.0, 40.0, 60.0, 65.0
 UPDATES = [{"type": "update", "env_steps": s, "policy": f"default_{m}", "episode_return_mean": ys[k], "lr": 1e-4}
            for k, s in enumerate((10_000, 20_000, 30_000, 40_000, 50_000)) for m, ys in OBJECTIVES.items()]
 ROWS = (UPDATES[:6]
-        + decision(20_000, 2, 0, 10.0, 50.0, {EPOCHS: 8.0, LR: 5e-5}, {EPOCHS: 4.0, LR: 3e-4}, {EPOCHS: 3.0, LR: 3.6e-4})
+        + decision(20_000, 2, 0, 10.0, 50.0, {EPOCHS: 8.0, LR: 5e-5}, {EPOCHS: 4.0, LR: 3e-4},
+                   {EPOCHS: 3.0, LR: 3.6e-4})
         + [{"type": "pbt", "event": "applied", "env_steps": 21_000, "member_policy": "default_2",
             "from_policy": "default_0", "seq": 1, "round_env_steps": 20_000,
             "hyperparameters": {EPOCHS: 3.0, LR: 3.6e-4}}]
