@@ -1,7 +1,8 @@
 """``zoo plot RUN... --out FILE.png``: learning curves of one or many runs (matplotlib, Agg).
 
 What is drawn (x axes, metrics, smoothing, seed groups, named policies and ``--policy``):
-:mod:`zoo.plotting`.
+:mod:`zoo.plotting`; ``zoo plot RUN --pbt``, a PBT run's members' objective, exploits and
+hyperparameters over env steps: :mod:`zoo.population_plot`.
 """
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ def plot_command(
                                      help="Draw only this named policy's lines (repeatable, or a comma list): its "
                                           "return (<NAME>_return) and its own update rows. Default: every policy, "
                                           "each its own line."),
+    pbt: bool = typer.Option(False, "--pbt",
+                             help="A PBT run (pbt.members >= 2): each member's objective over env steps with an "
+                                  "arrow at every exploit (from the member it copied), the lineage (who copied "
+                                  "whom, when), and one panel per explored hyperparameter, each member's value over "
+                                  "env steps (docs/pbt.md). One run; --smooth applies to the objective."),
 ) -> None:
     """Plot learning curves as a PNG; runs differing only in seed become a mean with a +-std band."""
     from zoo.cli import _console, _fail
@@ -42,8 +48,20 @@ def plot_command(
     if any(not n for n in names):
         raise _fail(f"--policy {','.join(policy)!r}: give policy names, one per --policy or separated by commas "
                     "(e.g. --policy lead,rest)")
+    if pbt:
+        if len(runs) != 1:
+            raise _fail(f"--pbt draws one run's population; give one run (got {len(runs)}: {', '.join(runs)})")
+        for flag, given in (("--y", y), ("--policy", policy), ("--x", [x] if x != "env_steps" else [])):
+            if given:
+                raise _fail(f"{flag} {','.join(given)!r}: --pbt draws every member's objective and hyperparameters "
+                            f"over env steps; leave out {flag}, or plot without --pbt")
     try:
-        fig = plot_runs(runs, y, x=x, smooth=smooth, title=title, policies=list(dict.fromkeys(names)))
+        if pbt:
+            from zoo.population_plot import plot_population
+
+            fig = plot_population(runs[0], smooth=smooth, title=title)
+        else:
+            fig = plot_runs(runs, y, x=x, smooth=smooth, title=title, policies=list(dict.fromkeys(names)))
     except RunError as exc:
         raise _fail(str(exc)) from None
     try:
