@@ -8,12 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.unit.trainer_harness import fake_host
 from zoo.core.config import ConfigError, build_config
 from zoo.core.curriculum import Curriculum, CurriculumConfig, EvalFeed, curriculum_problems, parse_conditions
 from zoo.core.history import EvalEpisode, EvalGame, VersionStore
 from zoo.core.testing.fake_envs import StagedCorridorEnv
-
-from tests.unit.trainer_harness import fake_host
 
 STAGED = ("curriculum.advance_when=mean_return >= 0.9", "curriculum.source=eval")
 
