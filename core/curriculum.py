@@ -56,7 +56,9 @@ class CurriculumConfig:
     (``len(stages) - 1``); ``over_episodes``: the window, in episodes played at the current
     stage, that a condition is computed over (it fills again after each advance). The window
     slides: the condition is tested after every episode once it is full, so a short window
-    passes on a lucky streak (docs/curriculum.md, "Choosing the window").
+    passes on a lucky streak (docs/curriculum.md, "Choosing the window"); ``source``: the
+    episodes they are computed over, the training ones or the eval manager's (``"eval"``: refused
+    without ``workers.eval.count = 1``, :func:`curriculum_problems`).
     """
 
     advance_when: list[str] = field(default_factory=list)

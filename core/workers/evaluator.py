@@ -349,11 +349,15 @@ class Evaluator:
         envs = self.envs[:max(1, min(len(self.envs), n))]
         name, actor, version = player
         stage = self.follow_stage()
-        tag = {} if stage < 0 or version is None else {"curriculum_stage": stage}  # a version's, for the curriculum
+        at = None if stage < 0 or version is None else stage  # a version's games, for the curriculum
+
+        def stats(row: dict[str, Any]) -> dict[str, float] | None:
+            return None if at is None else episode_stats(row)
+
         if opponent is None:
             rows = play(actor, envs, n, seed, deterministic=self.opts.deterministic)
-            return [EvalGame(name, None, 0, None, float(r["return"]), None, version, **tag,
-                             **({"stats": episode_stats(r)} if tag else {})) for r in rows]
+            return [EvalGame(name, None, 0, None, float(r["return"]), None, version, curriculum_stage=at,
+                             stats=stats(r)) for r in rows]
         oname, oactor, oversion = opponent
         games = []
         first = math.ceil(n / 2)
@@ -367,7 +371,7 @@ class Evaluator:
             for r in rows:
                 mine, theirs = r["policy_returns"].get("player", 0.0), r["policy_returns"].get("opponent", 0.0)
                 games.append(EvalGame(name, oname, seat, learner_score(mine, theirs), float(mine), float(theirs),
-                                      version, oversion, **tag, **({"stats": episode_stats(r)} if tag else {})))
+                                      version, oversion, curriculum_stage=at, stats=stats(r)))
         return games
 
     def evaluate(self, row: Any) -> int:
