@@ -16,7 +16,8 @@ import pytest
 
 from zoo.core.checkpoint import load_checkpoint
 from zoo.core.history import VersionStore
-from zoo.core.testing.cli import finish, mark_env, nothing_left, read_metrics, rows, start, wait_for
+from zoo.core.testing import subprocess_env
+from zoo.core.testing.cli import finish, mark_env, nothing_left, read_metrics, rows, start, wait_for, zoo
 
 pytestmark = pytest.mark.integration
 FAKES = Path(__file__).resolve().parents[2] / "tests" / "plugins" / "zoo-fakes"
@@ -104,3 +105,14 @@ def test_the_eval_managers_episodes_clear_the_stages_in_order_and_a_resume_keeps
     assert {g[2] for g in games(run) if g[0] > last} == {2}  # the eval manager started at the run's stage
     after = [r["curriculum_stage"] for r in metrics[resumed:] if r["type"] == "episode"]
     assert after and min(after) == 2
+
+
+def test_an_eval_driven_curriculum_without_an_eval_manager_is_refused_before_anything_starts(tmp_path):
+    result = zoo("train", "ppo", "--env", "fake-stages", "--name", "x", "--steps", "2000",
+                 "--set", f"runs_dir={tmp_path}", "--set", "curriculum.advance_when=mean_return >= 0.9",
+                 "--set", "curriculum.source=eval", env=subprocess_env(FAKES), timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert ("error: curriculum.source = 'eval': the run has no eval manager to play the evaluation episodes; set "
+            "workers.eval.count=1 (with trainer.history.every_updates=N, docs/history.md), or "
+            "curriculum.source=training") in result.stderr
+    assert not (tmp_path / "x").exists()
