@@ -11,8 +11,12 @@ condition on the returns of the last ``over_episodes`` episodes played at the cu
 holds, e.g. ``advance_when = "mean_return >= 0.9"``; a list gives one condition per stage
 (``["mean_return >= 0.5", "mean_return >= 0.9"]``: the first takes stage 0 to 1, the second
 1 to 2). The decision is :class:`Curriculum`, fed with episode returns through
-:meth:`Curriculum.observe`: today by the lead trainer with the training episodes it logs;
-an evaluation worker can feed it its own episodes instead.
+:meth:`Curriculum.observe` by the lead trainer, which owns it (its checkpoint keeps the stage,
+its parameters carry it to the actors, it writes the ``curriculum`` rows). What it feeds is
+chosen by ``curriculum.source``: ``"training"`` (the default), the training episodes it logs;
+``"eval"``, the eval manager's evaluation episodes (``workers.eval.count = 1``), which the eval
+manager plays at the current stage and writes to the history store with the stage they were
+played at, and which the trainer reads from there at each update point (:class:`EvalFeed`).
 
 Condition grammar: ``<aggregate>_<field> <op> <number>``: ``aggregate`` one of
 :data:`AGGREGATES` over the window, ``field`` a numeric field of the episode rows (``return``,
@@ -29,7 +33,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -52,13 +56,23 @@ class CurriculumConfig:
     (``len(stages) - 1``); ``over_episodes``: the window, in episodes played at the current
     stage, that a condition is computed over (it fills again after each advance). The window
     slides: the condition is tested after every episode once it is full, so a short window
-    passes on a lucky streak (docs/curriculum.md, "Choosing the window").
+    passes on a lucky streak (docs/curriculum.md, "Choosing the window"); ``source``: the
+    episodes they are computed over, the training ones or the eval manager's (``"eval"``: refused
+    without ``workers.eval.count = 1``, :func:`curriculum_problems`).
     """
 
     advance_when: list[str] = field(default_factory=list)
     """Conditions such as 'mean_return >= 0.9' (one for all stages, or one per stage but the last); empty: off."""
     over_episodes: int = field(default=100, metadata=bounded(ge=1))
     """Episodes at the current stage a condition is computed over (the last N; tested after each episode)."""
+    source: Literal["training", "eval"] = "training"
+    """The episodes the conditions are computed over: the training episodes ("training") or the eval
+    manager's evaluation episodes ("eval", needs workers.eval.count=1)."""
+
+    @property
+    def from_eval(self) -> bool:
+        """True when the eval manager's episodes drive the stage (``source = "eval"``)."""
+        return self.on and self.source == "eval"
 
     @property
     def on(self) -> bool:
@@ -209,6 +223,48 @@ class Curriculum:
         self.window = deque((float(x) for x in window or []), maxlen=self.over_episodes)
 
 
+class EvalFeed:
+    """What the lead trainer feeds a :class:`Curriculum` driven by the eval manager
+    (``curriculum.source = "eval"``): the evaluation episodes the eval manager wrote to the
+    history store (:meth:`zoo.core.history.VersionStore.eval_episodes`), offered one at a time in
+    the order they were played (their row ``id``).
+
+    An episode counts when it was played at the curriculum's current stage (one played at an
+    earlier stage, before the eval manager learnt of the advance, does not) and has the
+    condition's field; the values of those go to :meth:`Curriculum.observe`. :attr:`cursor` is
+    the ``id`` of the last episode offered (counted or not): the next read starts after it, and
+    the trainer's checkpoint keeps it with the curriculum's state (``eval_cursor``).
+
+    Args:
+        curriculum: the run's curriculum (changed in place when it advances).
+        cursor: the last episode's ``id`` already offered (a resumed run's checkpoint's; 0: none).
+    """
+
+    def __init__(self, curriculum: Curriculum, cursor: int = 0) -> None:
+        self.curriculum, self.cursor = curriculum, int(cursor)
+
+    def offer(self, episode: Any) -> str:
+        """Offer one :class:`~zoo.core.history.EvalEpisode` (``id``, ``stage``, ``values``; ids
+        increasing). Returns ``"advanced"`` (it completed the window of the current stage's
+        condition: :attr:`Curriculum.stage` is the new stage), ``"counted"``, ``"missing"``
+        (played at the current stage but without the condition's field, :attr:`Curriculum.field`)
+        or ``"skipped"`` (another stage, the last stage, or an ``id`` already offered)."""
+        if int(episode.id) <= self.cursor:
+            return "skipped"
+        self.cursor = int(episode.id)
+        cur = self.curriculum
+        if cur.last or int(episode.stage) != cur.stage:
+            return "skipped"
+        value = episode.values.get(cur.field)
+        if not isinstance(value, (int, float)):
+            return "missing"
+        return "advanced" if cur.observe([float(value)]) is not None else "counted"
+
+    def state_dict(self) -> dict[str, Any]:
+        """The curriculum's :meth:`Curriculum.state_dict` and ``eval_cursor``."""
+        return {**self.curriculum.state_dict(), "eval_cursor": self.cursor}
+
+
 def stage_label(stage: int, stages: tuple[str, ...] | list[str]) -> str:
     """``"stage 1 two-steps (0-2)"``: the stage (0-based), its name and the stages' range."""
     name = f" {stages[stage]}" if 0 <= stage < len(stages) else ""
@@ -230,11 +286,18 @@ def curriculum_of(cfg: object, spec: object) -> Curriculum | None:
 
 def curriculum_problems(cfg: object) -> list[tuple[str, str]]:
     """``(field, message)`` for a ``[curriculum]`` the run cannot have, before any process starts:
-    an env without stages, a condition that does not parse, a number of conditions other than
-    1 or ``len(stages) - 1``, named policies (not supported yet). Empty when it is off or fine."""
+    ``source = "eval"`` without an eval manager (``workers.eval.count`` below 1), an env without
+    stages, a condition that does not parse, a number of conditions other than 1 or
+    ``len(stages) - 1``, named policies (not supported yet). Empty when it is off or fine."""
     cc = getattr(cfg, "curriculum", None)
+    if cc is None or not cc.on:
+        return []
+    if cc.source == "eval" and eval_managers(cfg) < 1:
+        return [("curriculum.source", "curriculum.source = 'eval': the run has no eval manager to play the "
+                 "evaluation episodes; set workers.eval.count=1 (with trainer.history.every_updates=N, "
+                 "docs/history.md), or curriculum.source=training")]
     spec = getattr(cfg, "spec", None)
-    if cc is None or not cc.on or spec is None:
+    if spec is None:
         return []
     policies = getattr(cfg, "policies", None)
     if policies is not None and not policies.implicit:
@@ -245,6 +308,17 @@ def curriculum_problems(cfg: object) -> list[tuple[str, str]]:
     except ValueError as exc:
         return [(str(exc).split(":", 1)[0].split("[", 1)[0], str(exc))]
     return []
+
+
+def eval_managers(cfg: object) -> int:
+    """``workers.eval.count`` of ``cfg`` (0 when absent or not a number; ``--set`` may give it as text)."""
+    workers = getattr(cfg, "workers", None) or {}
+    opts = workers.get("eval") if isinstance(workers, dict) else None
+    count = opts.get("count", 0) if isinstance(opts, dict) else getattr(opts, "count", 0)
+    try:
+        return int(str(count).strip())
+    except ValueError:
+        return 0
 
 
 def last_stage(metrics_path: str) -> int:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -111,7 +112,9 @@ CREATE TABLE IF NOT EXISTS eval_games (
     initial          REAL    NOT NULL,
     player_rating    REAL,
     opponent_rating  REAL,
-    time_s           REAL    NOT NULL
+    time_s           REAL    NOT NULL,
+    curriculum_stage INTEGER,
+    stats            TEXT
 )
 """, """
 CREATE TABLE IF NOT EXISTS eval_ratings (
@@ -127,6 +130,9 @@ CREATE TABLE IF NOT EXISTS eval_ratings (
     PRIMARY KEY (policy, player)
 )
 """)
+_EVAL_ADDED = (("curriculum_stage", "INTEGER"), ("stats", "TEXT"))
+"""Columns of ``eval_games`` added after its first release: a store made before gets them when a
+writer opens it (nullable, so a Zoo that does not know them reads and writes the table as before)."""
 _COLUMNS = ("policy", "version", "updates", "env_steps", "time_s", "path", "kept", "rating", "games", "wins",
             "draws", "mean_return")
 METADATA = ("rating", "games", "wins", "draws", "mean_return")
@@ -184,7 +190,10 @@ class EvalGame:
     :func:`player_name`, or a baseline's name) played ``opponent`` (likewise; None in a
     single-agent env, where a game is an episode with no opponent) from agent ``seat`` (0: the
     env's first agent, the first to move); ``score`` is the player's (1 win, 0.5 draw, 0 loss;
-    None without an opponent); returns are each side's summed reward, the env's units."""
+    None without an opponent); returns are each side's summed reward, the env's units.
+    ``curriculum_stage``: the curriculum stage it was played at (None: the eval manager does not
+    drive a curriculum); ``stats``: the episode's other numeric fields (``length``, the env's
+    ``info["stats"]``), what a curriculum condition on another field than ``return`` reads."""
 
     player: str
     opponent: str | None
@@ -194,6 +203,22 @@ class EvalGame:
     opponent_return: float | None = None
     player_version: int | None = None
     opponent_version: int | None = None
+    curriculum_stage: int | None = None
+    stats: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class EvalEpisode:
+    """One evaluation episode of a version, as a curriculum driven by the eval manager reads it
+    (:meth:`VersionStore.eval_episodes`): ``id`` its ``eval_games`` row (increasing in play
+    order), ``version`` the version evaluated, ``stage`` the curriculum stage it was played at,
+    ``values`` its numeric fields (``return``: the version's own return; ``length`` and env
+    statistics when the game recorded them)."""
+
+    id: int
+    version: int
+    stage: int
+    values: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -421,6 +446,10 @@ class VersionStore:
                     db.execute(_SCHEMA)
                     for table in _EVAL_SCHEMA:
                         db.execute(table)
+                    have = {str(r[1]) for r in db.execute("PRAGMA table_info(eval_games)").fetchall()}
+                    for column, kind in _EVAL_ADDED:
+                        if column not in have:
+                            db.execute(f"ALTER TABLE eval_games ADD COLUMN {column} {kind}")
                     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             except sqlite3.Error as exc:
                 raise HistoryError(f"cannot create the history store {self.path}: {exc}") from exc
@@ -733,10 +762,12 @@ class VersionStore:
                     self.db.execute(
                         "INSERT INTO eval_games (policy, player, player_version, opponent, opponent_version, seat, "
                         "score, player_return, opponent_return, deterministic, k, initial, player_rating, "
-                        "opponent_rating, time_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "opponent_rating, time_s, curriculum_stage, stats) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (policy, g.player, g.player_version, g.opponent, g.opponent_version, int(g.seat), g.score,
                          float(g.player_return), g.opponent_return, int(bool(deterministic)), float(k),
-                         float(initial), *ratings, now))
+                         float(initial), *ratings, now, g.curriculum_stage,
+                         None if g.stats is None else json.dumps(g.stats, sort_keys=True)))
                 self._write_standings(policy, totals, {g.player for g in keep} | {g.opponent for g in keep
                                                                                   if g.opponent is not None})
         except sqlite3.Error as exc:
@@ -788,6 +819,25 @@ class VersionStore:
         """The versions of ``policy`` that played an eval game as the player."""
         return {int(r[0]) for r in self._rows("SELECT DISTINCT player_version FROM eval_games WHERE policy = ? AND "
                                               "player_version IS NOT NULL", (policy,))}
+
+    def eval_episodes(self, policy: str, after: int = 0) -> list[EvalEpisode]:
+        """``policy``'s eval games after row ``after`` (an ``id``) in which a version played
+        (not a baseline) at a curriculum stage, oldest first (:class:`EvalEpisode`): what a
+        curriculum driven by the eval manager reads (docs/curriculum.md)."""
+        rows = self._rows("SELECT id, player_version, curriculum_stage, player_return, stats FROM eval_games "
+                          "WHERE policy = ? AND id > ? AND player_version IS NOT NULL AND curriculum_stage IS NOT "
+                          "NULL ORDER BY id", (policy, int(after)))
+        out = []
+        for gid, version, stage, ret, stats in rows:
+            try:
+                extra = json.loads(stats) if stats else {}
+            except ValueError:
+                extra = {}
+            values = {str(k): float(v) for k, v in (extra if isinstance(extra, dict) else {}).items()
+                      if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            values["return"] = float(ret)
+            out.append(EvalEpisode(int(gid), int(version), int(stage), values))
+        return out
 
     def eval_policies(self) -> list[str]:
         """The policies with eval games, by name."""

@@ -35,6 +35,16 @@ seeds). A match's games reset their envs with seeds ``s_m + k`` (k = the game: i
 two-player match ``s_m + n + k`` for the second half's, n = ``episodes``) with torch's
 generator seeded likewise.
 
+**A curriculum driven by it** (``curriculum.source = "eval"``, docs/curriculum.md): it plays
+every match at the run's current curriculum stage, which it learns as the actors do: it starts
+at the stage the controller gives every worker (``ctx.curriculum_stage``), then follows the
+``curriculum_stage`` that the lead trainer's parameters carry (it subscribes to the
+``parameter`` stream, :func:`connects`, reading only their meta, between matches). Before a
+match it tells each of its envs a new stage (``set_curriculum_stage``, between episodes: a
+match's games start with a reset), and each game of a version is written with the stage it was
+played at and its other numeric fields (``curriculum_stage``, ``stats``), which the lead
+trainer, the owner of the curriculum, reads from the store.
+
 **Refused before any worker starts** (:func:`check`): a baseline that names no installed
 baseline plugin, a policy that is not a trainable policy of the run or keeps no history, an
 env of more than two agents or of two agents with different spaces, a baseline that cannot
@@ -175,11 +185,29 @@ def check(cfg: Any, registry: Any) -> list[tuple[str, str]]:
     return out
 
 
+def drives_curriculum(cfg: Any) -> bool:
+    """Whether the run's curriculum is driven by the eval manager (``curriculum.source = "eval"``)."""
+    cc = getattr(cfg, "curriculum", None)
+    return bool(cc is not None and getattr(cc, "from_eval", False))
+
+
+def connects(graph: Any) -> tuple[str, ...]:
+    """The streams the eval worker connects to: ``parameter`` (the stage its meta carries) when
+    it drives the run's curriculum, else none."""
+    return ("parameter",) if drives_curriculum(graph.cfg) else ()
+
+
 def describe(graph: Any, index: int) -> dict[str, Any]:
-    """``graph.json``'s entry of the eval worker: the policy it plays, its baselines, no streams."""
+    """``graph.json``'s entry of the eval worker: the policy it plays, its baselines, its streams
+    (``parameter``, subscribed to for the curriculum stage, when it drives the curriculum)."""
     opts = EvalOptions(**((getattr(graph.cfg, "workers", None) or {}).get(KIND) or {})) if graph.cfg else EvalOptions()
     policy = chosen_policy(graph.cfg, opts)[0] if graph.cfg is not None else opts.policy
-    return {"policy": policy, "baselines": list(opts.baselines), "listens": [], "connects": []}
+    entry = {"policy": policy, "baselines": list(opts.baselines), "listens": [], "connects": list(connects(graph))}
+    if entry["connects"]:
+        from zoo.core.graph import PARAMETER_ENDPOINT
+
+        entry["subscribes"] = PARAMETER_ENDPOINT
+    return entry
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -214,8 +242,36 @@ class Evaluator:
         self.last_eval = clock()
         self.alone_done: set[str] = set()
         self.tried: set[int] = set()  # versions evaluated here (also those that had no opponent to play)
+        # a curriculum it drives (module docstring): the run's stage, each env's (-1: never told), the parameters
+        self.stage = int(getattr(ctx, "curriculum_stage", -1)) if drives_curriculum(ctx.cfg) else -1
+        self.env_stage = [-1] * len(self.envs)
+        self.params: Any = None
+        if self.stage >= 0:
+            from zoo.core.graph import parameter_endpoint
+
+            self.params = ctx.transport("parameter").subscriber(parameter_endpoint(ctx.policy))
+
+    def follow_stage(self) -> int:
+        """The run's curriculum stage (-1: it drives none), from the newest parameters' meta
+        when new ones came (no wait); each env is told it before its next match's first reset."""
+        if self.params is not None:
+            msg = self.params.latest(0.0)
+            stage = None if msg is None else msg[1].get("curriculum_stage")
+            if stage is not None:
+                self.stage = int(stage)
+        if self.stage >= 0:
+            for i, env in enumerate(self.envs):
+                if self.env_stage[i] != self.stage:
+                    env.set_curriculum_stage(self.stage)
+                    self.env_stage[i] = self.stage
+        return self.stage
 
     def close(self) -> None:
+        if self.params is not None:
+            try:
+                self.params.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                log.exception("closing the eval manager's parameter subscriber failed")
         for env in self.envs:
             try:
                 env.close()
@@ -292,9 +348,16 @@ class Evaluator:
         seed = self._seed()
         envs = self.envs[:max(1, min(len(self.envs), n))]
         name, actor, version = player
+        stage = self.follow_stage()
+        at = None if stage < 0 or version is None else stage  # a version's games, for the curriculum
+
+        def stats(row: dict[str, Any]) -> dict[str, float] | None:
+            return None if at is None else episode_stats(row)
+
         if opponent is None:
             rows = play(actor, envs, n, seed, deterministic=self.opts.deterministic)
-            return [EvalGame(name, None, 0, None, float(r["return"]), None, version) for r in rows]
+            return [EvalGame(name, None, 0, None, float(r["return"]), None, version, curriculum_stage=at,
+                             stats=stats(r)) for r in rows]
         oname, oactor, oversion = opponent
         games = []
         first = math.ceil(n / 2)
@@ -308,7 +371,7 @@ class Evaluator:
             for r in rows:
                 mine, theirs = r["policy_returns"].get("player", 0.0), r["policy_returns"].get("opponent", 0.0)
                 games.append(EvalGame(name, oname, seat, learner_score(mine, theirs), float(mine), float(theirs),
-                                      version, oversion))
+                                      version, oversion, curriculum_stage=at, stats=stats(r)))
         return games
 
     def evaluate(self, row: Any) -> int:
@@ -348,6 +411,13 @@ class Evaluator:
             log.warning("eval: %d of %d games not written: a version that played was cut back (a resume)",
                         len(games) - n, len(games))
         return n
+
+
+def episode_stats(row: dict[str, Any]) -> dict[str, float]:
+    """A played episode's numeric fields besides its return (:func:`zoo.evaluate.play`'s row:
+    ``length`` and the env's ``info["stats"]``), as a curriculum condition reads them."""
+    return {k: float(v) for k, v in row.items() if k not in ("episode", "seed", "return")
+            and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def run(ctx: Any) -> None:

@@ -10,7 +10,8 @@ def register_worker_kinds(register):
         keywords = dict(declaration)
         register(name, keywords.pop("entry"), **keywords)
     register("eval", "zoo.core.workers.evaluator:run", options="zoo.core.workers.evaluator:EvalOptions",
-             check="zoo.core.workers.evaluator:check", describe="zoo.core.workers.evaluator:describe", cpus=1.0,
+             check="zoo.core.workers.evaluator:check", describe="zoo.core.workers.evaluator:describe",
+             connects="zoo.core.workers.evaluator:connects", cpus=1.0,
              order=30, summary="eval manager: plays kept versions against baselines and each other, writes results "
                                "and Elo ratings to the history store (workers.eval.count; docs/history.md)")
     register("pbt", "zoo.core.workers.population:run", count="zoo.core.workers.population:count",

@@ -68,7 +68,7 @@ import numpy as np
 from zoo.core import devices as zdevices
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import latest_path
-from zoo.core.curriculum import curriculum_of
+from zoo.core.curriculum import EvalFeed, curriculum_of
 from zoo.core.graph import endpoint, parameter_endpoint
 from zoo.core.health import Meter
 from zoo.core.policy_status import status_stats
@@ -290,6 +290,9 @@ class Trainer:
         self.curriculum = curriculum_of(cfg, spec) if self.lead else None  # docs/curriculum.md
         if self.curriculum is not None and st.curriculum is not None:
             self.curriculum.load_state_dict(st.curriculum)
+        # a curriculum driven by the eval manager's episodes (curriculum.source = "eval"), read from the store
+        self.eval_feed = (EvalFeed(self.curriculum, int((st.curriculum or {}).get("eval_cursor", 0) or 0))
+                          if self.curriculum is not None and cfg.curriculum.from_eval else None)
         self.stage_changed = False  # an advance not yet in a checkpoint: the next update point writes one
         self.warned_fields: set[str] = set()  # curriculum condition fields the episodes lack (warned once)
         self.republish = Republisher(self.publish if self.lead else None, REPUBLISH_S)
@@ -362,6 +365,7 @@ class Trainer:
                 return False  # asked to stop while waiting for the others, who are being stopped too
             self.account(meeting.shares)
             self.record_games()  # this batch's episodes' games, one write (also the last batch, before the end)
+            self.observe_eval()  # curriculum.source = "eval": the eval manager's episodes since the last point
             point = meeting.point
             self.lag = (point.lag_mean, point.lag_max)
             if (finished := self.sync.end_at(meeting, self.budget_reached())) is not None:
@@ -578,7 +582,7 @@ class Trainer:
                 self.history.saw(episode)
             # an episode played at the curriculum's current stage (its row is written just before any advance's)
             cur = self.curriculum
-            if cur is None or episode.get("curriculum_stage") != cur.stage or cur.last:
+            if cur is None or self.eval_feed is not None or episode.get("curriculum_stage") != cur.stage or cur.last:
                 continue
             value = episode.get(cur.field)
             if not isinstance(value, (int, float)):
@@ -586,6 +590,24 @@ class Trainer:
             elif cur.observe([float(value)]) is not None:
                 self.stage_changed = True
                 self.log_stage()
+                self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
+
+    def observe_eval(self) -> None:
+        """Rank 0 of a curriculum driven by the eval manager (``curriculum.source = "eval"``): offer
+        the evaluation episodes it wrote to the history store since the last ones read, in play
+        order (:class:`~zoo.core.curriculum.EvalFeed`); an advance is logged, announced and
+        checkpointed as one from the training episodes, and the parameters published after this
+        update carry it to the actors (docs/curriculum.md)."""
+        feed = self.eval_feed
+        if feed is None or self.history is None or feed.curriculum.last:
+            return
+        for episode in self.history.store.eval_episodes(self.history.policy, after=feed.cursor):
+            result = feed.offer(episode)
+            if result == "missing":
+                self.missing_field(feed.curriculum.field, episode.values)
+            elif result == "advanced":
+                self.stage_changed = True
+                self.log_stage({"source": "eval", "eval_version": episode.version, "eval_game": episode.id})
                 self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
 
     def missing_field(self, name: str, episode: dict[str, Any]) -> None:
@@ -608,15 +630,17 @@ class Trainer:
         return {"curriculum_stage": stage, "curriculum_stages": len(self.spec.stages),
                 "curriculum_stage_name": self.spec.stages[stage]}
 
-    def log_stage(self) -> None:
-        """Rank 0: a ``curriculum`` row: the stage from now on, with the counters (docs/curriculum.md)."""
+    def log_stage(self, why: dict[str, Any] | None = None) -> None:
+        """Rank 0: a ``curriculum`` row: the stage from now on, with the counters, and ``why`` (an
+        advance from the eval manager's episodes: ``source``, ``eval_version``, ``eval_game``;
+        docs/curriculum.md)."""
         if self.curriculum is None or self.metrics is None:
             return
         cur, st = self.curriculum, self.state
         row: dict[str, Any] = {"type": "curriculum", "stage": cur.stage, "stage_name": self.spec.stages[cur.stage],
                                **self.counters(), "time_s": self.elapsed()}
         if cur.stage > 0:
-            row.update(condition=str(cur.conditions[cur.stage - 1]), over_episodes=cur.over_episodes)
+            row.update(condition=str(cur.conditions[cur.stage - 1]), over_episodes=cur.over_episodes, **(why or {}))
         self.metrics.write(row, st.env_steps, tensorboard=False)
 
     def log_update(self, stats: dict[str, Any]) -> None:
@@ -658,7 +682,8 @@ class Trainer:
             self.metrics.sync()
             st.pending, st.origins, st.pending_share = self.samples.snapshot()  # received, not yet trained on
             st.pending_slots = sum(int(p["reward"].shape[1]) for p in st.pending)
-            st.curriculum = self.curriculum.state_dict() if self.curriculum is not None else None
+            st.curriculum = (self.eval_feed.state_dict() if self.eval_feed is not None
+                             else self.curriculum.state_dict() if self.curriculum is not None else None)
             self.stage_changed = False
             self.checkpoints.write(self.algo, {**self.counters(), "resumes": st.resumes,
                                                "trainer": st.to_dict(self.elapsed(), self.metrics.length(),

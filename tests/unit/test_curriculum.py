@@ -294,7 +294,8 @@ def _trainer(conditions: list[str], over: int):
     spec = StagedCorridorEnv(3).spec
     t.__dict__.update(ctx=_Ctx(), spec=spec, state=TrainerState(), metrics=None, history=None,
                       sync=SimpleNamespace(data_parallel=False), stage_changed=False, warned_fields=set(),
-                      curriculum=Curriculum(parse_conditions(CurriculumConfig(conditions), spec.stages, "x"), over))
+                      curriculum=Curriculum(parse_conditions(CurriculumConfig(conditions), spec.stages, "x"), over),
+                      eval_feed=None)
     return t
 
 
