@@ -273,11 +273,18 @@ class ActionAssembler:
             members = np.array([of[a][1] for a in agents], np.int64)
             rows_of = np.arange(n_envs) if envs is None else np.asarray(envs[name], np.int64)
             self.where[name] = (g, (rows_of[:, None] * k + members[None, :]).reshape(-1))
+        # one policy acting for every agent of the only space group, in order (a run of one named
+        # policy): its actions are the env's as they are, no array to fill
+        self.whole = next(iter(self.where)) if len(self.where) == 1 and len(self.groups) == 1 and np.array_equal(
+            next(iter(self.where.values()))[1], np.arange(n_envs * len(self.groups[0]))) else None
 
     def __call__(self, actions: dict[str, np.ndarray]) -> list[np.ndarray]:
         """``{policy: [S_P, ...]}`` (every policy's) -> one array per space group ``g``,
         ``[n * A_g, ...]`` (row ``e * A_g + j``: env ``e``'s ``j``-th agent of the group), in the
-        dtype of the group's first policy: what :meth:`EnvGroup.step` takes."""
+        dtype of the group's first policy: what :meth:`EnvGroup.step` takes. One policy acting for
+        every agent in order: its array itself (not a copy)."""
+        if self.whole is not None and len(actions) == 1 and self.whole in actions:
+            return [actions[self.whole]]
         out: list[np.ndarray | None] = [None] * len(self.groups)
         for name, act in actions.items():
             g, rows = self.where[name]
@@ -394,6 +401,8 @@ class EnvGroup:
                 a list of the wrong length or with a group's array of the wrong number of rows.
         """
         A, n = self.A, self.n_envs
+        if isinstance(action, list) and len(action) == 1 and len(self.space_groups) == 1:
+            action = action[0]  # one space group: the array itself (a routed actor's ActionAssembler)
         if isinstance(action, list):
             return self._step_groups(action, buf, episodes)
         if len(action) != n * A:
@@ -731,6 +740,7 @@ class PolicyRequests:
                  first_id: int, meter: Meter, keys: dict[str, str] | None = None) -> None:
         self.ctx, self.client, self.groups, self.slots, self.meter = ctx, client, groups, slots, meter
         self.keys = keys  # agents with different spaces: {padded key: the policy's own key} (split_bundle)
+        self.whole = [np.array_equal(c, np.arange(g.n_envs * g.A)) for c, g in zip(slots, groups, strict=True)]
         self.next_id = first_id
         self.pending: dict[int, int] = {}  # request id -> group index
         self.request_id = [-1] * len(groups)
@@ -743,9 +753,11 @@ class PolicyRequests:
         self.request_id[g] = rid = self.next_id
         self.pending[rid] = g
         self.next_id += 1
-        active = group.active[cols]
-        local = np.flatnonzero(active)
-        rows = cols[local]
+        if self.whole[g]:  # the policy acts for every agent-slot of the group, in order
+            local = rows = np.flatnonzero(group.active)
+        else:
+            local = np.flatnonzero(group.active[cols])
+            rows = cols[local]
         obs = ({own: group.obs[padded][rows] for padded, own in self.keys.items()} if self.keys is not None
                else {k: v[rows] for k, v in group.obs.items()})
         request = {"obs": obs, "slot": local,

@@ -127,6 +127,22 @@ def test_the_assembler_fills_each_policys_rows_in_its_space_groups_array():
     assert str(info.value) == "no policy acted for space group(s) [1] (b)"
 
 
+def test_one_policy_over_every_agent_passes_its_actions_through():
+    """A run of one named policy: its actions are the env's rows in order, so the assembler hands
+    the array itself to the env group (no array to fill); a policy over a part of the agents, or
+    in another order, still fills its rows."""
+    from zoo.core.env import EnvSpec
+
+    spec = EnvSpec("two", ("a", "b"), {"obs": spaces.Box(0, 1, (4,), np.float32)}, spaces.Discrete(3))
+    act = np.array([2, 0, 1, 1, 0, 2])
+    assemble = ActionAssembler(spec, {"p": np.array([0, 1])}, 3)
+    assert assemble.whole == "p" and assemble({"p": act})[0] is act
+    swapped = ActionAssembler(spec, {"p": np.array([1, 0])}, 3)  # p's rows are (b, a) per env
+    assert swapped.whole is None and swapped({"p": act})[0].tolist() == [0, 2, 1, 1, 2, 0]
+    population = ActionAssembler(spec, {"p": np.array([0, 1])}, 3, envs={"p": np.array([0, 2])})
+    assert population.whole is None
+
+
 class Constant:
     """A stand-in network that always acts ``action`` (one row per agent asked)."""
 
