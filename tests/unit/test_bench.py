@@ -239,6 +239,17 @@ def test_round_trip_figures_over_the_window():
     assert idle["requests"] == 0 and idle["p50_ms"] is None
 
 
+def test_the_window_keeps_the_live_snapshot_from_before_its_start():
+    from zoo.bench.measure import _Window
+
+    window = _Window("no-such-run", warmup=0.0, seconds=1e9, limit_s=1e9)
+    window.show_live({"totals": {"round_trip_counts": histogram(b6=1)}})
+    window({"env_steps": 0})  # the first status, no warm-up: the window starts
+    window.show_live({"totals": {"round_trip_counts": histogram(b6=5)}})
+    assert window.start is not None and window.live_start == {"totals": {"round_trip_counts": histogram(b6=1)}}
+    assert window.live == {"totals": {"round_trip_counts": histogram(b6=5)}}
+
+
 def test_phase_figures_and_the_table_carry_the_round_trips():
     run = SimpleNamespace(
         t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0}, end={"env_steps": 1000, "updates": 0},
