@@ -21,8 +21,8 @@ Phases and counts each role reports (cumulative since the worker started):
 role       ``time_s`` (seconds)                       ``counts``
 =========  =========================================  =====================================
 actor      ``env`` stepping envs, ``inference``        ``env_steps``, ``samples_pushed``,
-           sending requests and waiting for replies,  ``requests``
-           ``push`` pushing samples to the trainer
+           sending requests and waiting for replies,  ``requests``; and ``round_trip``
+           ``push`` pushing samples to the trainer    (below)
 policy     ``busy`` forward passes, replies, loading   ``batches``, ``rows`` (agent-slots
            parameters; ``latency`` per batch, from    answered)
            its first request to its last reply
@@ -32,9 +32,22 @@ trainer    ``wait`` waiting for samples                ``samples_pulled`` (sampl
 
 A fraction is ``delta time_s[phase] / delta clock_s`` between the oldest and the newest
 heartbeat of the window (clamped to [0, 1]); a rate is ``delta count / delta clock_s``.
+
+**Inference round trips.** An actor's heartbeats also carry ``round_trip``: how many of its
+inference requests were answered within each bucket of :data:`ROUND_TRIP_EDGES_S`, cumulative
+(a list of :data:`ROUND_TRIP_BUCKETS` ints). A round trip is the time from the request being
+handed to the inference stream (the actor's ``send`` returned; with ``policy.inline`` queued
+for the actor's own forward pass) to its reply being taken by the actor loop (``recv``
+returned it), ``time.perf_counter`` seconds; a resent request counts from its resending, a
+reply to a request no longer waited for is not counted. Bucket 0 holds round trips under
+16 µs, bucket ``k`` (1..16) those in ``[16 µs x 2^(k-1), 16 µs x 2^k)``, bucket 17 those of at
+least 1.048576 s. The controller sums them over the actors (:meth:`Health.snapshot`:
+``totals.round_trip_counts``, replaced processes included) and gives the percentiles of the
+window's round trips (:func:`histogram_percentile`).
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import json
 import os
@@ -44,7 +57,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ACTOR_PHASES", "Health", "Meter", "WINDOW_S", "bottleneck", "percent", "write_json_atomic"]
+__all__ = ["ACTOR_PHASES", "Health", "Meter", "ROUND_TRIP_BUCKETS", "ROUND_TRIP_EDGES_S", "WINDOW_S", "bottleneck",
+           "histogram_percentile", "percent", "round_trip_bucket", "write_json_atomic"]
 
 WINDOW_S = 5.0
 """Rates and fractions are measured over the heartbeats of about the last this many seconds."""
@@ -62,6 +76,67 @@ ACTOR_PHASES = ("env", "inference", "push")
 ROLE_PHASES = {"actor": ACTOR_PHASES, "policy": ("busy", "latency"), "trainer": ("wait",)}
 ROLE_COUNTS = {"actor": ("env_steps", "samples_pushed", "requests"), "policy": ("batches", "rows"),
                "trainer": ("samples_pulled", "updates")}
+ROUND_TRIP_EDGES_S = tuple(16e-6 * 2**k for k in range(17))
+"""The bucket edges of the actors' inference round-trip histogram, seconds: 16 µs, 32 µs, ...,
+1.048576 s (16 µs x 2^k, k = 0..16). :func:`round_trip_bucket` maps a round trip to a bucket."""
+ROUND_TRIP_BUCKETS = len(ROUND_TRIP_EDGES_S) + 1
+"""18 buckets: under 16 µs, one per pair of consecutive edges, and 1.048576 s or more."""
+ROUND_TRIP_PERCENTILES = (50, 90, 99)
+"""The percentiles of the round trips the live snapshot and ``zoo bench`` give."""
+
+
+def round_trip_bucket(seconds: float) -> int:
+    """The bucket (0..17) of a round trip of ``seconds``: the number of
+    :data:`ROUND_TRIP_EDGES_S` not above it (``bisect_right``: an edge belongs to the bucket it
+    starts). Examples: 0 or negative -> 0; 16 µs -> 1; 100 µs -> 3 ([64, 128) µs); 1.048576 s or
+    more (inf included) -> 17."""
+    return bisect.bisect_right(ROUND_TRIP_EDGES_S, seconds)
+
+
+def histogram_percentile(counts: list[int] | tuple[int, ...], q: float,
+                         edges: tuple[float, ...] = ROUND_TRIP_EDGES_S) -> float | None:
+    """The ``q``-th percentile (0 < q <= 100) of the values counted in ``counts``, interpolated
+    linearly within the bucket it falls in; None when ``counts`` sums to 0.
+
+    Bucket ``i`` spans ``[edges[i-1], edges[i])`` (bucket 0 starts at 0; ``len(counts) ==
+    len(edges) + 1``). The rank is ``r = q / 100 x N`` of the ``N`` values; the percentile lies in
+    the first bucket whose cumulative count reaches ``r``, at ``lower + (upper - lower) x (r -
+    counted before it) / its count``. In the last (open) bucket, its lower edge: the value is at
+    least that. Units are those of ``edges``.
+
+    Example: edges (1, 2, 4), counts [0, 6, 3, 1] (10 values): p50: r = 5 in bucket 1 [1, 2),
+    1 + 1 x 5/6 = 1.8333; p90: r = 9 in bucket 2 [2, 4) after 6, 2 + 2 x 3/3 = 4.0; p99: r = 9.9
+    in the open bucket -> 4.
+
+    Raises:
+        ValueError: ``len(counts) != len(edges) + 1``, or ``q`` outside (0, 100].
+    """
+    if len(counts) != len(edges) + 1:
+        raise ValueError(f"histogram_percentile: {len(counts)} counts for {len(edges)} edges; give len(edges) + 1")
+    if not 0 < q <= 100:
+        raise ValueError(f"histogram_percentile: q={q!r}; give a percentile in (0, 100]")
+    total = sum(counts)
+    if total <= 0:
+        return None
+    rank = q / 100.0 * total
+    before = 0
+    for i, n in enumerate(counts):
+        if n > 0 and before + n >= rank:
+            if i == len(edges):
+                return float(edges[-1])
+            lower = 0.0 if i == 0 else float(edges[i - 1])
+            return lower + (float(edges[i]) - lower) * (rank - before) / n
+        before += n
+    return float(edges[-1])  # not reached: the last nonempty bucket reaches the rank
+
+
+def round_trip_percentiles_ms(counts: list[int] | tuple[int, ...] | None) -> dict[str, float | None] | None:
+    """``{"p50": ms, "p90": ms, "p99": ms}`` of a round-trip histogram's counts
+    (:data:`ROUND_TRIP_PERCENTILES`, :func:`histogram_percentile`, milliseconds); None for
+    ``counts`` None or all 0."""
+    if not counts or sum(counts) <= 0:
+        return None
+    return {f"p{q}": 1e3 * histogram_percentile(counts, q) for q in ROUND_TRIP_PERCENTILES}  # type: ignore[operator]
 
 
 class Meter:
@@ -72,6 +147,7 @@ class Meter:
         t = time.perf_counter()
         msg = client.recv(timeout)
         t = meter.lap("inference", t)     # adds the seconds since t, returns the new time
+        meter.took_reply(t - sent_at)     # an actor: the request's round trip, in its histogram
         group.step(...)
         meter.lap("env", t)
         meter.counts["env_steps"] += n
@@ -83,6 +159,13 @@ class Meter:
     def __init__(self, role: str) -> None:
         self.time_s: dict[str, float] = dict.fromkeys(ROLE_PHASES.get(role, ()), 0.0)
         self.counts: dict[str, int] = dict.fromkeys(ROLE_COUNTS.get(role, ()), 0)
+        # an actor's inference round trips per bucket of ROUND_TRIP_EDGES_S (module docstring)
+        self.round_trip: list[int] | None = [0] * ROUND_TRIP_BUCKETS if role == "actor" else None
+
+    def took_reply(self, seconds: float) -> None:
+        """Count one inference round trip of ``seconds`` (an actor's meter; module docstring) in
+        its bucket (:func:`round_trip_bucket`): one ``bisect`` on 17 edges and one increment."""
+        self.round_trip[bisect.bisect_right(ROUND_TRIP_EDGES_S, seconds)] += 1  # type: ignore[index]
 
     def lap(self, phase: str, since: float) -> float:
         """Add ``perf_counter() - since`` seconds to ``phase``; returns that ``perf_counter()``."""
@@ -91,8 +174,12 @@ class Meter:
         return now
 
     def report(self) -> dict[str, Any]:
-        """``{"time_s": {...}, "counts": {...}}``: copies of the running totals, for a heartbeat."""
-        return {"time_s": dict(self.time_s), "counts": dict(self.counts)}
+        """``{"time_s": {...}, "counts": {...}}`` (and an actor's ``"round_trip": [18 ints]``):
+        copies of the running totals, for a heartbeat."""
+        out: dict[str, Any] = {"time_s": dict(self.time_s), "counts": dict(self.counts)}
+        if self.round_trip is not None:
+            out["round_trip"] = list(self.round_trip)
+        return out
 
 
 def percent(fraction: float) -> str:
@@ -174,6 +261,7 @@ class _Beat:
     clock_s: float
     time_s: dict[str, float]
     counts: dict[str, int]
+    round_trip: list[int] | None = None  # an actor's cumulative round-trip histogram (module docstring)
 
 
 @dataclass
@@ -216,6 +304,18 @@ def _delta(first: _Beat, last: _Beat, name: str) -> int:
     return last.counts.get(name, 0) - first.counts.get(name, 0)
 
 
+def _round_trip(value: Any) -> list[int] | None:
+    """A heartbeat's ``round_trip``: a list of :data:`ROUND_TRIP_BUCKETS` ints, else None."""
+    if isinstance(value, (list, tuple)) and len(value) == ROUND_TRIP_BUCKETS and all(
+            isinstance(n, int) for n in value):
+        return list(value)
+    return None
+
+
+def _add(total: list[int] | None, more: Iterable[int]) -> list[int]:
+    return [a + b for a, b in zip(total or [0] * ROUND_TRIP_BUCKETS, more, strict=True)]
+
+
 def _mean(values: Iterable[float | None]) -> float | None:
     got = [v for v in values if v is not None]
     return sum(got) / len(got) if got else None
@@ -251,6 +351,7 @@ class Health:
         self.shown_status: dict[str, Any] | None = None
         self.last_write = float("-inf")
         self.retired: dict[str, int] = {}  # sample counts of processes that were replaced
+        self.retired_round_trip: list[int] | None = None  # and their round-trip histograms, summed
         self.ended = False
 
     # -- inputs ------------------------------------------------------------------------------
@@ -288,7 +389,8 @@ class Health:
             return
         if w.beats and clock_s <= w.beats[-1].clock_s:
             self._retire(w)  # the clock went back: not the same process's series
-        w.beats.append(_Beat(float(clock_s), dict(meta["time_s"]), dict(meta.get("counts", {}))))
+        w.beats.append(_Beat(float(clock_s), dict(meta["time_s"]), dict(meta.get("counts", {})),
+                             _round_trip(meta.get("round_trip"))))
         while len(w.beats) > 2 and clock_s - w.beats[0].clock_s > self.window_s:
             w.beats.popleft()
 
@@ -306,6 +408,8 @@ class Health:
         if w.beats:
             for name in ("samples_pushed", "samples_pulled"):
                 self.retired[name] = self.retired.get(name, 0) + w.beats[-1].counts.get(name, 0)
+            if w.beats[-1].round_trip is not None:
+                self.retired_round_trip = _add(self.retired_round_trip, w.beats[-1].round_trip)
         w.beats.clear()
 
     def served_version(self, index: int) -> int | None:
@@ -375,10 +479,27 @@ class Health:
             "workers": rows,
             "totals": {"actor_env_steps_per_s": (sum(r for r in rates if r is not None)
                                                  if any(r is not None for r in rates) else None),
-                       "samples_waiting": queue},
+                       "samples_waiting": queue, **self._round_trips()},
             "bottleneck": {"kind": kind, "text": text, "actors": fractions,
                            "policy_busy": policy_busy, "trainer_busy": trainer_busy, "inline": self.inline},
         }
+
+    def _round_trips(self) -> dict[str, Any]:
+        """``round_trip_counts``: the actors' round-trip histograms at their latest heartbeats
+        summed, replaced processes included (cumulative; None until an actor reported one);
+        ``round_trip_ms``: p50, p90 and p99 in milliseconds of the round trips in the actors'
+        windows (the growth of each actor's histogram from its oldest to its newest heartbeat
+        of the window, summed; :func:`round_trip_percentiles_ms`), None without any."""
+        total, window = self.retired_round_trip, None
+        for w in self.workers.values():
+            if w.role != "actor" or not w.beats or w.beats[-1].round_trip is None:
+                continue
+            last = w.beats[-1].round_trip
+            total = _add(total, last)
+            first = w.beats[0].round_trip
+            if len(w.beats) >= 2 and first is not None:
+                window = _add(window, (b - a for a, b in zip(first, last, strict=True)))
+        return {"round_trip_counts": total, "round_trip_ms": round_trip_percentiles_ms(window)}
 
     def _queue(self) -> int | None:
         """Sample messages pushed by the actors minus those pulled by the trainers, at their

@@ -73,7 +73,10 @@ Its heartbeats carry where its time goes (:class:`zoo.core.health.Meter`): ``env
 (stepping a group), ``inference`` (sending requests, waiting for replies; inline: the
 forward passes and loading parameters), ``push``
 (pushing a sample, which blocks while the trainer does not take it), measured with one
-clock read per phase of a group step, never per environment.
+clock read per phase of a group step, never per environment; and each inference request's
+round trip, from the stream taking it to the loop taking its reply, in a histogram
+(``round_trip``, :mod:`zoo.core.health`), from the clock reads the phases already make (the
+routed actor reads the clock once more per reply its non-blocking sweep takes).
 """
 from __future__ import annotations
 
@@ -644,7 +647,7 @@ class InferenceRequests:
         self.ctx, self.client, self.groups, self.meter = ctx, client, groups, meter
         self.next_id = first_id
         self.pending: dict[int, int] = {}  # request id -> group index
-        self.sent_at = [0.0] * len(groups)  # when each group's request in flight was sent (monotonic s)
+        self.sent_at = [0.0] * len(groups)  # when each group's request in flight was sent (perf_counter s)
 
     def send(self, g: int) -> None:
         """Ask for the actions of group ``g``'s acting agents, waiting (with heartbeats) while the
@@ -664,18 +667,22 @@ class InferenceRequests:
                 return
             t = self.meter.lap("inference", t)  # counted as it goes: a heartbeat sent now includes it
             self.ctx.heartbeat()  # waiting for a (restarting) policy worker is not hanging
-        self.meter.lap("inference", t)
+        self.sent_at[g] = self.meter.lap("inference", t)  # the round trip starts as the stream took it
         self.meter.counts["requests"] += 1
-        self.sent_at[g] = time.monotonic()
 
-    def answered(self, request_id: int) -> int | None:
+    def answered(self, request_id: int, now: float | None = None) -> int | None:
         """The group a reply is for, no longer pending; None for a request this actor no longer
-        waits for (resent, or a crashed attempt's)."""
-        return self.pending.pop(request_id, None)
+        waits for (resent, or a crashed attempt's). ``now``: ``time.perf_counter()`` when the
+        reply was taken; its round trip ``now - sent_at`` is counted in the meter
+        (:meth:`~zoo.core.health.Meter.took_reply`; None: not counted)."""
+        g = self.pending.pop(request_id, None)
+        if g is not None and now is not None:
+            self.meter.took_reply(now - self.sent_at[g])
+        return g
 
     def retry_stale(self, now: float | None = None) -> None:
-        """Send again every request older than :data:`REQUEST_RETRY_S` (``now``: monotonic s)."""
-        now = time.monotonic() if now is None else now
+        """Send again every request older than :data:`REQUEST_RETRY_S` (``now``: ``time.perf_counter()`` s)."""
+        now = time.perf_counter() if now is None else now
         for g, group in enumerate(self.groups):
             if group.request_id in self.pending and now - self.sent_at[g] > REQUEST_RETRY_S:
                 del self.pending[group.request_id]
@@ -769,15 +776,17 @@ class PolicyRequests:
                 return
             t = self.meter.lap("inference", t)
             self.ctx.heartbeat()
-        self.meter.lap("inference", t)
+        self.sent_at[g] = self.meter.lap("inference", t)  # the round trip starts as the stream took it
         self.meter.counts["requests"] += 1
-        self.sent_at[g] = time.monotonic()
 
-    def answered(self, request_id: int) -> int | None:
-        return self.pending.pop(request_id, None)
+    def answered(self, request_id: int, now: float | None = None) -> int | None:
+        g = self.pending.pop(request_id, None)
+        if g is not None and now is not None:
+            self.meter.took_reply(now - self.sent_at[g])
+        return g
 
     def retry_stale(self, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
+        now = time.perf_counter() if now is None else now
         for g in range(len(self.groups)):
             if self.request_id[g] in self.pending and now - self.sent_at[g] > REQUEST_RETRY_S:
                 del self.pending[self.request_id[g]]
@@ -872,7 +881,7 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                 msg = clients[n].recv(0)
                 while msg is not None:
                     got = True
-                    answered = requests[n].answered(msg[1]["request_id"])
+                    answered = requests[n].answered(msg[1]["request_id"], time.perf_counter())
                     if answered is not None:
                         replies[answered][n] = msg
                     msg = clients[n].recv(0)
@@ -880,7 +889,8 @@ def run_routed(ctx: WorkerContext, graph: Graph) -> None:
                 n = names[turn % len(names)]
                 turn += 1
                 msg = clients[n].recv(ROUTED_WAIT_S)
-                answered = requests[n].answered(msg[1]["request_id"]) if msg is not None else None
+                answered = (requests[n].answered(msg[1]["request_id"], time.perf_counter()) if msg is not None
+                            else None)
                 if answered is not None and msg is not None:
                     replies[answered][n] = msg
             t = meter.lap("inference", t)
@@ -964,7 +974,7 @@ def run(ctx: WorkerContext) -> None:
             if msg is None:
                 continue
             reply, meta = msg
-            g = requests.answered(meta["request_id"])
+            g = requests.answered(meta["request_id"], t)  # t: the reply taken, its round trip counted
             if g is None:
                 continue  # a reply to a request this actor no longer waits for
             group, buf = groups[g], buffers[g]

@@ -82,6 +82,11 @@ def test_live_display_and_zoo_watch_show_every_worker_in_a_terminal(tmp_path):
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nthe train screen:\n{screen('train')}") from None
         controller_pid = live["controller"]["pid"]
+        # the actors' inference round trips, summed: counted in the histogram and their percentiles in order
+        rt = wait_for(lambda: (lambda j: j["totals"] if j and j["totals"].get("round_trip_ms") else None)(
+            read_live(run_dir / "live.json")), 120, "live.json with the actors' round-trip percentiles")
+        assert len(rt["round_trip_counts"]) == 18 and sum(rt["round_trip_counts"]) > 0, rt
+        assert 0 < rt["round_trip_ms"]["p50"] <= rt["round_trip_ms"]["p90"] <= rt["round_trip_ms"]["p99"], rt
         tmux("new-window", "-d", "-t", "live", "-n", "watch",
              f"{zoo} watch {run_dir} --refresh 0.2; echo WATCH-EXIT=$?; sleep 120")
         train_screen = wait_for(lambda: measured_screen(screen("train")), 120, "the train screen's worker table")

@@ -2,6 +2,7 @@
 each with hand-worked values (no process is started here)."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -209,6 +210,70 @@ def test_format_table_rows():
     assert lines[4].split() == ["CPU-work", "bound", "(env", "+", "inference)", "400", "1,600", "100%"]
     assert lines[5].split() == ["zoo", "end", "to", "end", "(training)", "300", "256", "1,200", "50%", "75%", "20%"]
     assert lines[-2] == "CPU share, end to end (100 s window): actor 40%, idle 3%"
+
+
+def histogram(**buckets):
+    counts = [0] * 18
+    for key, n in buckets.items():
+        counts[int(key[1:])] = n
+    return counts
+
+
+def test_round_trip_figures_over_the_window():
+    # live snapshots before and at the end of the window: the actors' summed histograms grew by
+    # 4 in [512, 1024) us (bucket 6) and 1 in [1.024, 2.048) ms (bucket 7)
+    start = {"totals": {"round_trip_counts": histogram(b6=10, b7=2)}}
+    end = {"totals": {"round_trip_counts": histogram(b6=14, b7=3)}}
+    got = report.round_trip_figures(start, end)
+    assert got is not None
+    assert got["counts"] == histogram(b6=4, b7=1) and got["requests"] == 5
+    assert got["edges_s"][0] == 16e-6 and got["edges_s"][-1] == 1.048576 and len(got["edges_s"]) == 17
+    # p50: rank 2.5 of 5 in bucket 6: 0.512 + 0.512 x 2.5/4 = 0.832 ms; p90: rank 4.5, 0.5 of bucket 7's 1:
+    # 1.024 + 1.024 x 0.5 = 1.536 ms; p99: rank 4.95 -> 1.024 + 1.024 x 0.95 = 1.9968 ms
+    assert (got["p50_ms"], got["p90_ms"], got["p99_ms"]) == pytest.approx((0.832, 1.536, 1.9968), abs=1e-12)
+    # no counts yet at the start: every round trip counts; none at the end or no snapshot: not measured
+    assert report.round_trip_figures({"totals": {"round_trip_counts": None}}, end)["requests"] == 17
+    assert report.round_trip_figures(None, end) is None and report.round_trip_figures(start, {"totals": {}}) is None
+    # none in the window: no percentiles
+    idle = report.round_trip_figures(end, end)
+    assert idle["requests"] == 0 and idle["p50_ms"] is None
+
+
+def test_the_window_keeps_the_live_snapshot_from_before_its_start():
+    from zoo.bench.measure import _Window
+
+    window = _Window("no-such-run", warmup=0.0, seconds=1e9, limit_s=1e9)
+    window.show_live({"totals": {"round_trip_counts": histogram(b6=1)}})
+    window({"env_steps": 0})  # the first status, no warm-up: the window starts
+    window.show_live({"totals": {"round_trip_counts": histogram(b6=5)}})
+    assert window.start is not None and window.live_start == {"totals": {"round_trip_counts": histogram(b6=1)}}
+    assert window.live == {"totals": {"round_trip_counts": histogram(b6=5)}}
+
+
+def test_phase_figures_and_the_table_carry_the_round_trips():
+    run = SimpleNamespace(
+        t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0}, end={"env_steps": 1000, "updates": 0},
+        cpu_s={("actor", 0): 5.0}, live_start={"totals": {"round_trip_counts": histogram(b6=1000)}},
+        live={"totals": {"round_trip_counts": histogram(b6=1000 + 12_000, b10=300, b17=45)}})
+    fig = report.phase_figures(run, 1024, 128, 1, 1, 2, None, None)
+    got = fig["round_trip"]
+    assert got["counts"] == histogram(b6=12_000, b10=300, b17=45) and got["requests"] == 12_345
+    # p50: rank 6,172.5 in bucket 6: 0.512 + 0.512 x 6,172.5/12,000 = 0.775360 ms; p90: rank 11,110.5 too:
+    # 0.512 + 0.512 x 11,110.5/12,000 = 0.986048 ms; p99: rank 12,221.55, 221.55 of bucket 10's 300
+    # ([8.192, 16.384) ms): 8.192 + 8.192 x 221.55/300 = 14.241792 ms
+    assert (got["p50_ms"], got["p90_ms"], got["p99_ms"]) == pytest.approx((0.77536, 0.986048, 14.241792), abs=1e-9)
+    assert json.loads(json.dumps(fig, default=str))["round_trip"]["counts"] == got["counts"]  # as --json writes it
+    result = {"workload": "pong", "summary": "s", "machine": "m", "frame_skip": 1, "ceiling": None, "bound": None,
+              "sampling": {**fig, "cpu_shares": {"actor": 0.25}, "bottleneck": "b"}, "train": None}
+    lines = report.format_table(result).splitlines()
+    assert lines[-3:] == ["CPU share, sampling (10 s window): actor 25%", "bottleneck, sampling: b",
+                          "inference round trip, sampling: p50 0.775 ms, p90 0.986 ms, p99 14.2 ms (12,345 requests)"]
+    # the open bucket prints as a lower bound; a window without a request prints dashes
+    assert report.round_trip_line("end to end", {"p50_ms": 120.0, "p90_ms": 1048.576, "p99_ms": 1048.576,
+                                                 "requests": 1}) == (
+        "inference round trip, end to end: p50 120 ms, p90 >= 1,049 ms, p99 >= 1,049 ms (1 request)")
+    assert report.round_trip_line("sampling", {"p50_ms": None, "p90_ms": None, "p99_ms": None, "requests": 0}) == (
+        "inference round trip, sampling: p50 -, p90 -, p99 - (0 requests)")
 
 
 # ----------------------------------------------------------------------------- titles, phases, workloads

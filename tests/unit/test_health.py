@@ -65,7 +65,8 @@ def test_rates_fractions_queue_and_bottleneck_from_heartbeats():
     assert t["busy_frac"] == pytest.approx(0.95, abs=1e-12)
     assert (t["samples_per_update"], t["updates_per_s"]) == (4.0, 0.25)
     # queue: pushed 14 + 2 = 16, pulled 12 -> 4 waiting
-    assert t["samples_waiting"] == 4 and snap["totals"] == {"actor_env_steps_per_s": 200.0, "samples_waiting": 4}
+    assert t["samples_waiting"] == 4 and snap["totals"] == {"actor_env_steps_per_s": 200.0, "samples_waiting": 4,
+                                                   "round_trip_counts": None, "round_trip_ms": None}
     # heartbeat ages: last messages received at 1, 3, 5, 7.5 (the status) -> 10 - those
     assert (a0["heartbeat_age_s"], a1["heartbeat_age_s"], p["heartbeat_age_s"], t["heartbeat_age_s"]) == (9.0, 7.0, 5.0, 2.5)
     assert (a0["pid"], a0["host"], a0["restarts"]) == (1005, "h", 0)
@@ -145,7 +146,8 @@ def test_meter_adds_the_time_between_laps(monkeypatch):
     monkeypatch.setattr(health_mod, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
     m = Meter("actor")
     assert m.report() == {"time_s": {"env": 0.0, "inference": 0.0, "push": 0.0},
-                          "counts": {"env_steps": 0, "samples_pushed": 0, "requests": 0}}
+                          "counts": {"env_steps": 0, "samples_pushed": 0, "requests": 0},
+                          "round_trip": [0] * 18}
     t = m.lap("inference", 9.5)  # 10.0 - 9.5
     t = m.lap("env", t)          # 10.25 - 10.0
     m.lap("push", t)             # 11.0 - 10.25
@@ -299,3 +301,89 @@ def test_a_worker_heartbeat_carries_pid_host_clock_and_the_meter_totals():
     assert isinstance(meta["clock_s"], float) and meta["policy_version"] == 5
     assert meta["time_s"] == {"env": 0.0, "inference": 0.0, "push": 0.0}
     assert meta["counts"] == {"env_steps": 64, "samples_pushed": 0, "requests": 0}
+
+
+# ----------------------------------------------------------------------------- inference round trips
+def test_round_trip_buckets_are_16_us_times_powers_of_two_up_to_about_a_second():
+    from zoo.core.health import ROUND_TRIP_BUCKETS, ROUND_TRIP_EDGES_S, round_trip_bucket
+
+    assert ROUND_TRIP_BUCKETS == 18 and len(ROUND_TRIP_EDGES_S) == 17
+    assert ROUND_TRIP_EDGES_S[0] == 16e-6 and ROUND_TRIP_EDGES_S[1] == 32e-6 and ROUND_TRIP_EDGES_S[-1] == 1.048576
+    # an edge starts its bucket; just below it is the bucket before
+    for k, edge in enumerate(ROUND_TRIP_EDGES_S):
+        assert round_trip_bucket(edge) == k + 1
+        assert round_trip_bucket(edge * (1 - 1e-9)) == k
+    assert [round_trip_bucket(s) for s in (-1.0, 0.0, 15.9e-6, 100e-6, 1e-3, 0.5, 1.048576, 30.0, float("inf"))] == [
+        0, 0, 0, 3, 6, 15, 17, 17, 17]  # 100 us in [64, 128) us; 1 ms in [512, 1024) us; 0.5 s in [262, 524) ms
+
+
+def test_histogram_percentile_interpolates_within_the_bucket():
+    from zoo.core.health import histogram_percentile, round_trip_percentiles_ms
+
+    # edges 1, 2, 4: buckets [0, 1), [1, 2), [2, 4), [4, inf); 10 values
+    counts = [0, 6, 3, 1]
+    # p50: rank 5, in [1, 2) with 0 before: 1 + 1 x 5/6
+    assert histogram_percentile(counts, 50, (1.0, 2.0, 4.0)) == pytest.approx(1 + 5 / 6, abs=1e-12)
+    # p90: rank 9, in [2, 4) with 6 before: 2 + 2 x 3/3 = 4.0; p99: rank 9.9 in the open bucket: its lower edge
+    assert histogram_percentile(counts, 90, (1.0, 2.0, 4.0)) == 4.0
+    assert histogram_percentile(counts, 99, (1.0, 2.0, 4.0)) == 4.0
+    # bucket 0 starts at 0: 4 values under 1, p25 = rank 1 -> 0 + 1 x 1/4
+    assert histogram_percentile([4, 0, 0, 0], 25, (1.0, 2.0, 4.0)) == 0.25
+    # empty buckets before the rank are skipped: p100 of [2, 0, 2, 0] -> rank 4 in [2, 4) at 2 + 2 x 2/2
+    assert histogram_percentile([2, 0, 2, 0], 100, (1.0, 2.0, 4.0)) == 4.0
+    assert histogram_percentile([0, 0, 0, 0], 50, (1.0, 2.0, 4.0)) is None
+    with pytest.raises(ValueError, match="3 counts for 3 edges"):
+        histogram_percentile([1, 2, 3], 50, (1.0, 2.0, 4.0))
+    with pytest.raises(ValueError, match="q=0"):
+        histogram_percentile(counts, 0, (1.0, 2.0, 4.0))
+    # the round-trip edges, in ms: 80 in [512, 1024) us, 20 in [1.024, 2.048) ms
+    rt = [0] * 18
+    rt[6], rt[7] = 80, 20
+    got = round_trip_percentiles_ms(rt)
+    assert got is not None
+    # p50: rank 50 -> 0.512 + 0.512 x 50/80 = 0.832 ms; p90: rank 90, 10 into the 20 -> 1.024 + 1.024 x 10/20 = 1.536;
+    # p99: 19 of 20 -> 1.024 + 1.024 x 19/20 = 1.9968
+    assert got == pytest.approx({"p50": 0.832, "p90": 1.536, "p99": 1.9968}, abs=1e-12)
+    assert round_trip_percentiles_ms([0] * 18) is None and round_trip_percentiles_ms(None) is None
+
+
+def test_the_meter_counts_each_round_trip_in_its_bucket():
+    m = Meter("actor")
+    for seconds in (10e-6, 16e-6, 500e-6, 0.003, 0.003, 2.0):
+        m.took_reply(seconds)
+    expected = [0] * 18
+    expected[0] = expected[1] = expected[5] = expected[17] = 1  # under 16 us, [16, 32) us, [256, 512) us, >= 1.05 s
+    expected[8] = 2  # 3 ms in [2.048, 4.096) ms
+    report = m.report()
+    assert report["round_trip"] == expected
+    m.took_reply(0.003)
+    assert report["round_trip"][8] == 2  # a report is a copy
+    assert "round_trip" not in Meter("policy").report() and "round_trip" not in Meter("trainer").report()
+
+
+def rt(**buckets):
+    counts = [0] * 18
+    for key, n in buckets.items():
+        counts[int(key[1:])] = n
+    return counts
+
+
+def test_round_trips_are_summed_over_the_actors_and_kept_for_replaced_processes():
+    h = Health([("actor", 0), ("actor", 1)], clock=lambda: 0.0)
+    zero = {"env": 0.0, "inference": 0.0, "push": 0.0}
+    # actor 0: 10 in [512, 1024) us before its window, +30 there and +10 in [1.024, 2.048) ms over it
+    h.on_control(beat("actor", 0, 100.0, zero, {}, round_trip=rt(b6=10)), now=0.0)
+    h.on_control(beat("actor", 0, 102.0, zero, {}, round_trip=rt(b6=40, b7=10)), now=1.0)
+    # actor 1: +50 in [512, 1024) us over its window
+    h.on_control(beat("actor", 1, 50.0, zero, {}, round_trip=rt(b6=0)), now=0.0)
+    h.on_control(beat("actor", 1, 53.0, zero, {}, round_trip=rt(b6=50)), now=1.0)
+    totals = h.snapshot(now=2.0)["totals"]
+    assert totals["round_trip_counts"] == rt(b6=90, b7=10)
+    # window: 80 in [512, 1024) us, 10 in [1.024, 2.048) ms (90 round trips):
+    # p50: rank 45 -> 0.512 + 0.512 x 45/80 = 0.8 ms; p90: rank 81, 1 of the 10 -> 1.024 + 1.024 x 1/10 = 1.1264;
+    # p99: rank 89.1, 9.1 of the 10 -> 1.024 + 1.024 x 0.91 = 1.95584
+    assert totals["round_trip_ms"] == pytest.approx({"p50": 0.8, "p90": 1.1264, "p99": 1.95584}, abs=1e-12)
+    # actor 1 is replaced: its 50 stay in the cumulative counts, its new process adds its own
+    h.record_restart("actor", 1, "exit code -9")
+    h.on_control(beat("actor", 1, 1.0, zero, {}, pid=99, round_trip=rt(b3=5)), now=3.0)
+    assert h.snapshot(now=4.0)["totals"]["round_trip_counts"] == rt(b3=5, b6=90, b7=10)

@@ -85,6 +85,28 @@ def test_a_request_unanswered_for_the_retry_time_is_sent_again_with_a_new_id():
     assert requests.answered(5) is None and requests.answered(7) == 0
 
 
+def test_each_reply_taken_counts_its_round_trip_from_the_send(monkeypatch):
+    from zoo.core import health as health_mod
+    from zoo.core.workers import actor as actor_mod
+
+    # perf_counter reads: send 0 starts at 9.9999 and the stream takes it at 10.0; send 1: 10.0001, 10.0002
+    clock = iter([9.9999, 10.0, 10.0001, 10.0002])
+    fake = SimpleNamespace(perf_counter=lambda: next(clock))
+    monkeypatch.setattr(health_mod, "time", fake)
+    monkeypatch.setattr(actor_mod, "time", fake)
+    meter = Meter("actor")
+    requests = InferenceRequests(Ctx(), Stream(), [group([True]), group([True])], first_id=1000, meter=meter)
+    requests.send(0)
+    requests.send(1)
+    assert requests.sent_at == [10.0, 10.0002]
+    assert requests.answered(1000, 10.0005) == 0  # 0.5 ms: bucket 5, [256, 512) us
+    assert requests.answered(1001, 10.0302) == 1  # 30 ms: bucket 11, [16.384, 32.768) ms
+    assert requests.answered(1000, 11.0) is None  # a late duplicate: no round trip
+    expected = [0] * 18
+    expected[5] = expected[11] = 1
+    assert meter.round_trip == expected
+
+
 # ----------------------------------------------------------------------------- actor: outbox
 def bundle(slots: int) -> dict:
     return {"reward": np.zeros((4, slots), np.float32)}

@@ -8,7 +8,8 @@
 - :func:`measure_run`: a real Zoo run (``zoo.core.controller.run``) measured over a window:
   the trainer's counters at the window's two ends, each worker's CPU from ``/proc/<pid>/stat``
   (workers found by their process titles ``zoo: <role> <index> <run>``), and the last
-  ``live.json`` snapshot (:mod:`zoo.core.health`: bottleneck, policy batch rows).
+  ``live.json`` snapshot (:mod:`zoo.core.health`: bottleneck, policy batch rows) and the one
+  before the window (for the actors' round-trip histogram's growth over the window).
 
 Every function stops what it started: worker processes are stopped by the controller
 (the run is ended as by Ctrl-C), the raw processes are joined, the run folder is kept
@@ -396,7 +397,9 @@ class RunResult:
     ``(role, index)`` over the window (``("controller", 0)`` is this process, ``("machine", 0)``
     every process of the machine, ``("machine-total", 0)`` the cores' seconds, idle included:
     :func:`machine_cpu`); ``live``: the
-    last ``live.json`` snapshot; ``run_dir``: the run folder (removed unless kept)."""
+    last ``live.json`` snapshot; ``live_start``: the last one before the window started (None
+    if none came yet; both are up to ``log.interval_s`` = 1 s old at their end of the window,
+    from heartbeats up to a second older); ``run_dir``: the run folder (removed unless kept)."""
 
     start: dict[str, Any]
     end: dict[str, Any]
@@ -408,6 +411,7 @@ class RunResult:
     exit_code: int = 0
     stderr: str = ""
     notes: list[str] = field(default_factory=list)
+    live_start: dict[str, Any] | None = None
 
 
 class _Window:
@@ -422,6 +426,7 @@ class _Window:
         self.start: tuple[float, dict, dict] | None = None  # (time, status, cpu)
         self.end: tuple[float, dict, dict] | None = None
         self.live: dict[str, Any] | None = None
+        self.live_start: dict[str, Any] | None = None  # the last snapshot before the window
         self.stopping = False
         self.timed_out = False
 
@@ -446,6 +451,7 @@ class _Window:
             self.first = now
         if self.start is None and now - self.first >= self.warmup:
             self.start = (now, dict(status), self.cpu())
+            self.live_start = self.live
         elif (self.start is not None and now - self.start[0] >= self.seconds
               and status.get("env_steps", 0) > self.start[1].get("env_steps", 0)):
             # the first status at least `seconds` later that shows progress (a trainer also reports
@@ -515,4 +521,5 @@ def measure_run(cfg: Any, *, seconds: float, warmup: float, limit_s: float, keep
     assert window.start is not None, "a window starts before it ends"
     (t0, s0, c0), (t1, s1, c1) = window.start, window.end
     cpu = {k: c1[k] - c0[k] for k in c1 if k in c0}
-    return RunResult(s0, s1, t0, t1, cpu, window.live, run_dir if keep else "", code, err.getvalue())
+    return RunResult(s0, s1, t0, t1, cpu, window.live, run_dir if keep else "", code, err.getvalue(),
+                     live_start=window.live_start)

@@ -28,6 +28,12 @@ Definitions (units in brackets):
   sample (over ``inserted``; the configured ``algo.samples_per_insert`` in the long run);
   the learner's waits for inserted data [batches, s, fraction of the window] and the seconds
   complete batches waited for the learner, holding the actors back [s, fraction of the window].
+- inference round trip: the actors' round-trip histogram (:mod:`zoo.core.health`: from a
+  request taken by the inference stream to its reply taken by the actor; buckets of
+  :data:`zoo.core.health.ROUND_TRIP_EDGES_S`, 16 µs x 2^k up to 1.048576 s and an open
+  bucket above), summed over the actors, grown over the window (the ``live.json`` snapshots
+  before and at the window's end: each up to about 2 s old); its p50, p90 and p99,
+  interpolated linearly within a bucket (:func:`zoo.core.health.histogram_percentile`) [ms].
 - CPU share of a role: its processes' core seconds (``/proc/<pid>/stat`` utime + stime) over
   the window / (cores x window seconds); ``other`` is the rest of the machine's busy time
   (``/proc/stat``: other users of the cores), ``idle`` what no process used.
@@ -37,8 +43,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from zoo.core.health import ROUND_TRIP_EDGES_S, ROUND_TRIP_PERCENTILES, histogram_percentile
+
 __all__ = ["rate", "run_counters", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares",
-           "bottleneck_words", "replay_figures", "phase_figures", "format_table", "ROLES"]
+           "bottleneck_words", "replay_figures", "round_trip_figures", "round_trip_line", "phase_figures",
+           "format_table", "ROLES"]
 
 ROLES = ("actor", "policy", "trainer", "controller")
 IDLE_NOTE = 0.15
@@ -136,6 +145,52 @@ def replay_figures(start: dict[str, Any], end: dict[str, Any], seconds: float) -
             "rate_limit_held_s": held_s, "wait_fraction": wait_s / seconds, "held_fraction": held_s / seconds}
 
 
+def round_trip_figures(start: dict[str, Any] | None, end: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The actors' inference round trips over a window, from the ``live.json`` snapshots
+    before it (``start``) and at its end (``end``): their ``totals.round_trip_counts``
+    (cumulative, summed over the actors) subtracted bucket by bucket (a count below 0, which
+    only a lost heartbeat gives, as 0; ``start`` without counts: none yet, all 0).
+
+    Returns:
+        None without both snapshots or without counts at the end; else ``{"edges_s": the 17
+        bucket edges in seconds, "counts": 18 ints, "requests": their sum, "p50_ms",
+        "p90_ms", "p99_ms"}`` (:func:`zoo.core.health.histogram_percentile` in milliseconds;
+        None when no request was answered in the window). Example: counts grown by 4 in
+        [512, 1024) µs and 1 in [1.024, 2.048) ms: 5 requests, p50 at rank 2.5 = 512 + 512 x
+        2.5/4 = 832 µs -> 0.832 ms.
+    """
+    if start is None or end is None:
+        return None
+    last = (end.get("totals") or {}).get("round_trip_counts")
+    first = (start.get("totals") or {}).get("round_trip_counts") or [0] * len(last or ())
+    if not last or len(first) != len(last) or len(last) != len(ROUND_TRIP_EDGES_S) + 1:
+        return None
+    counts = [max(0, int(b) - int(a)) for a, b in zip(first, last, strict=True)]
+    out: dict[str, Any] = {"edges_s": list(ROUND_TRIP_EDGES_S), "counts": counts, "requests": sum(counts)}
+    for q in ROUND_TRIP_PERCENTILES:
+        value = histogram_percentile(counts, q)
+        out[f"p{q}_ms"] = None if value is None else value * 1e3
+    return out
+
+
+def _ms(x: float | None) -> str:
+    """Milliseconds for the round-trip line: ``"-"`` for None, ``">= 1,049 ms"`` in the open
+    bucket, else 3 decimals under 1 ms (0.832), 1 under 100 (12.3), none from 100 (1,024)."""
+    if x is None:
+        return "-"
+    if x >= ROUND_TRIP_EDGES_S[-1] * 1e3:
+        return f">= {x:,.0f} ms"
+    return f"{x:.3f} ms" if x < 1 else f"{x:.1f} ms" if x < 100 else f"{x:,.0f} ms"
+
+
+def round_trip_line(label: str, figures: dict[str, Any]) -> str:
+    """The printed line of :func:`round_trip_figures` for the phase ``label``. Example:
+    ``inference round trip, sampling: p50 0.832 ms, p90 3.4 ms, p99 12.3 ms (12,345 requests)``."""
+    return (f"inference round trip, {label}: "
+            + ", ".join(f"p{q} {_ms(figures.get(f'p{q}_ms'))}" for q in ROUND_TRIP_PERCENTILES)
+            + f" ({figures['requests']:,} request{'s' if figures['requests'] != 1 else ''})")
+
+
 def cpu_shares(cpu_s: dict[tuple[str, int], float], seconds: float, cores: int) -> dict[str, float]:
     """Fractions of the machine's cores over a window of ``seconds``, by role (:data:`ROLES`),
     plus ``other`` (the machine's busy time not used by these processes, when
@@ -202,6 +257,7 @@ def phase_figures(run: Any, per_update: int, sample_length: int, agents: int, fr
         "cpu_shares": shares, "health": health, "bottleneck": bottleneck_words(shares, health, cores),
         "policy_batch_rows": _batch_rows(live.get("workers", ())),
         "replay": replay_figures(run.start, run.end, seconds),
+        "round_trip": round_trip_figures(getattr(run, "live_start", None), run.live),
     }
 
 
@@ -285,4 +341,6 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"CPU share, {label} ({p['window_s']:.0f} s window): "
                      + ", ".join(f"{k} {_pct(v)}" for k, v in shares.items()))
         lines.append(f"bottleneck, {label}: {p['bottleneck']}")
+        if p.get("round_trip"):
+            lines.append(round_trip_line(label, p["round_trip"]))
     return "\n".join(lines)

@@ -18,8 +18,10 @@ status, then stopped as Ctrl-C stops a run (workers stopped, shared memory remov
 folder lives in a temporary folder removed at the end. Printed: env steps/s, trained env
 steps/s, frames/s, the ratios to the ceiling and to the CPU-work bound, the dropped fraction,
 each role's share of the cores (``/proc/<pid>/stat`` of the workers, found by their titles
-``zoo: <role> <index> <run>``; ``other``: other processes on the machine) and the bottleneck
-in words (:mod:`zoo.bench.report`). ``--json FILE`` writes the same figures.
+``zoo: <role> <index> <run>``; ``other``: other processes on the machine), the bottleneck
+in words, and the actors' inference round trips over the window (p50, p90, p99 from their
+round-trip histogram, :func:`zoo.bench.report.round_trip_figures`) (:mod:`zoo.bench.report`).
+``--json FILE`` writes the same figures, the round-trip histogram included.
 
 Workloads: :data:`zoo.bench.workloads.WORKLOADS` (``pong``: CleanRL ``ppo_atari.py``'s, the
 default; ``cartpole``: CleanRL ``ppo.py``'s; ``pong-defaults``/``cartpole-defaults``: Zoo's own
