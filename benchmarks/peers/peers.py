@@ -227,6 +227,9 @@ SYSTEMS: dict[str, System] = {s.name: s for s in (
     System("zoo-defaults", "Zoo PPO (its own defaults)", None, _zoo_command("-defaults")),
     System("zoo-bf16", "Zoo PPO (at the workload, bfloat16 training)", None,
            _zoo_command("", "--set", "algo.precision=bfloat16")),
+    System("zoo-inline-bf16", "Zoo PPO (at the workload, inline bfloat16 inference and training)", None,
+           _zoo_command("", "--set", "algo.precision=bfloat16", "--set", "policy.inline=true", "--set",
+                        "policy.precision=bfloat16")),
     System("cleanrl", "CleanRL", "cleanrl", _cleanrl_command,
            lambda line, st, w: (parse_cleanrl_dqn(line, st, CLEANRL_DQN_LEARNING_STARTS) if w.peer_script == "dqn"
                                 else parse_cleanrl(line, st, w.num_envs * w.rollout_steps))),
