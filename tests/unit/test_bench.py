@@ -466,6 +466,8 @@ def test_peer_commands_carry_the_workload():
     assert peers.SYSTEMS["zoo-defaults"].command(WORKLOADS["cartpole"], "/tmp/x")[5] == "cartpole-defaults"
     bf16 = peers.SYSTEMS["zoo-bf16"].command(w, "/tmp/x")
     assert (bf16[5], bf16[-2:]) == ("pong", ["--set", "algo.precision=bfloat16"])
+    dp = peers.SYSTEMS["zoo-dp-bf16"].command(w, "/tmp/x")
+    assert dp[-6:] == ["--set", "algo.precision=bfloat16", "--set", "trainer.count=2", "--set", "trainer.threads=1"]
     inline = peers.SYSTEMS["zoo-inline-bf16"].command(w, "/tmp/x")
     assert inline[-6:] == ["--set", "algo.precision=bfloat16", "--set", "policy.inline=true", "--set",
                            "policy.precision=bfloat16"]
