@@ -485,6 +485,18 @@ def test_help_shows_no_type_placeholders_for_flags_and_no_braces():
     assert "--seed N Random seed" in text and "--set -s KEY=VALUE Override" in text and "--steps N [x>=1]" in text
 
 
+def test_no_commands_help_shows_a_bool_placeholder():
+    """Every command's --help, the plugins' commands included: a flag takes no value, so none is
+    shown with typer's ``<bool>`` (``zoo plot --pbt`` and ``zoo league --json`` once were)."""
+    app = cli.build_app(cli.get_host())
+    names = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert {"train", "plot", "league", "eval", "bench"} <= set(names)
+    for name in names:
+        result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "150"})
+        assert result.exit_code == 0, (name, result.output)
+        assert "<bool>" not in result.output, name
+
+
 def test_help_of_plugin_commands_shows_no_bool_placeholder():
     def register_commands(app):
         @app.command("hello")

@@ -122,7 +122,7 @@ def eval_table(policy: str, rows: list[dict[str, Any]]) -> Table:
 def league_command(
     run: str = typer.Argument(..., help="The run: its folder (runs/NAME) or its name under --runs-dir."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run names are looked up.", file_okay=False),
-    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON ({policy: [row, ...]})."),
+    as_json: bool = typer.Option(False, "--json", metavar="", help="Print the rows as JSON ({policy: [row, ...]})."),
 ) -> None:
     """The kept versions of each policy: version, env steps, rating, games, win rate, mean return;
     and the eval manager's ratings and win rates against each baseline, when the run had one."""

@@ -31,7 +31,7 @@ def plot_command(
                                      help="Draw only this named policy's lines (repeatable, or a comma list): its "
                                           "return (<NAME>_return) and its own update rows. Default: every policy, "
                                           "each its own line."),
-    pbt: bool = typer.Option(False, "--pbt",
+    pbt: bool = typer.Option(False, "--pbt", metavar="",
                              help="A PBT run (pbt.members >= 2): each member's objective over env steps with an "
                                   "arrow at every exploit (from the member it copied), the lineage (who copied "
                                   "whom, when), and one panel per explored hyperparameter, each member's value over "
