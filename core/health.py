@@ -165,7 +165,7 @@ class Meter:
     def took_reply(self, seconds: float) -> None:
         """Count one inference round trip of ``seconds`` (an actor's meter; module docstring) in
         its bucket (:func:`round_trip_bucket`): one ``bisect`` on 17 edges and one increment."""
-        self.round_trip[bisect.bisect_right(ROUND_TRIP_EDGES_S, seconds)] += 1  # type: ignore[index]
+        self.round_trip[round_trip_bucket(seconds)] += 1  # type: ignore[index]
 
     def lap(self, phase: str, since: float) -> float:
         """Add ``perf_counter() - since`` seconds to ``phase``; returns that ``perf_counter()``."""

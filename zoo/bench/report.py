@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from zoo.core.health import ROUND_TRIP_EDGES_S, ROUND_TRIP_PERCENTILES, histogram_percentile
+from zoo.core.health import ROUND_TRIP_EDGES_S, ROUND_TRIP_PERCENTILES, round_trip_percentiles_ms
 
 __all__ = ["rate", "run_counters", "trained_steps", "dropped_fraction", "cpu_work_bound", "cpu_shares",
            "bottleneck_words", "replay_figures", "round_trip_figures", "round_trip_line", "phase_figures",
@@ -166,11 +166,9 @@ def round_trip_figures(start: dict[str, Any] | None, end: dict[str, Any] | None)
     if not last or len(first) != len(last) or len(last) != len(ROUND_TRIP_EDGES_S) + 1:
         return None
     counts = [max(0, int(b) - int(a)) for a, b in zip(first, last, strict=True)]
-    out: dict[str, Any] = {"edges_s": list(ROUND_TRIP_EDGES_S), "counts": counts, "requests": sum(counts)}
-    for q in ROUND_TRIP_PERCENTILES:
-        value = histogram_percentile(counts, q)
-        out[f"p{q}_ms"] = None if value is None else value * 1e3
-    return out
+    ms = round_trip_percentiles_ms(counts) or {}
+    return {"edges_s": list(ROUND_TRIP_EDGES_S), "counts": counts, "requests": sum(counts),
+            **{f"p{q}_ms": ms.get(f"p{q}") for q in ROUND_TRIP_PERCENTILES}}
 
 
 def _ms(x: float | None) -> str:
