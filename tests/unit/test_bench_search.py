@@ -69,21 +69,46 @@ def test_pick_ties_broken_by_the_bound_then_the_incumbent():
 
 def test_dimensions_on_two_cores():
     dims = grid(2)
-    assert [d.name for d in dims] == ["inference", "actors", "group", "ring", "trainer threads",
-                                      "training precision", "inference precision"]
+    assert [d.name for d in dims] == ["inference", "actors", "group", "ring", "training precision", "trainers",
+                                      "inference precision"]
     opts = {d.name: d.options(DEFAULT) for d in dims}
     # 2 cores: inline or 1 policy worker; actors 1, 2, 4; groups of 2 or 4 (8 does not divide 4 samples)
     assert [(x.inline, x.policy_workers) for x in opts["inference"]] == [(True, 1), (False, 1)]
     assert [x.actors for x in opts["actors"]] == [1, 2, 4]
     assert [(x.envs_per_actor, x.ring_size) for x in opts["group"]] == [(2, 1), (4, 1)]
     assert [(x.envs_per_actor, x.ring_size) for x in opts["ring"]] == [(4, 1), (8, 2), (16, 4)]
-    assert [x.trainer_threads for x in opts["trainer threads"]] == [1, 2]
+    # one actor: no second trainer to feed, so one trainer of 1 or 2 threads
+    assert [(x.trainers, x.trainer_threads, x.batch_samples) for x in opts["trainers"]] == [(1, 1, 0), (1, 2, 0)]
     assert [x.algo_precision for x in opts["training precision"]] == ["float32", "bfloat16"]
+
+
+def test_trainers_dimension_splits_the_update_batch():
+    """The Pong workload's layout on 2 cores (2 actors x 2 groups of 2 envs, 8 samples per update):
+    2 data-parallel trainers of 1 thread take 4 samples each, the update batch of 8 kept."""
+    pong = S.Layout(actors=2, envs_per_actor=4, ring_size=2, inline=False, policy_workers=1, trainer_threads=2,
+                    algo_precision="bfloat16", policy_precision="float32", trainers=1, batch_samples=8)
+    trainers = {d.name: d for d in S.dimensions(2, 8, 1, training_bf16=True, inference_bf16=False)}["trainers"]
+    got = trainers.options(pong)
+    assert [(x.trainers, x.trainer_threads, x.batch_samples) for x in got] == [(1, 1, 8), (1, 2, 8), (2, 1, 4)]
+    assert got[2].changes(pong) == "trainer.threads=1, trainer.count=2, trainer.batch_samples=4"
+    assert got[2].describe() == ("2 actors x 4 envs (2 groups of 2), 1 policy worker, 2 trainers x 1 thread, "
+                                 "training bfloat16, inference float32")
+    # from the 2-trainer layout the same grid comes back (the batch is every trainer's together)
+    assert [(x.trainers, x.trainer_threads, x.batch_samples) for x in trainers.options(got[2])] == [
+        (1, 1, 8), (1, 2, 8), (2, 1, 4)]
+    # a share that is not whole groups is not offered: groups of 4 envs, 4 samples per update
+    wide = S.dimensions(2, 4, 1, training_bf16=False, inference_bf16=False)[-1]
+    assert wide.name == "trainers"
+    assert [(x.trainers, x.trainer_threads) for x in wide.options(dataclasses.replace(DEFAULT, actors=2))] == [
+        (1, 1), (1, 2)]
+    # the group dimension divides each trainer's share: groups of 2 or 4 divide 4 samples, 8 does not
+    group = S.dimensions(2, 8, 1, training_bf16=False, inference_bf16=False)[2]
+    assert [x.group for x in group.options(dataclasses.replace(got[2], ring_size=1, envs_per_actor=4))] == [2, 4]
 
 
 def test_dimensions_on_sixteen_cores_and_without_bfloat16():
     dims = S.dimensions(16, 16, 1, training_bf16=False, inference_bf16=False)
-    assert [d.name for d in dims] == ["inference", "actors", "group", "ring", "trainer threads"]
+    assert [d.name for d in dims] == ["inference", "actors", "group", "ring", "trainers"]
     eight = dataclasses.replace(DEFAULT, actors=8, inline=False, policy_workers=4)
     opts = {d.name: d.options(eight) for d in dims}
     assert [(x.inline, x.policy_workers) for x in opts["inference"]] == [(True, 1), (False, 1), (False, 2),
@@ -91,7 +116,10 @@ def test_dimensions_on_sixteen_cores_and_without_bfloat16():
     # fewer policy workers than actors: 1 actor keeps 1 worker
     assert [(x.actors, x.policy_workers) for x in opts["actors"]] == [(1, 1), (8, 4), (16, 4), (32, 4)]
     assert [x.group for x in opts["group"]] == [2, 4, 8]  # 4 x 1 agent, halved and doubled, all divide 16
-    assert [x.trainer_threads for x in opts["trainer threads"]] == [1, 8, 16]
+    # 8 actors, 16 samples in groups of 4: 2 trainers of 8 samples (1 or 8 threads), 4 of 4 samples (1 or 4
+    # threads); 8 trainers would take 2 samples each, not whole groups of 4
+    assert [(x.trainers, x.trainer_threads, x.batch_samples) for x in opts["trainers"]] == [
+        (1, 1, 0), (1, 8, 0), (1, 16, 0), (2, 1, 8), (2, 8, 8), (4, 1, 4), (4, 4, 4)]
     # 2 agents per env: groups of 2 x 2 and 4 x 2 divide 8 agent-slot samples, 8 x 2 does not
     two = S.dimensions(16, 8, 2, training_bf16=False, inference_bf16=False)[2]
     assert [x.group for x in two.options(DEFAULT)] == [2, 4]
@@ -110,10 +138,10 @@ def test_search_picks_the_best_on_hand_made_figures():
         ("group", "actors.count=2, actors.envs_per_actor=2", 1100.0),
         ("ring", "actors.count=2, actors.envs_per_actor=16, actors.ring_size=4", 1200.0),  # highest bound first
         ("ring", "actors.count=2, actors.envs_per_actor=8, actors.ring_size=2", 1330.0),  # ties 1,300: higher bound
-        ("trainer threads", "actors.count=2, actors.envs_per_actor=8, actors.ring_size=2, trainer.threads=2",
-         1280.0),  # ties 1,330 with the same bound: the incumbent stays
         ("training precision", "actors.count=2, actors.envs_per_actor=8, actors.ring_size=2, "
          "algo.precision=bfloat16", 1830.0),
+        ("trainers", "actors.count=2, actors.envs_per_actor=8, actors.ring_size=2, trainer.threads=2, "
+         "algo.precision=bfloat16", 1780.0),  # ties 1,830 with the same bound: the incumbent stays
         ("inference precision", "actors.count=2, actors.envs_per_actor=8, actors.ring_size=2, "
          "algo.precision=bfloat16, policy.precision=bfloat16", 1820.0),  # ties, higher bound
         ("repeat", "actors.count=2, actors.envs_per_actor=8, actors.ring_size=2, algo.precision=bfloat16, "
@@ -143,7 +171,7 @@ def test_search_respects_the_budget():
     two = dataclasses.replace(DEFAULT, actors=2)
     assert result.chosen == two and result.scores(two) == [1300.0, 1300.0]
     assert result.notes == ["the budget (60 s) ran out in 'group' (not tried: actors.envs_per_actor=2); dimensions "
-                            "not tried: ring, trainer threads, training precision, inference precision"]
+                            "not tried: ring, training precision, trainers, inference precision"]
     # before the first trial the estimate is start-up + warm-up + window: 8 + 5 + 10 = 23 s, so a budget of
     # 23 x 3 = 69 s starts nothing but the default and its repeat
     slow = FakeClock(23.0)

@@ -1,16 +1,22 @@
 """``zoo bench --search``: the layout search, as pure logic around two callables.
 
 A **layout** (:class:`Layout`) is how a run is arranged on a machine, not what it learns:
-actors, envs per actor, ring groups, inline inference or policy workers, trainer threads
-and the arithmetic (``algo.precision``, ``policy.precision``). Every candidate keeps the
-workload's update batch (``trainer.batch_samples`` x ``sample_length``, and so its
-minibatches): a ring group of ``G`` envs x ``A`` agents only when ``G x A`` divides
-``trainer.batch_samples``, so the trainer takes whole samples and the learning problem is
-the same for every layout (:func:`zoo.core.config.batch_agent_steps` unchanged).
+actors, envs per actor, ring groups, inline inference or policy workers, data-parallel
+trainers and their threads, and the arithmetic (``algo.precision``, ``policy.precision``).
+Every candidate keeps the workload's update batch (``trainer.count x trainer.batch_samples``
+samples of ``sample_length`` steps, and so its minibatches): ``K`` data-parallel trainers
+each take ``1/K`` of it (``trainer.batch_samples`` is per trainer, docs/graph.md), and a ring
+group of ``G`` envs x ``A`` agents only when ``G x A`` divides each trainer's
+``trainer.batch_samples``, so every trainer takes whole samples and the learning problem is
+the same for every layout (:func:`zoo.core.config.batch_agent_steps` x ``K`` unchanged).
 
 **Strategy** (:func:`run_search`): coordinate descent from the workload's layout (the
 "default"), one dimension at a time in the order of :func:`dimensions` (inference, actors,
-group size, ring groups, trainer threads, training precision, inference precision). For
+group size, ring groups, training precision, trainers, inference precision). Training
+precision comes before the trainers because it changes which trainer layout wins: at the
+Pong workload on 2 cores a second torch thread sped the float32 update up 1.57x but the
+bfloat16 one 1.42x, so bfloat16 gains more from 2 data-parallel trainers of 1 thread
+(benchmarks/RESULTS.md, issue 25). For
 each dimension the incumbent's alternatives are measured once each, in the order of their
 CPU-work bound (highest first: the most promising first when the budget runs out), and the
 incumbent becomes the best of them and itself (:func:`pick`): the highest score, but a
@@ -62,7 +68,7 @@ the real figure: ``zoo bench --workload cartpole --phases train --seconds 2 --wa
 11.8 s in all on a 2-core machine loaded by other jobs (load average 5.4)."""
 
 LAYOUT_KEYS = ("actors.count", "actors.envs_per_actor", "actors.ring_size", "policy.inline", "policy.count",
-               "trainer.threads", "algo.precision", "policy.precision")
+               "trainer.threads", "trainer.count", "trainer.batch_samples", "algo.precision", "policy.precision")
 """The options a layout sets (:meth:`Layout.overrides`)."""
 
 
@@ -76,10 +82,13 @@ class Layout:
         ring_size: ``actors.ring_size``: env groups per actor.
         inline: ``policy.inline``: each actor runs the policy itself (no policy worker).
         policy_workers: ``policy.count`` (1 when ``inline``).
-        trainer_threads: ``trainer.threads`` (explicit, >= 1).
+        trainer_threads: ``trainer.threads`` (explicit, >= 1): torch threads of each trainer.
         algo_precision: ``algo.precision`` (``float32``/``bfloat16``), None for an algorithm
             without that option.
         policy_precision: ``policy.precision`` (``float32``/``bfloat16``).
+        trainers: ``trainer.count``: data-parallel trainers.
+        batch_samples: ``trainer.batch_samples`` (per trainer); 0 leaves the workload's
+            (only with one trainer: a layout of ``K`` > 1 trainers sets ``1/K`` of the update batch).
     """
 
     actors: int
@@ -90,6 +99,8 @@ class Layout:
     trainer_threads: int
     algo_precision: str | None
     policy_precision: str
+    trainers: int = 1
+    batch_samples: int = 0
 
     @property
     def group(self) -> int:
@@ -100,13 +111,16 @@ class Layout:
         """The ``--set`` options of this layout, in :data:`LAYOUT_KEYS` order."""
         out = [f"actors.count={self.actors}", f"actors.envs_per_actor={self.envs_per_actor}",
                f"actors.ring_size={self.ring_size}", f"policy.inline={str(self.inline).lower()}",
-               f"policy.count={self.policy_workers}", f"trainer.threads={self.trainer_threads}"]
+               f"policy.count={self.policy_workers}", f"trainer.threads={self.trainer_threads}",
+               f"trainer.count={self.trainers}"]
+        if self.batch_samples:
+            out.append(f"trainer.batch_samples={self.batch_samples}")
         if self.algo_precision is not None:
             out.append(f"algo.precision={self.algo_precision}")
         return [*out, f"policy.precision={self.policy_precision}"]
 
     def describe(self) -> str:
-        """In words, e.g. ``2 actors x 4 envs (2 groups of 2), 1 policy worker, 2 trainer threads,
+        """In words, e.g. ``2 actors x 4 envs (2 groups of 2), 1 policy worker, 1 trainer x 2 threads,
         training float32, inference float32``."""
         inference = "inline" if self.inline else f"{self.policy_workers} policy worker" + (
             "s" if self.policy_workers != 1 else "")
@@ -114,7 +128,8 @@ class Layout:
         precision = (f"training {self.algo_precision}, " if self.algo_precision else "") + (
             f"inference {self.policy_precision}")
         return (f"{self.actors} actor{'s' if self.actors != 1 else ''} x {self.envs_per_actor} envs ({groups}), "
-                f"{inference}, {self.trainer_threads} trainer thread{'s' if self.trainer_threads != 1 else ''}, "
+                f"{inference}, {self.trainers} trainer{'s' if self.trainers != 1 else ''} x {self.trainer_threads} "
+                f"thread{'s' if self.trainer_threads != 1 else ''}, "
                 f"{precision}")
 
     def changes(self, other: Layout) -> str:
@@ -150,11 +165,16 @@ def dimensions(cores: int, batch_samples: int, agents: int, *, training_bf16: bo
     - ``actors``: 1, ``cores // 2``, ``cores``, ``2 x cores`` (2 cores: 1, 2, 4), keeping the
       group and ring (fewer policy workers when they would outnumber the actors);
     - ``group``: envs per ring group ``G / 2``, ``G``, ``2 G`` where ``G x agents`` divides
-      ``batch_samples`` (the update batch keeps its size), keeping the ring;
+      each trainer's ``batch_samples`` (the layout's, else the argument; the update batch keeps
+      its size), keeping the ring;
     - ``ring``: 1, 2 or 4 ring groups per actor, keeping the group;
-    - ``trainer threads``: 1, ``cores // 2``, ``cores``;
     - ``training precision``: float32, bfloat16 when ``training_bf16`` (native bfloat16 on the
       trainer's device) and the algorithm has ``algo.precision``;
+    - ``trainers``: one trainer of 1, ``cores // 2`` or ``cores`` threads, and ``K`` data-parallel
+      trainers (``K`` a power of two from 2 up to the cores and the actors, each trainer needing
+      an actor) of 1 or ``cores // K`` threads, each taking ``1/K`` of the update batch, where
+      ``K`` divides it and each share is whole groups (2 cores, 2 actors, 8 samples: 1 x 1,
+      1 x 2, 2 x 1 of 4 samples each);
     - ``inference precision``: float32, bfloat16 when ``inference_bf16``.
 
     A dimension with one value is left out.
@@ -172,21 +192,33 @@ def dimensions(cores: int, batch_samples: int, agents: int, *, training_bf16: bo
         return [rep(x, actors=n, policy_workers=min(x.policy_workers, n)) for n in counts]
 
     def group(x: Layout) -> list[Layout]:
+        per = x.batch_samples or batch_samples
         sizes = [g for g in (x.group // 2, x.group, x.group * 2)
-                 if g >= 1 and batch_samples % (g * agents) == 0 and (g != x.group // 2 or x.group % 2 == 0)]
+                 if g >= 1 and per % (g * agents) == 0 and (g != x.group // 2 or x.group % 2 == 0)]
         return [rep(x, envs_per_actor=g * x.ring_size) for g in sorted(set(sizes))]
 
     def ring(x: Layout) -> list[Layout]:
         return [rep(x, ring_size=r, envs_per_actor=x.group * r) for r in (1, 2, 4)]
 
-    def threads(x: Layout) -> list[Layout]:
-        return [rep(x, trainer_threads=t) for t in sorted({1, max(1, cores // 2), cores})]
+    def trainers(x: Layout) -> list[Layout]:
+        total = x.trainers * (x.batch_samples or batch_samples)  # the update batch, every trainer's together
+
+        def share(k: int) -> int:  # each of k trainers' batch_samples; 0 = the workload's own (one trainer)
+            return total // k if (k > 1 or x.batch_samples) else 0
+        opts = [rep(x, trainers=1, batch_samples=share(1), trainer_threads=t)
+                for t in sorted({1, max(1, cores // 2), cores})]
+        for k in _powers_up_to(min(cores, x.actors))[1:]:
+            if total % k == 0 and (total // k) % (x.group * agents) == 0:
+                opts += [rep(x, trainers=k, batch_samples=share(k), trainer_threads=t)
+                         for t in sorted({1, max(1, cores // k)})]
+        return opts
 
     out += [Dimension("inference", inference), Dimension("actors", actors), Dimension("group", group),
-            Dimension("ring", ring), Dimension("trainer threads", threads)]
+            Dimension("ring", ring)]
     if training_bf16 and has_algo_precision:
         out.append(Dimension("training precision",
                              lambda x: [rep(x, algo_precision=p) for p in ("float32", "bfloat16")]))
+    out.append(Dimension("trainers", trainers))
     if inference_bf16:
         out.append(Dimension("inference precision",
                              lambda x: [rep(x, policy_precision=p) for p in ("float32", "bfloat16")]))

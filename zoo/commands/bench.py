@@ -345,14 +345,15 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
                            ring_size=base.actors.ring_size, inline=bool(base.policy.inline),
                            policy_workers=base.policy.count, trainer_threads=thread_plan(base).trainer,
                            algo_precision=training_precision(base) if isinstance(algo_precision, str) else None,
-                           policy_precision=choose_precision(base.policy.precision, base.policy.device))
+                           policy_precision=choose_precision(base.policy.precision, base.policy.device),
+                           trainers=base.trainer.count, batch_samples=base.trainer.batch_samples)
         inference_bf16 = (training_bf16_native(base.policy.device)[0] if base.policy.device == "cpu"
                           else choose_precision("auto", base.policy.device) == "bfloat16")
         dims = S.dimensions(cores, base.trainer.batch_samples, spec.num_agents,
                             training_bf16=learn and training_bf16_native(getattr(base.algo, "device", "cpu"))[0],
                             inference_bf16=inference_bf16, has_algo_precision=isinstance(algo_precision, str))
         if not learn:
-            dims = [d for d in dims if d.name not in ("trainer threads", "training precision")]
+            dims = [d for d in dims if d.name not in ("trainers", "training precision")]
         header = [f"zoo bench --search: workload {w.name} ({w.algo} on {w.env}), objective {OBJECTIVES[objective]}",
                   f"machine: {platform.machine()}, {cores} cores, load average {os.getloadavg()[0]:.1f} at start; "
                   f"date {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC",
@@ -390,7 +391,7 @@ def search_command(w, overrides: list[str], *, budget_s: float, objective: str, 
             work = [raw.cpu_s_per_step,
                     cost(("inference", rows, x.policy_precision), lambda: inference_cost(cfg, rows))]
             if learn:
-                work.append(cost(("train", x.trainer_threads, x.algo_precision),
+                work.append(cost(("train", x.trainer_threads, x.algo_precision, x.batch_samples),
                                  lambda: training_cost(cfg, x.trainer_threads)))
             return cpu_work_bound(cores, *work)
 
