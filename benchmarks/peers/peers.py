@@ -210,15 +210,25 @@ def _rllib_command(w, workdir: str) -> list[str] | None:
             "--minibatch-size", str(w.minibatch_size)]
 
 
-def _zoo_command(suffix: str, *extra: str) -> Callable[[Any, str], list[str] | None]:
+def _zoo_command(suffix: str, *extra: str, trainers: int = 1) -> Callable[[Any, str], list[str] | None]:
+    """``zoo bench --workload W<suffix> --phases train`` with ``extra``; with ``trainers`` = K > 1,
+    K data-parallel trainers that each take 1/K of the workload's update batch
+    (``trainer.batch_samples`` is per trainer), so the learning problem is the workload's."""
     def command(w, workdir: str) -> list[str] | None:
         from zoo.bench.workloads import WORKLOADS
 
         name = w.name + suffix
         if name not in WORKLOADS:
             return None
+        dp: list[str] = []
+        if trainers > 1:
+            keys = dict(o.partition("=")[::2] for o in WORKLOADS[name].overrides)
+            batch = int(keys.get("trainer.batch_samples", 0))
+            if not batch or batch % trainers:
+                return None  # the workload's batch does not split into K whole shares
+            dp = ["--set", f"trainer.count={trainers}", "--set", f"trainer.batch_samples={batch // trainers}"]
         return [sys.executable, "-m", "zoo", "bench", "--workload", name, "--phases", "train",
-                "--json", f"{workdir}/zoo.json", *extra]
+                "--json", f"{workdir}/zoo.json", *extra, *dp]
     return command
 
 
@@ -227,9 +237,9 @@ SYSTEMS: dict[str, System] = {s.name: s for s in (
     System("zoo-defaults", "Zoo PPO (its own defaults)", None, _zoo_command("-defaults")),
     System("zoo-bf16", "Zoo PPO (at the workload, bfloat16 training)", None,
            _zoo_command("", "--set", "algo.precision=bfloat16")),
-    System("zoo-dp-bf16", "Zoo PPO (at the workload, bfloat16 training on 2 data-parallel trainers of 1 thread)",
-           None, _zoo_command("", "--set", "algo.precision=bfloat16", "--set", "trainer.count=2", "--set",
-                              "trainer.threads=1")),
+    System("zoo-dp-bf16", "Zoo PPO (at the workload, bfloat16 training on 2 data-parallel trainers of 1 thread, "
+           "each with half the update batch)",
+           None, _zoo_command("", "--set", "algo.precision=bfloat16", "--set", "trainer.threads=1", trainers=2)),
     System("zoo-inline-bf16", "Zoo PPO (at the workload, inline bfloat16 inference and training)", None,
            _zoo_command("", "--set", "algo.precision=bfloat16", "--set", "policy.inline=true", "--set",
                         "policy.precision=bfloat16")),

@@ -467,7 +467,11 @@ def test_peer_commands_carry_the_workload():
     bf16 = peers.SYSTEMS["zoo-bf16"].command(w, "/tmp/x")
     assert (bf16[5], bf16[-2:]) == ("pong", ["--set", "algo.precision=bfloat16"])
     dp = peers.SYSTEMS["zoo-dp-bf16"].command(w, "/tmp/x")
-    assert dp[-6:] == ["--set", "algo.precision=bfloat16", "--set", "trainer.count=2", "--set", "trainer.threads=1"]
+    # 2 trainers of half the workload's batch each (8 samples per update -> 4 each): the same update batch
+    assert dp[-8:] == ["--set", "algo.precision=bfloat16", "--set", "trainer.threads=1", "--set", "trainer.count=2",
+                       "--set", "trainer.batch_samples=4"]
+    assert peers.SYSTEMS["zoo-dp-bf16"].command(WORKLOADS["cartpole"], "/tmp/x")[-1] == "trainer.batch_samples=2"
+    assert peers.SYSTEMS["zoo-dp-bf16"].command(WORKLOADS["pong-defaults"], "/tmp/x") is None  # no batch to split
     inline = peers.SYSTEMS["zoo-inline-bf16"].command(w, "/tmp/x")
     assert inline[-6:] == ["--set", "algo.precision=bfloat16", "--set", "policy.inline=true", "--set",
                            "policy.precision=bfloat16"]
