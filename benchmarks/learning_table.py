@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     at = [int(float(x)) for x in args.at.split(",") if x]
     reach = [float(x) for x in args.reach.split(",") if x]
-    head = ["run", "env steps", "wall s", "env steps/s", *(f"mean-{args.last} @{m // 1000}k" for m in at),
+    marks = [f"{m // 1000}k" if m % 1000 == 0 else f"{m:,}" for m in at]
+    head = ["run", "env steps", "wall s", "env steps/s", *(f"mean-{args.last} @{m}" for m in marks),
             f"final mean-{args.last}", *(f"reach {v:g}: env steps / wall" for v in reach)]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
