@@ -265,25 +265,37 @@ class Controller:
         self.resolver.clear(self.run_id)
 
 
+RATE_WINDOW_S = 30.0
+"""Seconds of the trailing window over which the status line's env steps/s are taken (see
+:class:`StatusPacer`)."""
+
+
 class StatusPacer:
     """When the controller shows the trainer's status, and the env-step rate it adds.
 
     A status is shown once, when it is new and at least ``interval_s`` seconds after the
     previous one (or when the run is done): a trainer that reports less often than that
-    (hide-and-seek updates take minutes) repeats no lines. The rate is env steps between
-    the last two shown statuses with different step counts, over the time between them,
-    measured over at least ``interval_s`` (the final status, shown at once, keeps the last
-    rate instead of a burst): ``env_steps_per_s`` and ``frames_per_s`` (x ``frame_skip``)
-    are added to the status, and ``trained_env_steps_per_s`` over the same window when the
-    status carries ``trained_env_steps``.
+    (hide-and-seek updates take minutes) repeats no lines.
+
+    The rate is taken over a trailing window of at least :data:`RATE_WINDOW_S` seconds (or
+    ``interval_s`` if longer): env steps since the newest shown status with progress that is
+    at least that old (the oldest one while the run is younger than the window), over the time
+    since. Env steps arrive in whole updates (Pong: 1,024 per update of about 2.5 s), so a rate
+    over one 5 s interval jumped between 204 and 408 env steps/s while the run averaged 334; over
+    30 s an update more or less moves it by a twelfth at most. It is recomputed only when at
+    least ``interval_s`` passed since the last status with progress (the final status, shown at
+    once, keeps the last rate instead of a burst): ``env_steps_per_s`` and ``frames_per_s``
+    (x ``frame_skip``) are added to the status, and ``trained_env_steps_per_s`` over the same
+    window when the status carries ``trained_env_steps``.
     """
 
     def __init__(self, interval_s: float, frame_skip: int) -> None:
         self.interval_s, self.frame_skip = interval_s, frame_skip
+        self.window_s = max(RATE_WINDOW_S, interval_s)
         self.latest: dict[str, Any] | None = None
         self.fresh = False
         self.last_shown = float("-inf")
-        self.rate_ref: tuple[float, int, int] | None = None  # (time, env steps, trained) of the rate's start
+        self.points: list[tuple[float, int, int]] = []  # (time, env steps, trained) of shown statuses with progress
         self.rate: float | None = None
         self.trained_rate: float | None = None
         self.shown_steps: int | None = None
@@ -298,13 +310,15 @@ class StatusPacer:
             return None
         steps = status["env_steps"]
         trained = status.get("trained_env_steps")
-        if self.rate_ref is None:
-            self.rate_ref = (now, steps, trained or 0)
-        elif steps != self.rate_ref[1] and now - self.rate_ref[0] >= self.interval_s:
-            self.rate = (steps - self.rate_ref[1]) / (now - self.rate_ref[0])
+        if not self.points:
+            self.points.append((now, steps, trained or 0))
+        elif steps != self.points[-1][1] and now - self.points[-1][0] >= self.interval_s:
+            old = [p for p in self.points if now - p[0] >= self.window_s]
+            ref = old[-1] if old else self.points[0]
+            self.points = self.points[self.points.index(ref):] + [(now, steps, trained or 0)]
+            self.rate = (steps - ref[1]) / (now - ref[0])
             if trained is not None:
-                self.trained_rate = (trained - self.rate_ref[2]) / (now - self.rate_ref[0])
-            self.rate_ref = (now, steps, trained or 0)
+                self.trained_rate = (trained - ref[2]) / (now - ref[0])
         if self.rate is not None and steps != self.shown_steps:  # no rate on a status without progress
             status.update(env_steps_per_s=self.rate, frames_per_s=self.rate * self.frame_skip)
             if trained is not None and self.trained_rate is not None:

@@ -73,9 +73,34 @@ def test_a_status_is_shown_once_with_the_rate_between_step_counts():
     assert pacer.due(30.0) == {"env_steps": 3000, "env_steps_per_s": 100.0, "frames_per_s": 400.0}
     pacer.offer({"env_steps": 3500})  # the final status, 1 s later: shown at once, with the last rate, not 500/s
     assert pacer.due(31.0, done=True) == {"env_steps": 3500, "env_steps_per_s": 100.0, "frames_per_s": 400.0}
-    pacer.offer({"env_steps": 4500})
-    # 1500 env steps since the rate's start at 30 s (3000), over 6 s
-    assert pacer.due(36.0) == {"env_steps": 4500, "env_steps_per_s": 250.0, "frames_per_s": 1000.0}
+    pacer.offer({"env_steps": 3600})
+    # the window is 30 s and no shown count is that old at 36 s: since the oldest, 1000 at 10 s: 2600 / 26 s
+    assert pacer.due(36.0) == {"env_steps": 3600, "env_steps_per_s": 100.0, "frames_per_s": 400.0}
+    pacer.offer({"env_steps": 9000})
+    # at 60 s the newest count at least 30 s old is 3000 at 30 s: 6000 / 30 s
+    assert pacer.due(60.0) == {"env_steps": 9000, "env_steps_per_s": 200.0, "frames_per_s": 800.0}
+    assert [p[:2] for p in pacer.points] == [(30.0, 3000), (36.0, 3600), (60.0, 9000)]  # older ones dropped
+
+
+def test_the_rate_of_whole_updates_is_not_quantised_by_the_interval():
+    """Pong: 1,024 env steps per update every 2.5 s, statuses shown every 5 s. Over one interval
+    the rate read 2 updates (409.6) or, when a status came just before an update landed, 1
+    (204.8); over the 30 s window it stays near the true 409.6."""
+    from zoo.core.controller import StatusPacer
+
+    pacer = StatusPacer(interval_s=5.0, frame_skip=4)
+    rates = []
+    for k in range(2, 26):  # statuses at 5 s, 10 s, ... 120 s, but the one at 40 s saw an update late
+        now = 5.0 * k
+        updates = int(now // 2.5) - (1 if now == 40.0 else 0)
+        pacer.offer({"env_steps": 1024 * updates})
+        rates.append(pacer.due(now).get("env_steps_per_s"))
+    # at 45 s: 18 updates since 10 s (4 updates): 14,336 / 35 s = 409.6; at 40 s: 15 - 4 = 11 updates / 30 s
+    assert rates[:2] == [None, 409.6] and rates[6] == 11 * 1024 / 30 and rates[7] == 409.6
+    # the late update moves the rate by one update over the window (1,024 / 30 s) each way, never more:
+    # over one 5 s interval it moved by one update over 5 s (204.8: 204.8 and 614.4 against 409.6)
+    assert all(abs(r - 409.6) <= 1024 / 30 + 1e-9 for r in rates[1:])
+    assert max(rates[1:]) == 13 * 1024 / 30 and min(rates[1:]) == 11 * 1024 / 30  # 443.7 and 375.5
 
 
 def test_a_run_whose_launch_fails_says_so_in_status_json(tmp_path, monkeypatch):
