@@ -555,7 +555,7 @@ class PaddedSpaces:
     Actions are not padded: ``step`` takes one array per space group (a list of ``G`` arrays,
     group ``g``'s ``[A_g, *action_space_g.shape]`` in its own dtype, its agents in
     ``spec.agents`` order), as the routed actor assembles them from the policies that acted
-    (:class:`zoo.core.workers.samples.ActionAssembler`). When every agent has the same action
+    (:class:`zoo.core.workers.actor.ActionAssembler`). When every agent has the same action
     space it also takes one array ``[A, ...]``, split by rows.
 
     ``spec``: the env's spec with the padded observation space (``agent_spaces`` kept, so
