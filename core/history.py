@@ -126,6 +126,7 @@ class VersionStore(EvalTables):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
     def pick(self, policy: str, query: Query | str, rng: np.random.Generator) -> Pick:
         """One of ``policy``'s kept versions by ``query`` (:func:`pick_version`).
 
@@ -250,7 +251,6 @@ class VersionStore(EvalTables):
                 self.db.execute(f"UPDATE versions SET {', '.join(f'{k} = ?' for k in clean)} "
                                 "WHERE policy = ? AND version = ?", (*clean.values(), policy, int(version)))
         return merged
-
 
     def record_games(self, policy: str, games: Sequence[Any], learner_rating: float, *,
                      k: float | None = None, initial: float | None = None) -> tuple[float, int]:
