@@ -1,5 +1,5 @@
 """The small parts of the actor's and the policy worker's loops: the actor's inference
-requests in flight and its sample outbox (:mod:`zoo.core.workers.actor`), the policy worker's
+requests in flight and its sample outbox (:mod:`zoo.core.workers.actor_streams`), the policy worker's
 batching and stall warning (:mod:`zoo.core.workers.policy`); values worked out by hand, with
 fake streams that answer what the test gives them."""
 from __future__ import annotations
@@ -87,13 +87,13 @@ def test_a_request_unanswered_for_the_retry_time_is_sent_again_with_a_new_id():
 
 def test_each_reply_taken_counts_its_round_trip_from_the_send(monkeypatch):
     from zoo.core import health as health_mod
-    from zoo.core.workers import actor as actor_mod
+    from zoo.core.workers import actor_streams
 
     # perf_counter reads: send 0 starts at 9.9999 and the stream takes it at 10.0; send 1: 10.0001, 10.0002
     clock = iter([9.9999, 10.0, 10.0001, 10.0002])
     fake = SimpleNamespace(perf_counter=lambda: next(clock))
     monkeypatch.setattr(health_mod, "time", fake)
-    monkeypatch.setattr(actor_mod, "time", fake)
+    monkeypatch.setattr(actor_streams, "time", fake)
     meter = Meter("actor")
     requests = InferenceRequests(Ctx(), Stream(), [group([True]), group([True])], first_id=1000, meter=meter)
     requests.send(0)
