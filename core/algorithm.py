@@ -44,7 +44,7 @@ An algorithm is a class registered through ``register_algorithms`` with:
   resume: policy weights, optimiser state, counters, RNG state, any kept batches (sample
   reuse); ``state_dict()["policy"]`` is the policy's own state dict;
 - optionally a class attribute ``rate_limited = True``: the algorithm replays stored data at a
-  samples-per-insert ratio (apex-dqn, sac, r2d2: :mod:`zoo.plugins.algorithms.replay`) and
+  samples-per-insert ratio (apex-dqn, sac, r2d2: :mod:`zoo.plugins.algorithms.rate_limiter`) and
   keeps int attributes ``gradient_steps``, ``replayed`` (samples drawn for them) and
   ``inserted`` (samples put in its replay), cumulative over the run. The trainer then adds the
   rate limiter's waits to every ``update`` row (``rate_limit_waits`` [batches],
