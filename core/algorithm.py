@@ -67,7 +67,7 @@ An algorithm is a class registered through ``register_algorithms`` with:
   r2d2 set it (sac also when it clears its ``warmup`` flag, which the policy's actions depend on);
 - optionally an attribute ``progress``: the trainer sets it before each update to the
   fraction of the run's env-step budget that the updates already done stand for, in
-  [0, 1] (0 at the first update; :func:`zoo.core.workers.trainer.schedule_progress`), for
+  [0, 1] (0 at the first update; :func:`zoo.core.workers.building.schedule_progress`), for
   schedules such as a learning rate annealed over the run.
 
 **Batch layout** (time-major, ``T`` = sample length, ``B`` = agent-slots in the batch):
