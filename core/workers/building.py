@@ -32,7 +32,6 @@ def schedule_progress(updates_done: int, update_env_steps: int, budget_steps: in
     return min(1.0, updates_done * update_env_steps / budget_steps)
 
 
-
 def rank_devices(cfg: Any, count: int) -> list[str] | None:
     """Each rank's torch device (``algo.device`` through :func:`zoo.core.graph.worker_device`);
     None when the algorithm has no ``device`` option."""

@@ -491,7 +491,6 @@ def _digest(plane_rows: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(plane_rows).data) & 0xFFFFFFFF
 
 
-
 def make_replay(capacity: int, sample_length: int, obs: dict[str, np.ndarray], action_bytes: int, *,
                 frame_stack: str, avail: int | None, done: np.ndarray | None = None) -> tuple[Replay, ReplayBytes]:
     """The replay for batches like ``obs`` (``{key: [T + 1, B, ...]}``; ``done`` ``[T, B]``:

@@ -136,7 +136,6 @@ def replay_bytes(capacity: int, sample_length: int, columns: int,
     return ReplayBytes(capacity, rows, row_bytes, frames, frame_bytes, 8 + 8 + action_bytes + 4 + 4 + 1, tree)
 
 
-
 def check_frame_stack(value: str) -> None:
     """``algo.frame_stack`` is ``auto`` or ``off``.
 
