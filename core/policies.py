@@ -60,7 +60,7 @@ trainable policy). ``weights`` is one of:
 - ``"init"`` (:data:`INIT_WEIGHTS`): the policy's own initial weights, seeded and untrained,
   which its policy workers build at start exactly as its first trainer would in a run where
   it is trainable (same config, same seed, same declaration position:
-  :func:`zoo.core.workers.building.initial_policy_state`); version 0. The baseline "this team
+  :func:`zoo.core.workers.trainer.initial_policy_state`); version 0. The baseline "this team
   never learns". ``config.json`` records ``"init"``.
 
 **Opponents from the history** (``opponent = {source = "learner", pick = "pfsp", every =

@@ -516,12 +516,12 @@ def output_stem(ev: Evaluation, swapped_default: bool = False) -> str:
 def _initial_checkpoint(registry, config: dict[str, Any], tables: dict[str, Any], name: str, holder: Any, spec: Any,
                         source: Path) -> dict[str, Any]:
     """A checkpoint-shaped dict of policy ``name``'s initial weights (``weights = "init"``):
-    :func:`zoo.core.workers.building.initial_policy_state` with the run's seed and its options
+    :func:`zoo.core.workers.trainer.initial_policy_state` with the run's seed and its options
     from ``config.json``, version 0."""
     from types import SimpleNamespace
 
     from zoo.core.config import ConfigError, apply_mapping
-    from zoo.core.workers.building import initial_policy_state
+    from zoo.core.workers.trainer import initial_policy_state
 
     table = tables[name]
     try:

@@ -120,6 +120,8 @@ from zoo.core.workers.receiver import (  # noqa: F401  (collate, policy_lag, too
 )
 from zoo.core.workers.sync import REPUBLISH_S, GroupSync, Republisher, SoloSync, UpdatePoint
 
+_devices = rank_devices  # its former name here, which tests/unit/test_ray_launcher.py imports
+
 RECV_S = 0.5
 PEER_LOST_GRACE_S = 10.0
 """How long a trainer that lost a peer waits for the controller to stop the run before it

@@ -601,7 +601,7 @@ def test_two_ray_trainers_each_on_its_own_gpu_resolve_cuda_0_and_choose_nccl(mon
     import torch.distributed as dist
 
     from zoo.core import distributed
-    from zoo.core.workers.building import rank_devices
+    from zoo.core.workers.trainer import _devices
 
     monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # Ray shows each trainer the one GPU of its bundle
@@ -611,7 +611,7 @@ def test_two_ray_trainers_each_on_its_own_gpu_resolve_cuda_0_and_choose_nccl(mon
     for rank, gpu in enumerate([1, 0]):  # the GPU ids Ray gave trainer 0 and trainer 1 (ray.get_gpu_ids())
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", str(gpu))
         monkeypatch.setenv("ZOO_NODE_ID", "n" * 56)
-        device = rank_devices(cfg, 2)[rank]
+        device = _devices(cfg, 2)[rank]
         seen.append((device, distributed.gpu_identity(device)))
     assert seen == [("cuda:0", "n" * 56 + "/1"), ("cuda:0", "n" * 56 + "/0")]
     # what each rank then chooses from the exchanged devices and GPUs (TrainerGroup.join)
