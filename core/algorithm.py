@@ -44,7 +44,7 @@ An algorithm is a class registered through ``register_algorithms`` with:
   resume: policy weights, optimiser state, counters, RNG state, any kept batches (sample
   reuse); ``state_dict()["policy"]`` is the policy's own state dict;
 - optionally a class attribute ``rate_limited = True``: the algorithm replays stored data at a
-  samples-per-insert ratio (apex-dqn, sac, r2d2: :mod:`zoo.plugins.algorithms.replay`) and
+  samples-per-insert ratio (apex-dqn, sac, r2d2: :mod:`zoo.plugins.algorithms.rate_limiter`) and
   keeps int attributes ``gradient_steps``, ``replayed`` (samples drawn for them) and
   ``inserted`` (samples put in its replay), cumulative over the run. The trainer then adds the
   rate limiter's waits to every ``update`` row (``rate_limit_waits`` [batches],
@@ -67,7 +67,7 @@ An algorithm is a class registered through ``register_algorithms`` with:
   r2d2 set it (sac also when it clears its ``warmup`` flag, which the policy's actions depend on);
 - optionally an attribute ``progress``: the trainer sets it before each update to the
   fraction of the run's env-step budget that the updates already done stand for, in
-  [0, 1] (0 at the first update; :func:`zoo.core.workers.trainer.schedule_progress`), for
+  [0, 1] (0 at the first update; :func:`zoo.core.workers.building.schedule_progress`), for
   schedules such as a learning rate annealed over the run.
 
 **Batch layout** (time-major, ``T`` = sample length, ``B`` = agent-slots in the batch):

@@ -180,7 +180,7 @@ class Inference:
         converted to the dtype of each tensor); :attr:`version` becomes the checkpoint's
         ``policy_version`` (0 when it has none). ``path`` = ``"init"``
         (:data:`zoo.core.policies.INIT_WEIGHTS`): named policy ``policy``'s initial weights,
-        those its trainer would start from (:func:`zoo.core.workers.trainer.initial_policy_state`),
+        those its trainer would start from (:func:`zoo.core.workers.building.initial_policy_state`),
         version 0.
 
         Raises:
@@ -190,7 +190,7 @@ class Inference:
         from zoo.core.policies import INIT_WEIGHTS
 
         if path == INIT_WEIGHTS:
-            from zoo.core.workers.trainer import initial_policy_state
+            from zoo.core.workers.building import initial_policy_state
 
             self.policy.load_state_dict(initial_policy_state(self.registry, self.cfg, self.spec, policy))
             self.version, self.attempt = 0, 0

@@ -6,7 +6,7 @@ One worker when ``pbt.members`` > 0 (:func:`count`). It follows ``metrics.jsonl`
 as every member has passed them (:func:`members_env_steps`: the least, over the members, of
 the ``env_steps`` of its last ``update`` row; each member's trainer counts the run's env steps).
 A member checkpoints before the update row at which it passes a round's env steps
-(:meth:`zoo.core.workers.trainer.Trainer.member_checkpoint_due`), so when the manager decides,
+(:meth:`zoo.core.workers.member.PopulationMember.member_checkpoint_due`), so when the manager decides,
 every member's ``latest.pt`` is at most one update older than the round. Restartable: a new
 manager continues from ``pbt/population.json``.
 """

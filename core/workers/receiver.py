@@ -3,7 +3,7 @@
 A :class:`SampleReceiver` owns the trainer's sample puller (endpoint ``sample-<k>``) and runs
 one background thread that pulls sample messages, counts them, drops the ones too stale to
 train on, and collates a full batch (``trainer.batch_samples`` agent-slot samples, whole
-messages) with :func:`zoo.core.workers.trainer.collate`. It holds **at most one full batch
+messages) with :func:`collate` (the trainer passes it). It holds **at most one full batch
 ahead**: once a collated batch waits for the trainer, the thread stops pulling, so the sample
 stream fills and the actors' pushes block (backpressure through the sample stream: actors
 stop stepping instead of producing samples that would be dropped). The trainer takes the
@@ -82,6 +82,27 @@ def sample_env_steps(sample: dict[str, Any], agents: int) -> int:
     steps, not agent steps (a 2-env x 3-agent sample of T = 32 holds 64 env steps)."""
     T, S = sample["reward"].shape[:2]
     return int(T) * (int(S) // max(1, int(agents)))
+
+
+def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Join samples ``[T(+1), S_i, ...]`` along the batch axis into one
+    :data:`~zoo.core.algorithm.Batch`.
+
+    ``final_obs`` rows are concatenated and ``final_index[:, 1]`` is shifted by the batch
+    offset of the sample they came from.
+    """
+    out: dict[str, Any] = {}
+    offsets = np.cumsum([0] + [s["reward"].shape[1] for s in samples[:-1]])
+    for key, first in samples[0].items():
+        if key == "final_index":
+            out[key] = np.concatenate([s[key] + np.array([0, off]) for s, off in zip(samples, offsets, strict=True)])
+        elif key == "final_obs":
+            out[key] = {k: np.concatenate([s[key][k] for s in samples]) for k in first}
+        elif isinstance(first, dict):
+            out[key] = {k: np.concatenate([s[key][k] for s in samples], axis=1) for k in first}
+        else:
+            out[key] = np.concatenate([s[key] for s in samples], axis=1)
+    return out
 
 
 class SampleReceiver:

@@ -25,7 +25,14 @@ checkpoint is written and the controller is told ``done``.
 
 Its parts, each in a module of its own:
 
+- :mod:`zoo.core.workers.building` — the **algorithm** each rank builds (its device, seed and
+  initial weights) and the schedule position of its next update (:func:`schedule_progress`);
+- :mod:`zoo.core.workers.receiver` — the **receive path**: samples pulled, filtered and collated
+  (:func:`collate`) one batch ahead;
 - :mod:`zoo.core.workers.accounting` — the counters, rates and recent episode returns;
+- :mod:`zoo.core.workers.episodes` — the **episodes** of each batch, written, offered to the
+  version history, and the **curriculum**'s stage they advance (:class:`EpisodeIntake`, a base
+  class of :class:`Trainer`);
 - :mod:`zoo.core.workers.checkpointing` — **checkpoints** (every ``trainer.checkpoint_interval``
   updates, every ``trainer.checkpoint_interval_s`` seconds, at the end) and **starting from a
   checkpoint** (``zoo train --resume`` / ``zoo resume``, or a trainer the supervisor restarted):
@@ -49,8 +56,8 @@ Units: ``env_steps`` counts environment steps (not agent steps); ``frames`` is
 ``env_steps x frame_skip``.
 
 A population member's trainer (``pbt.members``, docs/pbt.md) also follows the population
-manager's orders at each update point (:meth:`Trainer.follow_order`) and checkpoints at each
-``pbt.interval_env_steps`` (:meth:`Trainer.member_checkpoint_due`).
+manager's orders at each update point and checkpoints at each ``pbt.interval_env_steps``
+(:mod:`zoo.core.workers.member`: :class:`PopulationMember`, a base class of :class:`Trainer`).
 
 Testing knobs: the environment variable ``ZOO_TEST_TRAINER_DELAY_S`` (seconds, default 0)
 makes the trainer sleep that long before every update (in short slices, so a stop request
@@ -63,18 +70,21 @@ import os
 import time
 from typing import Any
 
-import numpy as np
-
-from zoo.core import devices as zdevices
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.checkpoint import latest_path
 from zoo.core.curriculum import EvalFeed, curriculum_of
 from zoo.core.graph import endpoint, parameter_endpoint
 from zoo.core.health import Meter
 from zoo.core.policy_status import status_stats
-from zoo.core.seeding import derive_seed
 from zoo.core.workers.accounting import RECENT_EPISODES, TrainerState  # noqa: F401  (re-exported)
 from zoo.core.workers.base import WorkerContext
+from zoo.core.workers.building import (  # noqa: F401  (initial_policy_state, initial_seed: re-exported)
+    initial_policy_state,
+    initial_seed,
+    make_algorithm,
+    rank_devices,
+    schedule_progress,
+)
 from zoo.core.workers.checkpointing import (  # noqa: F401  (rng_state, set_rng_state, save_checkpoint: re-exported)
     Checkpointer,
     load_rank_state,
@@ -86,6 +96,7 @@ from zoo.core.workers.checkpointing import (  # noqa: F401  (rng_state, set_rng_
     start_from_checkpoint,
     write_rank_state,
 )
+from zoo.core.workers.episodes import EpisodeIntake
 from zoo.core.workers.guard import (  # noqa: F401  (Origin, describe_sources, nonfinite_columns: re-exported)
     NonFiniteGuard,
     NonFiniteRunError,
@@ -96,17 +107,20 @@ from zoo.core.workers.guard import (  # noqa: F401  (Origin, describe_sources, n
     sample_origin,
 )
 from zoo.core.workers.history import History
+from zoo.core.workers.member import PopulationMember
 from zoo.core.workers.metrics import TRAINER_ROWS, MetricsWriter, cut_metrics  # noqa: F401  (re-exported)
-from zoo.core.workers.receiver import (  # noqa: F401  (policy_lag, too_stale, merge_shares: re-exported)
+from zoo.core.workers.receiver import (  # noqa: F401  (collate, policy_lag, too_stale, merge_shares: re-exported)
     SampleReceiver,
     batch_env_steps,
+    collate,
     fresh_share,
     merge_shares,
     policy_lag,
     too_stale,
 )
 from zoo.core.workers.sync import REPUBLISH_S, GroupSync, Republisher, SoloSync, UpdatePoint
-from zoo.core.workers.threads import thread_plan
+
+_devices = rank_devices  # its former name here, which tests/unit/test_ray_launcher.py imports
 
 RECV_S = 0.5
 PEER_LOST_GRACE_S = 10.0
@@ -122,112 +136,8 @@ def _test_delay(ctx: WorkerContext, seconds: float) -> None:
         time.sleep(min(0.1, left))
 
 
-def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Join samples ``[T(+1), S_i, ...]`` along the batch axis into one :data:`Batch`.
-
-    ``final_obs`` rows are concatenated and ``final_index[:, 1]`` is shifted by the batch
-    offset of the sample they came from.
-    """
-    out: dict[str, Any] = {}
-    offsets = np.cumsum([0] + [s["reward"].shape[1] for s in samples[:-1]])
-    for key, first in samples[0].items():
-        if key == "final_index":
-            out[key] = np.concatenate([s[key] + np.array([0, off]) for s, off in zip(samples, offsets, strict=True)])
-        elif key == "final_obs":
-            out[key] = {k: np.concatenate([s[key][k] for s in samples]) for k in first}
-        elif isinstance(first, dict):
-            out[key] = {k: np.concatenate([s[key][k] for s in samples], axis=1) for k in first}
-        else:
-            out[key] = np.concatenate([s[key] for s in samples], axis=1)
-    return out
-
-
-def schedule_progress(updates_done: int, update_env_steps: int, budget_steps: int) -> float:
-    """The schedule position of the next update (``algo.progress``), in [0, 1].
-
-    ``min(1, updates_done x update_env_steps / budget_steps)``: the fraction of the run's
-    env-step budget that the updates already done stand for, each counted at the size
-    (env steps, every trainer's) of the batch about to be trained on. It is CleanRL's
-    ``frac = 1 - (update - 1) / num_updates`` with ``num_updates = budget / batch size``
-    (``ppo.py``; Huang et al., "The 37 Implementation Details of PPO", detail 4): the
-    first update runs at the configured rate and none at rate 0 (lr 1e-3 annealed over 4
-    updates: 1e-3, 7.5e-4, 5e-4, 2.5e-4). ``updates_done`` is the run's update count, which
-    a checkpoint restores, so a resumed run continues the schedule where it stopped.
-    """
-    if budget_steps <= 0:
-        return 1.0
-    return min(1.0, updates_done * update_env_steps / budget_steps)
-
-
-def _devices(cfg: Any, count: int) -> list[str] | None:
-    """Each rank's torch device (``algo.device`` through :func:`zoo.core.graph.worker_device`);
-    None when the algorithm has no ``device`` option."""
-    from zoo.core.graph import worker_device
-
-    device = getattr(cfg.algo, "device", None)
-    return [worker_device(device, r) for r in range(count)] if isinstance(device, str) else None
-
-
-def initial_seed(cfg: Any, policy: str, attempt: int = 0) -> int:
-    """The seed a policy's trainers build its algorithm with, and so its initial weights:
-    ``derive_seed(cfg.seed, "trainer", which, attempt)`` with ``which`` the policy's position in
-    the run's declaration order (0 for the implicit policy ``""``), so two policies of one
-    algorithm start from different weights; the attempt of a restarted trainer draws new ones."""
-    which = list(cfg.policies.named).index(policy) if policy else 0
-    return derive_seed(cfg.seed, "trainer", which, attempt=attempt)
-
-
-def initial_policy_state(registry: Any, cfg: Any, spec: Any, policy: str) -> dict[str, Any]:
-    """The initial (seeded, untrained) weights of named policy ``policy``: the ``state_dict()``
-    of the policy network of its algorithm built as its first trainer builds it (the seed of
-    :func:`initial_seed` with attempt 0, ``cfg`` the policy's view, ``spec`` its agents'), on
-    the CPU, under a forked torch RNG (the caller's generator is untouched). Bitwise the
-    version-0 weights a trainable run of the same config and seed starts from, for algorithms
-    that initialise their networks on the CPU before moving them (every built-in one). What a
-    frozen policy with ``weights = "init"`` serves (docs/policies.md). Returns ``{name: CPU
-    tensor}``."""
-    import dataclasses
-
-    import torch
-
-    seed = initial_seed(cfg, policy)
-    algo_cfg = cfg.algo
-    if isinstance(getattr(algo_cfg, "device", None), str):
-        algo_cfg = dataclasses.replace(algo_cfg, device="cpu")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        algo = registry.get("algorithm", cfg.algo_name).load()(algo_cfg, spec, seed)
-        return {k: v.detach().cpu().clone() for k, v in algo.policy.state_dict().items()}
-
-
-def make_algorithm(ctx: WorkerContext, devices: list[str] | None) -> Any:
-    """The trainer's algorithm (``cfg.algo_name`` with ``cfg.algo``) on this rank's device
-    (``devices[ctx.rank]``; None: the algorithm has no ``device`` option), after setting
-    torch's threads (:mod:`zoo.core.workers.threads`) and seed."""
-    import dataclasses
-
-    import torch
-
-    cfg, rank = ctx.cfg, ctx.rank
-    torch.set_num_threads(thread_plan(cfg).trainer)
-    # Initial weights and minibatch order (zoo.core.seeding); index 0 for every data-parallel trainer,
-    # so they all start from the same weights.
-    # A restarted trainer (ctx.attempt >= 1) draws new ones: it does not replay the crashed attempt
-    # (its checkpoint, when there is one, then restores the state it continues from).
-    # Named policies: the policy's position in the run's declaration order, so two policies of one
-    # algorithm start from different weights.
-    seed = initial_seed(cfg, ctx.policy, ctx.attempt)
-    torch.manual_seed(seed)
-    algo_cfg = cfg.algo
-    if devices is not None and devices[rank] != algo_cfg.device:
-        algo_cfg = dataclasses.replace(algo_cfg, device=devices[rank])
-    if devices is not None:  # cuda:N current before any tensor is made there: no stray context on GPU 0
-        zdevices.use_device(devices[rank])
-    return ctx.registry.get("algorithm", cfg.algo_name).load()(algo_cfg, ctx.spec, seed)
-
-
 # ----------------------------------------------------------------------------- the worker
-class Trainer:
+class Trainer(PopulationMember, EpisodeIntake):
     """One trainer worker (rank ``ctx.rank`` of its policy's ``trainer.count``): the algorithm and its parts.
 
     Rank 0 (``lead``) alone publishes parameters, writes ``metrics.jsonl`` and checkpoints,
@@ -244,7 +154,7 @@ class Trainer:
         K, rank = cfg.trainer.count, ctx.rank
         self.lead = rank == 0  # publishes parameters, writes metrics and checkpoints, reports to the controller
         self.learn = bool(cfg.trainer.learn)
-        devices = _devices(cfg, K)
+        devices = rank_devices(cfg, K)
         self.algo = make_algorithm(ctx, devices)
         if self.lead:
             prepare_dir(ctx.run_dir, ctx.policy)
@@ -438,68 +348,6 @@ class Trainer:
     def budget_reached(self) -> bool:
         return self.state.env_steps >= self.budget_steps
 
-    # ------------------------------------------------------------------ a population member (docs/pbt.md)
-    def member_orders(self) -> Any:
-        """The :class:`~zoo.core.pbt.MemberOrders` of a population member's trainer (None for any
-        other), continuing from the checkpoint's last applied order, whose hyperparameters it sets
-        again (an algorithm's checkpoint does not restore its config)."""
-        pbt = getattr(self.cfg, "pbt", None)
-        if pbt is None or not pbt.members or not self.lead:
-            return None
-        from zoo.core.pbt import MemberOrders, member_names, set_hyperparameters
-
-        if self.ctx.policy not in member_names(pbt.policy, pbt.members):
-            return None
-        if self.state.pbt_hyperparameters:
-            set_hyperparameters(self.algo, self.state.pbt_hyperparameters)
-        self.pbt_passed = self.state.env_steps // int(pbt.interval_env_steps)
-        self.env_share = int(pbt.members)
-        return MemberOrders(self.ctx.run_dir, self.ctx.policy, self.state.pbt_seq)
-
-    def follow_order(self) -> None:
-        """At an update point, before the update: apply the population manager's new order, if any
-        (exploit: the source member's checkpointed weights and optimiser state; explore: its new
-        hyperparameters), counted in the checkpoint (``pbt_seq``) so it is applied once, and an
-        ``applied`` row (``type: "pbt"``: the source checkpoint's counters and the SHA-256 of the
-        weights the member continues from, :func:`~zoo.core.pbt.weights_digest`). An order whose
-        source has no checkpoint yet, or one being replaced, stays for the next update point."""
-        if self.orders is None:
-            return
-        order = self.orders.poll()
-        if order is None:
-            return
-        from zoo.core.checkpoint import CheckpointError
-        from zoo.core.pbt import source_ready
-
-        if not source_ready(self.ctx.run_dir, order):
-            return
-        from zoo.core.pbt import weights_digest
-
-        try:
-            with self.ctx.busy("pbt"):
-                source = self.orders.apply(self.algo, order)
-        except CheckpointError as exc:  # being replaced: try again at the next update point
-            self.ctx.send_control("warning", timeout=0.05, key="pbt", message=f"{self.ctx.policy}: {exc}")
-            return
-        self.state.pbt_seq = self.orders.seq
-        self.state.pbt_hyperparameters = {k: float(v) for k, v in order["hyperparameters"].items()}
-        self.log({"type": "pbt", "event": "applied", "member_policy": self.ctx.policy,
-                  "from_policy": str(order["from_member"]), "seq": self.orders.seq,
-                  "round_env_steps": int(order["env_steps"]), "hyperparameters": self.state.pbt_hyperparameters,
-                  **{f"source_{k}": v for k, v in source.items()}, **self.counters(),
-                  "weights_sha256": weights_digest(self.algo.policy.state_dict())})
-
-    def member_checkpoint_due(self) -> bool:
-        """A population member checkpoints at the first update at or past each multiple of
-        ``pbt.interval_env_steps`` (before that update's row, which the population manager waits
-        for), so a member exploiting it at that round copies weights at most one update old."""
-        if self.orders is None:
-            return False
-        passed = self.state.env_steps // int(self.cfg.pbt.interval_env_steps)
-        due = passed > self.pbt_passed
-        self.pbt_passed = passed
-        return due
-
     # ------------------------------------------------------------------ update
     def test_delay(self) -> bool:
         """``ZOO_TEST_TRAINER_DELAY_S`` before the update; True when a stop request ends the run here."""
@@ -571,77 +419,6 @@ class Trainer:
         """Rank 0: a ``resume``, ``nonfinite`` or ``end`` row in ``metrics.jsonl`` (not in TensorBoard)."""
         if self.metrics is not None:
             self.metrics.write(row, self.state.env_steps, tensorboard=False)
-
-    def account(self, shares: list[dict[str, Any]]) -> None:
-        """Add ``shares`` to the run's counters; rank 0 logs their episodes
-        (:meth:`~zoo.core.workers.accounting.TrainerState.absorb`)."""
-        for stamp, episode in self.state.absorb(shares, stamp_at_sample=not self.sync.data_parallel):
-            if self.metrics is not None:
-                self.metrics.write({"type": "episode", "env_steps": stamp, **episode}, stamp)
-            if self.history is not None:
-                self.history.saw(episode)
-            # an episode played at the curriculum's current stage (its row is written just before any advance's)
-            cur = self.curriculum
-            if cur is None or self.eval_feed is not None or episode.get("curriculum_stage") != cur.stage or cur.last:
-                continue
-            value = episode.get(cur.field)
-            if not isinstance(value, (int, float)):
-                self.missing_field(cur.field, episode)
-            elif cur.observe([float(value)]) is not None:
-                self.stage_changed = True
-                self.log_stage()
-                self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
-
-    def observe_eval(self) -> None:
-        """Rank 0 of a curriculum driven by the eval manager (``curriculum.source = "eval"``): offer
-        the evaluation episodes it wrote to the history store since the last ones read, in play
-        order (:class:`~zoo.core.curriculum.EvalFeed`); an advance is logged, announced and
-        checkpointed as one from the training episodes, and the parameters published after this
-        update carry it to the actors (docs/curriculum.md)."""
-        feed = self.eval_feed
-        if feed is None or self.history is None or feed.curriculum.last:
-            return
-        for episode in self.history.store.eval_episodes(self.history.policy, after=feed.cursor):
-            result = feed.offer(episode)
-            if result == "missing":
-                self.missing_field(feed.curriculum.field, episode.values)
-            elif result == "advanced":
-                self.stage_changed = True
-                self.log_stage({"source": "eval", "eval_version": episode.version, "eval_game": episode.id})
-                self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
-
-    def missing_field(self, name: str, episode: dict[str, Any]) -> None:
-        """Warn once that the episodes have no numeric ``name`` for the curriculum's condition
-        (an env statistic the env does not report): the stage cannot advance."""
-        if name in self.warned_fields:
-            return
-        self.warned_fields.add(name)
-        have = ", ".join(k for k, v in episode.items() if isinstance(v, (int, float)) and k != "curriculum_stage")
-        self.ctx.send_control("warning", timeout=0.5, key="curriculum-field", message=(
-            f"curriculum.advance_when: the episodes of env {self.spec.env_id!r} have no numeric field {name!r}, so "
-            f"the curriculum cannot advance from stage {self.curriculum.stage if self.curriculum else 0}; their "
-            f"fields: {have} (docs/curriculum.md)"))
-
-    def stage_status(self) -> dict[str, Any]:
-        """The curriculum's stage for status messages and the display (``{}`` without one)."""
-        if self.curriculum is None:
-            return {}
-        stage = self.curriculum.stage
-        return {"curriculum_stage": stage, "curriculum_stages": len(self.spec.stages),
-                "curriculum_stage_name": self.spec.stages[stage]}
-
-    def log_stage(self, why: dict[str, Any] | None = None) -> None:
-        """Rank 0: a ``curriculum`` row: the stage from now on, with the counters, and ``why`` (an
-        advance from the eval manager's episodes: ``source``, ``eval_version``, ``eval_game``;
-        docs/curriculum.md)."""
-        if self.curriculum is None or self.metrics is None:
-            return
-        cur, st = self.curriculum, self.state
-        row: dict[str, Any] = {"type": "curriculum", "stage": cur.stage, "stage_name": self.spec.stages[cur.stage],
-                               **self.counters(), "time_s": self.elapsed()}
-        if cur.stage > 0:
-            row.update(condition=str(cur.conditions[cur.stage - 1]), over_episodes=cur.over_episodes, **(why or {}))
-        self.metrics.write(row, st.env_steps, tensorboard=False)
 
     def log_update(self, stats: dict[str, Any]) -> None:
         """Rank 0: the ``update`` row (counters, time, policy lag, flow, recent return, the algorithm's stats)."""

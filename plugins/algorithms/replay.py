@@ -1,126 +1,65 @@
-"""Prioritised replay kept inside the trainer: a vectorised sum-tree over a ring of transitions
-whose observations live once per step in a separate ring of observation rows, and frame stacks
-once per frame in a ring of planes (docs/replay.md).
-
-Schaul, Quan, Antonoglou and Silver, "Prioritized Experience Replay", ICLR 2016 (arXiv
-1511.05952): transition ``i`` is sampled with probability ``P(i) = p_i / sum_k p_k`` where the
-stored priority is ``p_i = (|delta_i| + eps) ** alpha`` (the caller raises to ``alpha``; alpha = 0
-is uniform sampling), and its loss is weighted by ``w_i = (N P(i)) ** -beta / max_j w_j``
-(``N`` the valid transitions; the max is over the sampled batch, as Dopamine and CleanRL do, so
-weights are at most 1). Sampling is stratified: the total is cut into ``m`` equal ranges and one
-point drawn uniformly in each.
-
-Every operation on many items is one numpy call per tree level (``log2(capacity)`` levels), never
-a Python loop per item.
+"""Prioritised replay kept inside the trainer: transitions with n-step targets in a ring, their
+priorities in a sum-tree, their observations once per step in a separate ring of observation
+rows, and frame stacks once per frame in a ring of planes (:class:`Replay`, docs/replay.md).
 
 Shared by the replay algorithms (Ape-X DQN, :mod:`zoo.plugins.algorithms.apex`; SAC,
-:mod:`zoo.plugins.algorithms.sac`): :func:`batch_transitions` turns a time-major batch into
-transitions with n-step targets (:mod:`zoo.plugins.algorithms.nstep`) pointing at observation
-rows; :func:`make_replay` sizes the replay (:func:`replay_bytes`), stores frame stacks once per
-frame (:func:`is_frame_stack`, :func:`planes_per_step`) and refuses one that cannot fit. This
-module imports numpy only (config validation runs before torch is loaded).
+:mod:`zoo.plugins.algorithms.sac`; r2d2 keeps its rows in one). The replay machinery lives in
+modules of its own, whose names this module re-exports:
+
+- :mod:`zoo.plugins.algorithms.sumtree` — the sum-tree of priorities and prioritised sampling
+  with importance weights (Schaul et al., "Prioritized Experience Replay", ICLR 2016);
+- :mod:`zoo.plugins.algorithms.transitions` — a time-major batch turned into transitions with
+  n-step targets (:mod:`zoo.plugins.algorithms.nstep`) pointing at observation rows
+  (:func:`batch_transitions`, :func:`observation_rows`), and the Q-learners' spec check;
+- :mod:`zoo.plugins.algorithms.replay_sizing` — sizing a replay (:func:`replay_bytes`), which
+  keys are frame stacks (:func:`is_frame_stack`, :func:`planes_per_step`) and the refusal of one
+  that cannot fit;
+- :mod:`zoo.plugins.algorithms.rate_limiter` — samples per insert, for one trainer or
+  data-parallel ones;
+- :mod:`zoo.plugins.algorithms.replay_ranks` — each data-parallel rank's sampling RNG and its
+  checkpointed shard (:func:`rank_state`, :func:`load_rank_state`, :func:`restore_replay`).
+
+:func:`make_replay` sizes the replay, stores frame stacks once per frame and refuses one that
+cannot fit. This module imports numpy only (config validation runs before torch is loaded).
 """
 from __future__ import annotations
 
-import copy
-import math
 import zlib
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from zoo.plugins.algorithms.nstep import nstep_targets
-
-
-class SumTree:
-    """Sums of non-negative leaf values in a complete binary tree, float64.
-
-    Node 1 is the root, node ``k`` has children ``2k`` and ``2k + 1``; leaf ``i`` (0-based, ``i <
-    capacity``) is node ``size + i``, ``size`` the power of two at least ``capacity``. Parents are
-    recomputed from their children on every update (no running sums: no rounding drift).
-    """
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"SumTree: capacity={capacity} must be at least 1")
-        self.capacity = int(capacity)
-        self.size = 1 << max(0, (self.capacity - 1).bit_length())
-        self.depth = self.size.bit_length() - 1  # levels below the root
-        self.tree = np.zeros(2 * self.size, np.float64)
-
-    @property
-    def total(self) -> float:
-        return float(self.tree[1])
-
-    def leaves(self, idx: np.ndarray) -> np.ndarray:
-        """Leaf values at ``idx`` (int ``[m]``), float64 ``[m]``."""
-        return self.tree[self.size + np.asarray(idx, np.int64)]
-
-    def stratified(self, m: int, n_valid: int, beta: float, rng: np.random.Generator,
-                   who: str = "replay") -> tuple[np.ndarray, np.ndarray]:
-        """``m`` leaves drawn by priority, one from each of ``m`` equal slices of the total mass
-        (Schaul et al. 2016, "Prioritized Experience Replay", section 3.3), with their importance
-        weights ``(n_valid * P(i)) ** -beta`` scaled to a maximum of 1 (ibid., section 3.4).
-
-        Returns:
-            ``(idx, weight)``: int64 ``[m]`` leaf indices and float32 ``[m]`` weights.
-
-        Raises:
-            ValueError: ``n_valid`` is 0 or every priority is 0 (message starts with ``who``).
-        """
-        total = self.total
-        if n_valid == 0 or total <= 0:
-            raise ValueError(f"{who}: cannot sample from an empty replay")
-        mass = (np.arange(m) + rng.random(m)) * (total / m)
-        idx = self.find(np.minimum(mass, np.nextafter(total, 0)))
-        prob = self.leaves(idx) / total
-        weight = (n_valid * prob) ** (-beta)
-        return idx, (weight / weight.max()).astype(np.float32)
-
-    def update(self, idx: np.ndarray, values: np.ndarray) -> None:
-        """Set leaves ``idx`` (int ``[m]``) to ``values`` (``[m]``, >= 0, finite); the last one wins
-        where ``idx`` repeats.
-
-        Raises:
-            ValueError: an index outside ``[0, capacity)`` or a negative or non-finite value.
-        """
-        idx = np.asarray(idx, np.int64).reshape(-1)
-        values = np.asarray(values, np.float64).reshape(-1)
-        if idx.size == 0:
-            return
-        if idx.shape != values.shape:
-            raise ValueError(f"SumTree.update: {idx.size} indices but {values.size} values")
-        if int(idx.min()) < 0 or int(idx.max()) >= self.capacity:
-            raise ValueError(f"SumTree.update: an index is outside [0, {self.capacity})")
-        if not np.isfinite(values).all() or float(values.min()) < 0:
-            raise ValueError("SumTree.update: priorities must be finite and >= 0")
-        # the last occurrence of each index wins (numpy leaves repeated fancy assignment unordered)
-        rev_unique, rev_first = np.unique(idx[::-1], return_index=True)
-        nodes = rev_unique + self.size
-        self.tree[nodes] = values[::-1][rev_first]
-        nodes = np.unique(nodes >> 1)
-        while nodes.size and nodes[-1] >= 1:
-            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
-            if nodes[-1] == 1:
-                break
-            nodes = np.unique(nodes >> 1)
-
-    def find(self, mass: np.ndarray) -> np.ndarray:
-        """The leaf whose prefix-sum range holds each ``mass`` (float ``[m]``, in ``[0, total)``):
-        leaf ``i`` with ``sum(leaves[:i]) <= mass < sum(leaves[:i+1])``. Leaves of value 0 are
-        never returned while the total is positive (rounding at a boundary goes to the non-empty
-        side). Returns int64 ``[m]``."""
-        u = np.asarray(mass, np.float64).copy()
-        node = np.ones(u.shape, np.int64)
-        for _ in range(self.depth):
-            left = self.tree[2 * node]
-            right = self.tree[2 * node + 1]
-            go_right = ((u >= left) & (right > 0)) | (left <= 0)
-            u = np.where(go_right, u - left, u)
-            node = 2 * node + go_right
-        return node - self.size
+from zoo.plugins.algorithms.rate_limiter import (  # noqa: F401 (re-exported)
+    Grant,
+    global_rate_limited_steps,
+    pooled_rate_limited_steps,
+    rate_limited_steps,
+)
+from zoo.plugins.algorithms.replay_ranks import (  # noqa: F401 (re-exported)
+    load_rank_state,
+    rank_rng,
+    rank_state,
+    restore_replay,
+)
+from zoo.plugins.algorithms.replay_sizing import (  # noqa: F401 (re-exported)
+    ReplayBytes,
+    available_memory,
+    check_frame_stack,
+    experiment_replay_bytes,
+    frame_capacity_for,
+    is_frame_stack,
+    obs_capacity_for,
+    planes_per_step,
+    replay_bytes,
+    replay_memory_problem,
+)
+from zoo.plugins.algorithms.sumtree import SumTree
+from zoo.plugins.algorithms.transitions import (  # noqa: F401 (re-exported)
+    batch_transitions,
+    check_q_learning_spec,
+    observation_rows,
+)
 
 
 class Replay:
@@ -438,7 +377,7 @@ class Replay:
         return out
 
     def sample(self, m: int, beta: float, rng: np.random.Generator) -> dict[str, Any]:
-        """``m`` transitions, stratified by priority (module docstring).
+        """``m`` transitions, stratified by priority (:meth:`SumTree.stratified`).
 
         Returns:
             ``{"index": int64 [m] ring positions, "weight": float32 [m] importance weights (max 1),
@@ -552,126 +491,6 @@ def _digest(plane_rows: np.ndarray) -> int:
     return zlib.crc32(np.ascontiguousarray(plane_rows).data) & 0xFFFFFFFF
 
 
-# -- sizing and refusing ---------------------------------------------------------------------
-
-def obs_capacity_for(capacity: int, sample_length: int, columns: int = 0) -> int:
-    """Observation rows for ``capacity`` transitions from samples of ``sample_length`` steps:
-    ``T + 1`` rows per ``T`` transitions, plus 1% for the final observations of truncated steps;
-    at least two batches of ``columns`` columns whose every step is truncated (``2 x (2T + 1) x
-    columns``), so any batch fits."""
-    rows = capacity + math.ceil(capacity / sample_length) + math.ceil(capacity / 100)
-    return max(rows, 2 * (2 * sample_length + 1) * columns)
-
-
-def frame_capacity_for(capacity: int, sample_length: int, columns: int, planes: int, per_step: int = 1) -> int:
-    """Plane slots of a frame ring for ``capacity`` transitions: ``per_step`` new planes per step
-    and per final observation of a truncated step (1%, as :func:`obs_capacity_for`), plus two
-    batches of ``columns`` columns whose every row stands alone (``2 x (2T + 1) x columns x
-    planes``: any batch fits, and samples that cannot start from a stored row, such as each
-    env's first, do not shorten the replay)."""
-    return per_step * (capacity + math.ceil(capacity / 100)) + 2 * (2 * sample_length + 1) * columns * planes
-
-
-def is_frame_stack(shape: tuple[int, ...], dtype: Any) -> bool:
-    """The shape rule of ``algo.frame_stack=auto``: uint8 observations ``[P, H, W(, C)]`` with a
-    stack axis first of ``2 <= P <= 32`` planes, as the atari env (Python and vector backends)
-    lays out its frame stacks (``[4, 84, 84]``; RGB ``[12, 84, 84]``); ``[H, W, C]`` images
-    (``H > 32``) are not. Whether the planes really continue from step to step is measured on
-    the data (:func:`planes_per_step`)."""
-    return np.dtype(dtype) == np.uint8 and len(shape) >= 3 and 2 <= shape[0] <= 32
-
-
-def planes_per_step(x: np.ndarray, done: np.ndarray | None = None) -> int:
-    """How many planes a step adds to a frame-stacked key, measured on a batch ``[T + 1, B, P,
-    ...]``: the most common smallest shift ``g`` with ``obs[t][:P - g] == obs[t - 1][g:]`` (1 for
-    grey frames, 3 for RGB planes channels-first), over the rows that do not start an
-    episode (``done`` ``[T, B]``: step ``t`` ended one, so row ``t + 1`` is a reset); 0 when
-    fewer than half of them continue their predecessor this way (not a frame stack), 1 when
-    there are none."""
-    x = np.asarray(x)
-    if x.shape[0] < 2:
-        return 1
-    P = int(x.shape[2])
-    cur = x[1:].reshape(-1, P, int(np.prod(x.shape[3:], dtype=np.int64)))
-    before = x[:-1].reshape(cur.shape)
-    if done is not None:
-        keep = ~np.asarray(done, bool).reshape(-1)
-        cur, before = cur[keep], before[keep]
-    if cur.shape[0] == 0:
-        return 1
-    g = np.zeros(cur.shape[0], np.int64)
-    cand = np.arange(cur.shape[0])
-    for shift in range(1, P):
-        if cand.size == 0:
-            break
-        ok = (cur[cand, :P - shift] == before[cand, shift:]).all(axis=(1, 2))
-        g[cand[ok]] = shift
-        cand = cand[~ok]
-    if 2 * int((g > 0).sum()) < g.size:
-        return 0
-    return int(np.bincount(g[g > 0]).argmax())
-
-
-@dataclass(frozen=True)
-class ReplayBytes:
-    """What a replay's arrays take (:attr:`Replay.nbytes` once allocated), term by term.
-
-    ``rows`` observation rows of ``row_bytes`` each (whole observations of the keys stored as
-    rows, 8 B per plane number of the frame-stack keys); ``frames`` (key -> plane slots) of
-    ``frame_bytes`` (key -> bytes per plane); ``capacity`` transitions of ``field_bytes`` (two
-    int64 row numbers, the action, float32 return and discount, a validity byte); the sum-tree's
-    ``tree_bytes`` (float64, twice the leaves' power of two)."""
-
-    capacity: int
-    rows: int
-    row_bytes: int
-    frames: dict[str, int]
-    frame_bytes: dict[str, int]
-    field_bytes: int
-    tree_bytes: int
-
-    @property
-    def total(self) -> int:
-        return (self.rows * self.row_bytes + sum(n * self.frame_bytes[k] for k, n in self.frames.items())
-                + self.capacity * self.field_bytes + self.tree_bytes)
-
-    @property
-    def per_transition(self) -> float:
-        return self.total / self.capacity
-
-    def describe(self) -> str:
-        """``1,041,250 observation rows x 32 B + 1,156,250 frames x 7,056 B + ... = 7.73 GiB``."""
-        parts = [f"{self.rows:,} observation rows x {self.row_bytes:,} B"]
-        parts += [f"{n:,} frames of {k!r} x {self.frame_bytes[k]:,} B" for k, n in self.frames.items()]
-        parts += [f"{self.capacity:,} x {self.field_bytes} B of fields", f"{_size(self.tree_bytes)} of sum-tree"]
-        return " + ".join(parts) + f" = {_size(self.total)} ({self.per_transition:,.0f} B per transition)"
-
-
-def replay_bytes(capacity: int, sample_length: int, columns: int,
-                 obs: dict[str, tuple[tuple[int, ...], Any]], action_bytes: int,
-                 stacks: dict[str, int] | None = None) -> ReplayBytes:
-    """The memory of a replay of ``capacity`` transitions fed samples of ``sample_length`` steps
-    and ``columns`` columns per batch, observations ``obs`` (key -> (per-step shape, dtype)),
-    ``action_bytes`` per action, and ``stacks`` (key -> planes per step) stored as frames; the
-    rows and frame slots are :func:`obs_capacity_for` and :func:`frame_capacity_for`'s."""
-    stacks = stacks or {}
-    rows = obs_capacity_for(capacity, sample_length, columns)
-    row_bytes = 0
-    frames: dict[str, int] = {}
-    frame_bytes: dict[str, int] = {}
-    for k, (shape, dtype) in sorted(obs.items()):
-        item = np.dtype(dtype).itemsize
-        if k in stacks:
-            row_bytes += 8 * shape[0]
-            frames[k] = frame_capacity_for(capacity, sample_length, columns, shape[0], stacks[k])
-            frame_bytes[k] = int(np.prod(shape[1:], dtype=np.int64)) * item
-        else:
-            row_bytes += int(np.prod(shape, dtype=np.int64)) * item
-    size = 1 << max(0, (capacity - 1).bit_length())
-    tree = 2 * size * 8
-    return ReplayBytes(capacity, rows, row_bytes, frames, frame_bytes, 8 + 8 + action_bytes + 4 + 4 + 1, tree)
-
-
 def make_replay(capacity: int, sample_length: int, obs: dict[str, np.ndarray], action_bytes: int, *,
                 frame_stack: str, avail: int | None, done: np.ndarray | None = None) -> tuple[Replay, ReplayBytes]:
     """The replay for batches like ``obs`` (``{key: [T + 1, B, ...]}``; ``done`` ``[T, B]``:
@@ -696,279 +515,3 @@ def make_replay(capacity: int, sample_length: int, obs: dict[str, np.ndarray], a
     if problem:
         raise MemoryError(problem)
     return Replay(capacity, need.rows, need.frames), need
-
-
-def check_frame_stack(value: str) -> None:
-    """``algo.frame_stack`` is ``auto`` or ``off``.
-
-    Raises:
-        ValueError: any other value (naming the field and the fix).
-    """
-    if value not in ("auto", "off"):
-        raise ValueError(f"algo.frame_stack={value!r} is not one of 'auto', 'off'; set --set algo.frame_stack=auto "
-                         "(store frame stacks once per frame) or off (whole observations per row)")
-
-
-def experiment_replay_bytes(capacity: int, cfg: Any, action_bytes: int, frame_stack: str) -> ReplayBytes:
-    """:func:`replay_bytes` before anything starts, from the experiment's env spec and one
-    trainer's batch: the keys :func:`is_frame_stack` accepts are assumed to add one plane per
-    step (the trainer measures it on its first batch, :func:`make_replay`)."""
-    from zoo.core.config import batch_agent_steps
-
-    steps, _ = batch_agent_steps(cfg, cfg.spec)
-    obs = {k: (tuple(space.shape), space.dtype) for k, space in cfg.spec.observation_space.items()}
-    stacks = {k: 1 for k, (shape, dtype) in obs.items() if frame_stack == "auto" and is_frame_stack(shape, dtype)}
-    return replay_bytes(capacity, cfg.sample_length, steps // cfg.sample_length, obs, action_bytes, stacks)
-
-
-def available_memory() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes, None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def replay_memory_problem(need: ReplayBytes, avail: int | None, trainers: int = 1) -> str | None:
-    """The refusal (with the arithmetic) when ``trainers`` replays (data-parallel trainers on this
-    machine: each holds a shard of ``algo.capacity``) of what ``need`` describes take more than
-    ``avail`` bytes; None when they fit or ``avail`` is unknown."""
-    if avail is None or need.total * trainers <= avail:
-        return None
-    if trainers > 1:
-        return (f"algo.capacity={need.capacity:,} transitions per trainer x trainer.count={trainers} need {trainers} x "
-                f"({need.describe()}) = {_size(need.total * trainers)}, more than the {_size(avail)} available; "
-                "lower --set algo.capacity or trainer.count")
-    return (f"algo.capacity={need.capacity:,} transitions need {need.describe()}, more than the {_size(avail)} "
-            "available; lower --set algo.capacity")
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
-# -- from a batch to transitions -------------------------------------------------------------
-
-def _flat(x: np.ndarray) -> np.ndarray:
-    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
-
-
-def observation_rows(batch: dict[str, Any]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """A time-major batch's observation rows, as :meth:`Replay.insert` stores them: the ``T + 1``
-    rows per column (row ``t * B + b``), then the final observations of its truncated steps
-    (``final_obs``, in ``final_index`` order).
-
-    Returns:
-        ``({key: [rows, ...]}, prev_row)``: ``prev_row`` int64 ``[rows]`` is each row's
-        predecessor in its env column (row ``(t - 1) * B + b``, -1 for ``t = 0``; a final
-        observation's is its step's row).
-    """
-    T, B = np.shape(batch["reward"])
-    final_index = np.asarray(batch.get("final_index", np.zeros((0, 2), np.int64)), np.int64).reshape(-1, 2)
-    obs_rows = {k: _flat(np.asarray(v)) for k, v in batch["obs"].items()}
-    if final_index.shape[0]:
-        final = batch["final_obs"]
-        obs_rows = {k: np.concatenate([v, np.asarray(final[k]).astype(v.dtype, copy=False)])
-                    for k, v in obs_rows.items()}
-    prev_row = np.concatenate([np.full(B, -1, np.int64), np.arange(T * B, dtype=np.int64),
-                               final_index[:, 0] * B + final_index[:, 1]])
-    return obs_rows, prev_row
-
-
-def batch_transitions(batch: dict[str, Any], *, gamma: float, n: int, who: str) -> dict[str, Any]:
-    """The active transitions of a time-major batch (:mod:`zoo.core.algorithm`) with n-step targets,
-    ready for :meth:`Replay.insert`.
-
-    Observation rows are the batch's ``T + 1`` rows per column (row ``t * B + b``), then the final
-    observations of its truncated steps (``final_obs``, in ``final_index`` order). A transition's
-    bootstrap row is ``obs[last + 1]``, or the final observation of step ``last`` when it was
-    truncated (never the next episode's reset row); after termination (``disc = 0``) it is the
-    transition's own row (unused).
-
-    Args:
-        batch: needs ``obs``, ``action``, ``reward``, ``terminated``, ``truncated``; optional
-            ``active`` (all True without), ``final_obs`` / ``final_index``.
-        gamma, n: the discount and the steps of the return (:func:`nstep_targets`).
-        who: the algorithm's name, for the error message.
-
-    Returns:
-        ``{"obs": {key: [rows, ...]}, "prev_row": int64 [rows], "s_idx": int64 [m], "boot_idx": int64
-        [m], "action": [m, ...], "ret": float32 [m], "disc": float32 [m]}``, ``m`` the active steps
-        in (t, b) order; ``prev_row`` is each row's predecessor in its column (row ``(t - 1) * B +
-        b``, -1 for ``t = 0``; a final observation's is its step's row), for :meth:`Replay.insert`.
-
-    Raises:
-        ValueError: a truncated active step has no row in ``final_index``.
-    """
-    reward = np.asarray(batch["reward"], np.float32)
-    T, B = reward.shape
-    active = np.asarray(batch["active"], bool) if "active" in batch else np.ones((T, B), bool)
-    ret, disc, last, from_final = nstep_targets(reward, batch["terminated"], batch["truncated"], gamma=gamma, n=n)
-    rows = (T + 1) * B
-    final_index = np.asarray(batch.get("final_index", np.zeros((0, 2), np.int64)), np.int64).reshape(-1, 2)
-    final_row = np.full((T, B), -1, np.int64)
-    final_row[final_index[:, 0], final_index[:, 1]] = rows + np.arange(final_index.shape[0])
-    cols = np.arange(B)[None, :]
-    s_idx = np.arange(T)[:, None] * B + cols
-    boot_idx = np.where(from_final, final_row[last, np.broadcast_to(cols, (T, B))], (last + 1) * B + cols)
-    if bool((from_final & (boot_idx < 0) & active).any()):
-        raise ValueError(f"{who}: a truncated step has no row in 'final_index'; every truncated step needs "
-                         "its final observation (zoo.core.algorithm)")
-    boot_idx = np.where(disc > 0, boot_idx, s_idx)  # unused after termination: any valid row
-    obs_rows, prev_row = observation_rows(batch)
-    keep = active.reshape(-1)
-    return {"obs": obs_rows, "prev_row": prev_row, "s_idx": s_idx.reshape(-1)[keep],
-            "boot_idx": boot_idx.reshape(-1)[keep],
-            "action": _flat(np.asarray(batch["action"]))[keep], "ret": ret.reshape(-1)[keep],
-            "disc": disc.reshape(-1)[keep]}
-
-
-def check_q_learning_spec(spec: Any, who: str) -> None:
-    """What a Q-learner (apex-dqn, r2d2) needs of ``spec``: a Discrete action space (one Q-value
-    per action) and no action mask (its greedy and epsilon-random actions could be illegal).
-    Several agents are fine: they share the network as independent learners, as PPO trains them.
-
-    Raises:
-        TypeError: either need is not met, naming ``who``, the env and what to use instead.
-    """
-    from gymnasium import spaces
-
-    from zoo.core.spaces import ACTION_MASK_KEY
-
-    if not isinstance(spec.action_space, spaces.Discrete):
-        raise TypeError(f"{who} needs a Discrete action space; env {spec.env_id!r} has {spec.action_space} "
-                        "(use ppo or impala for other action spaces)")
-    if ACTION_MASK_KEY in spec.observation_space:
-        raise TypeError(f"{who} does not apply action masks; env {spec.env_id!r} has {ACTION_MASK_KEY!r} "
-                        "(use ppo or mappo, which sample legal actions only)")
-
-
-def rate_limited_steps(credit: float, replay_size: int, inserting: int, *, learning_starts: int,
-                       samples_per_insert: float, batch_size: int) -> tuple[int, float]:
-    """The rate limiter (Reverb's samples per insert, docs/replay.md) of one trainer: ``(steps,
-    credit)`` after ``inserting`` transitions join a replay of ``replay_size``. The credit grows by
-    ``inserting x samples_per_insert`` once the replay with them holds ``learning_starts``;
-    ``floor(credit / batch_size)`` gradient steps are granted (none from an empty replay, the
-    credit then carries) and their samples spent. :func:`pooled_rate_limited_steps` with one shard."""
-    return pooled_rate_limited_steps(credit, replay_size, inserting, 1 if replay_size <= 0 else 0, 1,
-                                     learning_starts=learning_starts, samples_per_insert=samples_per_insert,
-                                     batch_size=batch_size)
-
-
-def pooled_rate_limited_steps(credit: float, replay_size: int, inserting: int, empty_shards: int, world: int, *,
-                              learning_starts: int, samples_per_insert: float, batch_size: int) -> tuple[int, float]:
-    """The rate limiter of ``world`` data-parallel trainers, each with its own replay shard:
-    ``(steps, credit)``, the same on every rank since every argument is.
-
-    ``replay_size`` and ``inserting`` are summed over the shards (before this insert; the
-    transitions joining them now), ``empty_shards`` counts the shards that hold nothing yet. The
-    credit grows by ``inserting x samples_per_insert`` once the shards with them hold
-    ``learning_starts`` together; a gradient step draws ``batch_size`` from every shard, so it
-    spends ``world x batch_size`` and ``floor(credit / (world x batch_size))`` steps are granted,
-    none while any shard is empty (that rank could not sample; the credit carries). Every rank
-    takes the granted steps together, each one all-reducing its gradients.
-
-    Example: 2 ranks, batch 64, 16 samples per insert, learning after 1,000, credit 100; shards of
-    600 and 500 receive 128 transitions each: credit 100 + 256 x 16 = 4,196, 4,196 // 128 = 32
-    steps, credit 4,196 - 4,096 = 100 carried.
-    """
-    if replay_size + inserting >= learning_starts:
-        credit += inserting * samples_per_insert
-    per_step = world * batch_size
-    steps = int(credit // per_step) if empty_shards == 0 else 0
-    return steps, credit - steps * per_step
-
-
-class Grant(NamedTuple):
-    """What :func:`global_rate_limited_steps` decided: ``steps`` to take on every rank, the
-    ``credit`` left, and every rank's shards together: ``replay_size`` (before this insert) and
-    ``inserting`` (the transitions joining them now)."""
-
-    steps: int
-    credit: float
-    replay_size: int
-    inserting: int
-
-
-def global_rate_limited_steps(credit: float, replay_size: int, inserting: int, *, learning_starts: int,
-                              samples_per_insert: float, batch_size: int) -> Grant:
-    """:func:`pooled_rate_limited_steps` on the counts of every data-parallel trainer: one
-    all-reduce (:func:`zoo.core.distributed.global_sum`) of this rank's ``[replay_size,
-    inserting, replay_size == 0]``; every rank must call it once per update. With one trainer it
-    is :func:`rate_limited_steps` on the local counts (no collective).
-
-    Raises:
-        zoo.core.distributed.PeerLost: the all-reduce failed.
-    """
-    from zoo.core import distributed as zdist
-
-    world = zdist.world_size()
-    if world == 1:
-        size, new, empty = replay_size, inserting, int(replay_size <= 0)
-    else:
-        pooled = zdist.global_sum([float(replay_size), float(inserting), 1.0 if replay_size <= 0 else 0.0])
-        size, new, empty = (int(round(float(v))) for v in pooled)
-    steps, credit = pooled_rate_limited_steps(credit, size, new, empty, world, learning_starts=learning_starts,
-                                              samples_per_insert=samples_per_insert, batch_size=batch_size)
-    return Grant(steps, credit, size, new)
-
-
-def rank_rng(seed: int, rank: int) -> np.random.Generator:
-    """The sampling generator of data-parallel rank ``rank``: ``default_rng(seed)`` for rank 0 (as
-    one trainer's), ``default_rng([seed, rank])`` for the others, so every shard is sampled from
-    its own stream."""
-    return np.random.default_rng(seed if rank == 0 else [seed, rank])
-
-
-def restore_replay(state: dict[str, Any] | None, capacity: int, cls: Any, *, unit: str,
-                   what: str = "replay") -> Any:
-    """A replay rebuilt from its ``state_dict()`` (``cls.from_state_dict``; None from None), after
-    checking it holds as many items as ``algo.capacity`` asks.
-
-    Args:
-        state: a replay's ``state_dict()`` (carries ``capacity``), or None (no replay yet).
-        capacity: ``algo.capacity`` of the resuming run [items].
-        cls: the replay class (:class:`Replay`, r2d2's ``SequenceReplay``).
-        unit: what one item is, for the message (``transitions``, ``sequences``).
-        what: ``replay`` (the whole one of a single trainer) or ``replay shard`` (a rank's).
-
-    Raises:
-        ValueError: the stored capacity differs; the message names ``algo.capacity`` and the
-            value to resume with.
-    """
-    if state is None:
-        return None
-    if int(state["capacity"]) != capacity:
-        raise ValueError(f"the checkpoint's {what} holds {state['capacity']:,} {unit} but algo.capacity="
-                         f"{capacity:,}; resume with --set algo.capacity={state['capacity']}")
-    return cls.from_state_dict(state)
-
-
-def rank_state(rng: np.random.Generator, replay: Any, generator: Any = None) -> dict[str, Any]:
-    """What only one data-parallel rank of a replay algorithm holds: its sampling RNG's state, its
-    replay shard (``state_dict()``, or None before its first batch) and, when given, its torch
-    generator's state (sac's exploration noise). The rest of the algorithm's state is the same on
-    every rank; ranks 1..K-1 write this beside ``latest.pt`` (``core/workers/checkpointing.py``)."""
-    out = {"rng": copy.deepcopy(rng.bit_generator.state),
-           "replay": None if replay is None else replay.state_dict()}
-    if generator is not None:
-        out["generator"] = generator.get_state()
-    return out
-
-
-def load_rank_state(state: dict[str, Any] | None, rng: np.random.Generator, generator: Any = None
-                    ) -> dict[str, Any] | None:
-    """Restore the RNGs that :func:`rank_state` stored (``rng`` and ``generator`` in place) and
-    return the stored replay shard's state for :func:`restore_replay`. ``state`` None (no shard
-    file: the rank starts with an empty shard, its RNGs drawn afresh) returns None and changes
-    nothing."""
-    if state is None:
-        return None
-    rng.bit_generator.state = state["rng"]
-    if generator is not None:
-        generator.set_state(state["generator"])
-    return state["replay"]

@@ -34,7 +34,7 @@ def annealed_lr(lr: float, anneal: bool, anneal_steps: int, agent_steps: int, pr
     ``lr`` when ``anneal`` is False; else ``lr * max(0, 1 - agent_steps / anneal_steps)``,
     or ``lr * max(0, 1 - progress)`` when ``anneal_steps`` is 0 (``progress``: the fraction of
     the run's env-step budget the updates already done stand for, set by the trainer before
-    each update: :func:`zoo.core.workers.trainer.schedule_progress`). ``agent_steps`` counts the
+    each update: :func:`zoo.core.workers.building.schedule_progress`). ``agent_steps`` counts the
     steps trained on *before* this update, so either way the first update runs at ``lr``, as
     CleanRL's ``frac = 1 - (update - 1) / num_updates``.
     """

@@ -359,7 +359,7 @@ class ApeX:
 
     def rank_state_dict(self) -> dict[str, Any]:
         """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
-        rank): its replay shard and its sampling RNG (:func:`~zoo.plugins.algorithms.replay.rank_state`).
+        rank): its replay shard and its sampling RNG (:func:`~zoo.plugins.algorithms.replay_ranks.rank_state`).
         Ranks 1..K-1 write it beside ``latest.pt``."""
         return rank_state(self.rng, self.replay)
 

@@ -243,7 +243,7 @@ class R2D2:
             run), ``beta``, ``lr``, ``agent_steps``, ``sequences`` (inserted now). Zeros for the
             step statistics when no step was taken. Data-parallel trainers: every statistic is
             this rank's except ``replay_ratio`` (every rank's sequences; the rate limiter is
-            global, :func:`~zoo.plugins.algorithms.replay.global_rate_limited_steps`).
+            global, :func:`~zoo.plugins.algorithms.rate_limiter.global_rate_limited_steps`).
 
         Raises:
             KeyError: a required batch key is missing.
@@ -362,7 +362,7 @@ class R2D2:
 
     def rank_state_dict(self) -> dict[str, Any]:
         """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
-        rank): its replay shard and its sampling RNG (:func:`~zoo.plugins.algorithms.replay.rank_state`).
+        rank): its replay shard and its sampling RNG (:func:`~zoo.plugins.algorithms.replay_ranks.rank_state`).
         Ranks 1..K-1 write it beside ``latest.pt``."""
         return rank_state(self.rng, self.replay)
 

@@ -28,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from zoo.plugins.algorithms.replay import (
-    Replay,
-    SumTree,
+from zoo.plugins.algorithms.replay import Replay
+from zoo.plugins.algorithms.replay_sizing import (
     _size,
     frame_capacity_for,
     is_frame_stack,
     obs_capacity_for,
     planes_per_step,
 )
+from zoo.plugins.algorithms.sumtree import SumTree
 
 STEP_KEYS = ("action", "ret", "disc", "last", "from_final", "active", "mask")
 """Per-step fields of a sequence, ``[m]`` each."""
@@ -111,7 +111,7 @@ class SequenceReplay:
         dict, whose ``row0``, ``stride`` and ``final_row`` point into ``obs``) with ``priority``
         (already raised to alpha, ``[M]``), writing the batch's observation rows ``obs``
         (``{key: [rows, ...]}``) with ``prev_row`` (int64 ``[rows]``, each row's predecessor in
-        its column, -1 none) once (:func:`~zoo.plugins.algorithms.replay.observation_rows`).
+        its column, -1 none) once (:func:`~zoo.plugins.algorithms.transitions.observation_rows`).
         Returns the sequences' ring positions, int64 ``[M]``.
 
         Raises:
@@ -309,9 +309,9 @@ def sequence_replay_bytes(capacity: int, sample_length: int, m: int, period: int
     samples of ``sample_length`` steps and ``columns`` columns per batch, observations ``obs``
     (key -> (per-step shape, dtype)), ``stacks`` (key -> planes per step) stored as frames, a
     start state of ``state_floats`` float32. The rows cover the sequences' steps
-    (``ceil(capacity / S) x T``) as :func:`~zoo.plugins.algorithms.replay.obs_capacity_for`
+    (``ceil(capacity / S) x T``) as :func:`~zoo.plugins.algorithms.replay_sizing.obs_capacity_for`
     sizes them (``T + 1`` rows per ``T`` steps, 1% for final observations, at least two
-    batches), the frames as :func:`~zoo.plugins.algorithms.replay.frame_capacity_for`."""
+    batches), the frames as :func:`~zoo.plugins.algorithms.replay_sizing.frame_capacity_for`."""
     stacks = stacks or {}
     T = sample_length
     steps = math.ceil(capacity / sequences_per_column(T, m, period)) * T
@@ -340,8 +340,8 @@ def make_sequence_replay(capacity: int, sample_length: int, m: int, period: int,
                          state_floats: int, action_bytes: int, *, frame_stack: str, avail: int | None,
                          done: np.ndarray | None = None) -> tuple[SequenceReplay, SequenceReplayBytes]:
     """The replay for batches like ``obs`` (``{key: [T + 1, B, ...]}``; ``done`` ``[T, B]``):
-    keys that pass :func:`~zoo.plugins.algorithms.replay.is_frame_stack` and whose rows continue
-    each other (:func:`~zoo.plugins.algorithms.replay.planes_per_step`) are stored as frames when
+    keys that pass :func:`~zoo.plugins.algorithms.replay_sizing.is_frame_stack` and whose rows continue
+    each other (:func:`~zoo.plugins.algorithms.replay_sizing.planes_per_step`) are stored as frames when
     ``frame_stack`` is ``auto`` (``off``: every key as rows).
 
     Raises:

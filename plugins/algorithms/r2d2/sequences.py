@@ -103,7 +103,7 @@ def cut_sequences(batch: dict[str, Any], m: int, period: int, burn_in: int, gamm
         ``final_obs`` dict of ``[K, ...]`` and ``final_pos`` int64 ``[K, 2]`` (sequence, step)
         of every truncated, not terminated, active step of every sequence (a step in two
         overlapping sequences is listed for each), sequence-major; where the rows live in the
-        batch's observation rows (:func:`~zoo.plugins.algorithms.replay.observation_rows`):
+        batch's observation rows (:func:`~zoo.plugins.algorithms.transitions.observation_rows`):
         ``row0`` int64 ``[M]`` (the first row, ``s_i * B + b``), ``stride`` (``B``: row ``j`` of
         a sequence is ``row0 + j * B``), ``final_row`` int64 ``[K]`` (``(T + 1) * B`` + the
         ``final_index`` position of each ``final_pos`` entry).

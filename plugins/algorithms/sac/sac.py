@@ -20,7 +20,8 @@ transitions sampled from the replay (uniformly by default):
 ``ret`` and ``disc`` are the 1-step (``algo.n_step`` = 1) or n-step targets of
 :func:`~zoo.plugins.algorithms.nstep.nstep_targets`: ``disc = 0`` after a terminated step; a
 truncated step bootstraps from its ``final_obs`` (docs/replay.md). The replay, the rate limiter
-and the batch-to-transitions step are :mod:`zoo.plugins.algorithms.replay`, as for Ape-X DQN:
+and the batch-to-transitions step are :mod:`zoo.plugins.algorithms.replay` (with
+:mod:`~zoo.plugins.algorithms.rate_limiter` and :mod:`~zoo.plugins.algorithms.transitions`), as for Ape-X DQN:
 ``update(batch)`` takes the gradient steps the rate limiter grants, then inserts the batch.
 With ``trainer.count`` = K data-parallel trainers each rank keeps a replay shard fed by its own
 actors, all take the steps of one global grant, and the Q, policy and temperature gradients are
@@ -419,7 +420,7 @@ class SAC:
     def rank_state_dict(self) -> dict[str, Any]:
         """What only this data-parallel rank holds (the rest of :meth:`state_dict` is the same on every
         rank): its replay shard, its sampling RNG and its torch generator
-        (:func:`~zoo.plugins.algorithms.replay.rank_state`).
+        (:func:`~zoo.plugins.algorithms.replay_ranks.rank_state`).
         Ranks 1..K-1 write it beside ``latest.pt``."""
         return rank_state(self.rng, self.replay, self.generator)
 
