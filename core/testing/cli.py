@@ -9,6 +9,7 @@ before what a test waits for fails the wait at once, with its exit code and outp
   shell job), stdout and stderr in anonymous temporary files that can be read while it runs.
 - :func:`zoo` runs the CLI to its end (:func:`start`, then :func:`finish`).
 - :func:`finish` waits for the end: ``(stdout, stderr)``.
+- :func:`interrupt` presses Ctrl-C, as a terminal would, and checks the run ended as it should.
 - :func:`wait_for` polls a condition until it holds.
 - :func:`marked_processes`, :func:`workers`, :func:`title`: a run's processes, found by the mark
   ``ZOO_TEST_MARK=<mark>`` a test puts in the CLI's environment (the workers inherit it).
@@ -35,8 +36,9 @@ from typing import Any, TypeVar
 
 from zoo.core.testing.procs import processes_with_env, subprocess_env
 
-__all__ = ["CliProcess", "best_rolling_mean", "finish", "kill_started", "kill_tree", "leftovers", "mark_env",
-           "marked_processes", "nothing_left", "read_metrics", "rows", "start", "title", "wait_for", "workers", "zoo"]
+__all__ = ["CliProcess", "best_rolling_mean", "finish", "interrupt", "kill_started", "kill_tree", "leftovers",
+           "mark_env", "marked_processes", "nothing_left", "read_metrics", "rows", "start", "title", "wait_for",
+           "workers", "zoo"]
 
 T = TypeVar("T")
 MARK = "ZOO_TEST_MARK"
@@ -211,6 +213,27 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
             _wait_until_gone(proc.mark, EXIT_GRACE_S)
         return proc.stdout_text(), proc.stderr_text()
     return "", ""
+
+
+def interrupt(proc: subprocess.Popen, timeout: float = 300.0, again_after: float = 60.0) -> tuple[str, str]:
+    """Ctrl-C, as a terminal would: SIGINT to ``proc``'s process group (sent once more if it has
+    not exited ``again_after`` s later), then :func:`finish` with ``timeout`` s: its ``(stdout, stderr)``.
+    ``proc`` must lead a group of its own (:func:`start` with ``own_group`` or ``new_session``).
+
+    Raises:
+        AssertionError: it did not exit in time (its tree was killed), it exited with a code other
+            than 130 or by a signal other than SIGINT, or its stderr holds a ``Traceback``; the
+            message holds the exit code or the end of its stderr.
+    """
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(again_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+    out, err = finish(proc, timeout)
+    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    return out, err
 
 
 EXIT_GRACE_S = 30.0

@@ -36,31 +36,38 @@ def first_request_id(ctx: WorkerContext) -> int:
     return int(ctx.attempt) * ATTEMPT_REQUEST_IDS
 
 
-class InferenceRequests:
-    """The ring's inference requests in flight: one per env group at most (``pending``: request
-    id -> group index), each sent with :meth:`send`; a request unanswered for
+class RequestsInFlight:
+    """The inference requests of a ring of env groups that are waiting for their replies: one per
+    group at most. Ids are ints counted up from ``first_id`` (:func:`first_request_id`), so a
+    crashed attempt's late replies match nothing; ``pending`` maps a request id in flight to its
+    group's index, ``request_id[g]`` is group ``g``'s latest id (-1: none sent yet) and
+    ``sent_at[g]`` when the stream took it (``time.perf_counter()`` s). A request unanswered for
     :data:`REQUEST_RETRY_S` seconds (its policy worker restarted) is sent again with a new id
-    (:meth:`retry_stale`). Ids start at ``first_id`` (:func:`first_request_id`), so a crashed
-    attempt's late replies match nothing."""
+    (:meth:`retry_stale`). Subclasses build the request (:meth:`send`) and hand it to :meth:`post`."""
 
     def __init__(self, ctx: WorkerContext, client: Any, groups: list[EnvGroup], first_id: int, meter: Meter) -> None:
         self.ctx, self.client, self.groups, self.meter = ctx, client, groups, meter
         self.next_id = first_id
         self.pending: dict[int, int] = {}  # request id -> group index
+        self.request_id = [-1] * len(groups)  # each group's latest request id
         self.sent_at = [0.0] * len(groups)  # when each group's request in flight was sent (perf_counter s)
 
     def send(self, g: int) -> None:
-        """Ask for the actions of group ``g``'s acting agents, waiting (with heartbeats) while the
-        inference stream is full; returns early on a stop request."""
-        group = self.groups[g]
-        group.request_id = self.next_id
-        self.pending[self.next_id] = g
+        """Ask for the actions of group ``g``'s acting agents (:meth:`post`)."""
+        raise NotImplementedError
+
+    def number(self, g: int) -> int:
+        """A new request id for group ``g``, now pending (the group's id before it is no longer waited for)."""
+        self.request_id[g] = rid = self.next_id
+        self.pending[rid] = g
         self.next_id += 1
-        # Only agents that act are sent: finished or not-yet-joined agents get no action.
-        slots = np.flatnonzero(group.active)
-        request = {"obs": {k: v[slots] for k, v in group.obs.items()}, "slot": slots,
-                   "on_reset": group.on_reset[slots]}
-        meta = {"request_id": group.request_id, "rows": int(slots.size), "group": g}
+        return rid
+
+    def post(self, g: int, request: dict[str, Any], meta: dict[str, Any]) -> None:
+        """Send group ``g``'s ``request`` with ``meta`` (``request_id`` from :meth:`number`), waiting
+        :data:`REQUEST_TIMEOUT_S` at a time, with heartbeats, while the inference stream is full;
+        returns early on a stop request (the request then counts as not sent). The wait is metered
+        as ``inference`` time; the round trip starts when the stream took the request."""
         t = time.perf_counter()
         while not self.client.send(request, meta, REQUEST_TIMEOUT_S):
             if self.ctx.stop:
@@ -83,10 +90,26 @@ class InferenceRequests:
     def retry_stale(self, now: float | None = None) -> None:
         """Send again every request older than :data:`REQUEST_RETRY_S` (``now``: ``time.perf_counter()`` s)."""
         now = time.perf_counter() if now is None else now
-        for g, group in enumerate(self.groups):
-            if group.request_id in self.pending and now - self.sent_at[g] > REQUEST_RETRY_S:
-                del self.pending[group.request_id]
+        for g in range(len(self.groups)):
+            if self.request_id[g] in self.pending and now - self.sent_at[g] > REQUEST_RETRY_S:
+                del self.pending[self.request_id[g]]
                 self.send(g)
+
+
+class InferenceRequests(RequestsInFlight):
+    """The ring's inference requests in flight (:class:`RequestsInFlight`), each carrying the
+    group's acting agent-slots (``slot``: int64 ``[S]``, indices into the group's ``N*A`` slots)."""
+
+    def send(self, g: int) -> None:
+        """Ask for the actions of group ``g``'s acting agents, waiting (with heartbeats) while the
+        inference stream is full; returns early on a stop request."""
+        group = self.groups[g]
+        rid = self.number(g)
+        # Only agents that act are sent: finished or not-yet-joined agents get no action.
+        slots = np.flatnonzero(group.active)
+        request = {"obs": {k: v[slots] for k, v in group.obs.items()}, "slot": slots,
+                   "on_reset": group.on_reset[slots]}
+        self.post(g, request, {"request_id": rid, "rows": int(slots.size), "group": g})
 
 
 class SampleOutbox:
@@ -137,29 +160,25 @@ class SampleOutbox:
         return True
 
 
-class PolicyRequests:
+class PolicyRequests(RequestsInFlight):
     """A routed actor's inference requests to one named policy (docs/policies.md): per ring
     group one request at most, carrying the group's active agent-slots among ``slots[g]`` (int
     ``[S_P]``, the policy's columns), numbered ``0..S_P-1`` within them (``slot``), so its
-    policy worker keys recurrent states by its own columns. Retries as :class:`InferenceRequests`."""
+    policy worker keys recurrent states by its own columns. Ids, replies and retries as
+    :class:`RequestsInFlight`."""
 
     def __init__(self, ctx: WorkerContext, client: Any, groups: list[EnvGroup], slots: list[np.ndarray],
                  first_id: int, meter: Meter, keys: dict[str, str] | None = None) -> None:
-        self.ctx, self.client, self.groups, self.slots, self.meter = ctx, client, groups, slots, meter
+        super().__init__(ctx, client, groups, first_id, meter)
+        self.slots = slots
         self.keys = keys  # agents with different spaces: {padded key: the policy's own key} (split_bundle)
         self.whole = [np.array_equal(c, np.arange(g.n_envs * g.A)) for c, g in zip(slots, groups, strict=True)]
-        self.next_id = first_id
-        self.pending: dict[int, int] = {}  # request id -> group index
-        self.request_id = [-1] * len(groups)
-        self.sent_at = [0.0] * len(groups)
 
     def send(self, g: int) -> None:
         """Ask for the actions of the policy's acting agents of group ``g`` (waiting, with
         heartbeats, while the stream is full; returns early on a stop request)."""
         group, cols = self.groups[g], self.slots[g]
-        self.request_id[g] = rid = self.next_id
-        self.pending[rid] = g
-        self.next_id += 1
+        rid = self.number(g)
         if self.whole[g]:  # the policy acts for every agent-slot of the group, in order
             local = rows = np.flatnonzero(group.active)
         else:
@@ -169,25 +188,4 @@ class PolicyRequests:
                else {k: v[rows] for k, v in group.obs.items()})
         request = {"obs": obs, "slot": local,
                    "on_reset": group.on_reset[rows]}
-        meta = {"request_id": rid, "rows": int(local.size), "group": g}
-        t = time.perf_counter()
-        while not self.client.send(request, meta, REQUEST_TIMEOUT_S):
-            if self.ctx.stop:
-                return
-            t = self.meter.lap("inference", t)
-            self.ctx.heartbeat()
-        self.sent_at[g] = self.meter.lap("inference", t)  # the round trip starts as the stream took it
-        self.meter.counts["requests"] += 1
-
-    def answered(self, request_id: int, now: float | None = None) -> int | None:
-        g = self.pending.pop(request_id, None)
-        if g is not None and now is not None:
-            self.meter.took_reply(now - self.sent_at[g])
-        return g
-
-    def retry_stale(self, now: float | None = None) -> None:
-        now = time.perf_counter() if now is None else now
-        for g in range(len(self.groups)):
-            if self.request_id[g] in self.pending and now - self.sent_at[g] > REQUEST_RETRY_S:
-                del self.pending[self.request_id[g]]
-                self.send(g)
+        self.post(g, request, {"request_id": rid, "rows": int(local.size), "group": g})

@@ -49,7 +49,6 @@ class EnvGroup:
         self.steps = 0  # group steps so far: each env of the group was stepped this many times
         self.ep_return = np.zeros((n, self.A), np.float64)
         self.ep_length = np.zeros(n, np.int64)
-        self.request_id = -1
         self.to_env = ActionClipper(spec.action_space)
         # agents with different spaces (PaddedSpaces): actions travel as one array per space group
         self.space_groups = spec.space_groups() if spec.mixed else [tuple(spec.agents)]

@@ -6,9 +6,6 @@ follow, and a resume keeps the stage (the eval manager plays on at it)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -17,7 +14,7 @@ import pytest
 from zoo.core.checkpoint import load_checkpoint
 from zoo.core.history import VersionStore
 from zoo.core.testing import subprocess_env
-from zoo.core.testing.cli import finish, mark_env, nothing_left, read_metrics, rows, start, wait_for, zoo
+from zoo.core.testing.cli import interrupt, mark_env, nothing_left, read_metrics, rows, start, wait_for, zoo
 
 pytestmark = pytest.mark.integration
 FAKES = Path(__file__).resolve().parents[2] / "tests" / "plugins" / "zoo-fakes"
@@ -38,18 +35,6 @@ def games(run: Path) -> list[tuple]:
                                 "WHERE player_version IS NOT NULL ORDER BY id").fetchall()
 
 
-def stop(proc) -> None:
-    """Ctrl-C, as a terminal would: the trainer writes its checkpoint and the run exits with 130."""
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGINT)
-    out, err = finish(proc, 300)
-    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err[-3000:])
-    assert "Traceback" not in err, err[-3000:]
-
-
 def test_the_eval_managers_episodes_clear_the_stages_in_order_and_a_resume_keeps_the_stage(tmp_path):
     mark = uuid.uuid4().hex
     run = tmp_path / "ce"
@@ -60,7 +45,7 @@ def test_the_eval_managers_episodes_clear_the_stages_in_order_and_a_resume_keeps
     # and, through the parameters' meta, the eval manager (an eval game played at it)
     wait_for(lambda: any(r.get("curriculum_stage") == 2 for r in rows(run, "episode"))
              and any(g[2] == 2 for g in games(run)), 300, "a training episode and an eval game at stage 2", proc)
-    stop(proc)
+    interrupt(proc)  # the trainer writes its checkpoint and the run exits with 130
     nothing_left(proc, mark)
 
     metrics = read_metrics(run)
@@ -97,7 +82,7 @@ def test_the_eval_managers_episodes_clear_the_stages_in_order_and_a_resume_keeps
                                                                                        for g in games(run))
 
     wait_for(resumed_and_evaluated, 300, "a training episode and an eval game of the resumed run", again)
-    stop(again)
+    interrupt(again)
     nothing_left(again, mark)
     metrics = read_metrics(run)
     resumed = next(i for i, r in enumerate(metrics) if r["type"] == "resume")

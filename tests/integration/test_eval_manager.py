@@ -6,15 +6,12 @@ baseline and the version before it, and writes games and Elo ratings to the stor
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import uuid
 
 import pytest
 
 from zoo.core.history import VersionStore
-from zoo.core.testing.cli import finish, mark_env, marked_processes, nothing_left, start, title, wait_for, zoo
+from zoo.core.testing.cli import interrupt, mark_env, marked_processes, nothing_left, start, title, wait_for, zoo
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +41,7 @@ def test_the_eval_manager_rates_kept_versions_and_zoo_league_prints_them(tmp_pat
                  env=mark_env(mark), new_session=True)
     wait_for(lambda: {1, 2} <= rated(run), 300, "versions 1 and 2 rated by the eval manager", proc)
     titles = sorted(title(pid) for pid in marked_processes(mark) if pid != proc.pid)
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGINT)
-    out, err = finish(proc, 300)
-    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err[-3000:])
-    assert "Traceback" not in err, err[-3000:]
+    out, err = interrupt(proc)
     nothing_left(proc, mark)
     assert "zoo: eval 0 ev" in titles, titles
     assert "1 trainer, 1 eval worker, run dir" in out

@@ -5,6 +5,8 @@
 - :func:`make_supervisor` (with :class:`FakeLauncher`, :class:`FakeHandle`, :class:`Clock`),
   :func:`beat`, :func:`all_beat`: a :class:`Supervisor` over fake workers and a fake clock.
 - :func:`assert_same_state`: bit-for-bit equality of nested checkpoint data.
+- :func:`one_line_error`: a CLI refusal (``typer.testing.CliRunner`` result) in one ``error:`` line.
+- :func:`round_trip_counts`: an actor's round-trip histogram as heartbeats and snapshots carry it.
 """
 from __future__ import annotations
 
@@ -133,3 +135,23 @@ def assert_same_state(a, b, path: str = "") -> None:
             assert_same_state(x, y, f"{path}[{i}]")
     else:
         assert a == b, path
+
+
+def one_line_error(result, *needles: str) -> None:
+    """``result`` (what ``typer.testing.CliRunner.invoke`` returns) is a refusal as the CLI writes
+    one: exit code 2, and one line that starts with ``error: `` and holds each of ``needles``."""
+    assert result.exit_code == 2, result.output
+    text = result.output.strip()
+    assert "\n" not in text and text.startswith("error: "), text
+    for needle in needles:
+        assert needle in text, text
+
+
+def round_trip_counts(**buckets: int) -> list[int]:
+    """An actor's inference round trips per bucket (``zoo.core.health``: 18 buckets of
+    ``ROUND_TRIP_EDGES_S``), 0 but where ``buckets`` says: ``b6=4`` is 4 round trips in
+    bucket 6, [512, 1024) µs."""
+    counts = [0] * 18
+    for key, n in buckets.items():
+        counts[int(key[1:])] = n
+    return counts

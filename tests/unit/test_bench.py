@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
+from tests.unit.fakes import round_trip_counts
 from zoo.bench import report
 from zoo.bench.measure import parse_title
 from zoo.bench.workloads import WORKLOADS, UnknownWorkload, get_workload
@@ -142,8 +143,8 @@ def test_format_table_replay_lines():
 
 
 def test_phase_figures_carry_the_replay_figures():
-    run = SimpleNamespace(t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0, "gradient_steps_total": 0, "replayed": 0,
-                                                  "inserted": 0},
+    run = SimpleNamespace(t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0, "gradient_steps_total": 0,
+                                                  "replayed": 0, "inserted": 0},
                           end={"env_steps": 1_280, "updates": 10, "gradient_steps_total": 128, "replayed": 16_384,
                                "inserted": 1_280}, cpu_s={}, live=None)
     got = report.phase_figures(run, 128, 16, 1, 1, 2, None, None)["replay"]
@@ -212,21 +213,14 @@ def test_format_table_rows():
     assert lines[-2] == "CPU share, end to end (100 s window): actor 40%, idle 3%"
 
 
-def histogram(**buckets):
-    counts = [0] * 18
-    for key, n in buckets.items():
-        counts[int(key[1:])] = n
-    return counts
-
-
 def test_round_trip_figures_over_the_window():
     # live snapshots before and at the end of the window: the actors' summed histograms grew by
     # 4 in [512, 1024) us (bucket 6) and 1 in [1.024, 2.048) ms (bucket 7)
-    start = {"totals": {"round_trip_counts": histogram(b6=10, b7=2)}}
-    end = {"totals": {"round_trip_counts": histogram(b6=14, b7=3)}}
+    start = {"totals": {"round_trip_counts": round_trip_counts(b6=10, b7=2)}}
+    end = {"totals": {"round_trip_counts": round_trip_counts(b6=14, b7=3)}}
     got = report.round_trip_figures(start, end)
     assert got is not None
-    assert got["counts"] == histogram(b6=4, b7=1) and got["requests"] == 5
+    assert got["counts"] == round_trip_counts(b6=4, b7=1) and got["requests"] == 5
     assert got["edges_s"][0] == 16e-6 and got["edges_s"][-1] == 1.048576 and len(got["edges_s"]) == 17
     # p50: rank 2.5 of 5 in bucket 6: 0.512 + 0.512 x 2.5/4 = 0.832 ms; p90: rank 4.5, 0.5 of bucket 7's 1:
     # 1.024 + 1.024 x 0.5 = 1.536 ms; p99: rank 4.95 -> 1.024 + 1.024 x 0.95 = 1.9968 ms
@@ -243,21 +237,21 @@ def test_the_window_keeps_the_live_snapshot_from_before_its_start():
     from zoo.bench.measure import _Window
 
     window = _Window("no-such-run", warmup=0.0, seconds=1e9, limit_s=1e9)
-    window.show_live({"totals": {"round_trip_counts": histogram(b6=1)}})
+    window.show_live({"totals": {"round_trip_counts": round_trip_counts(b6=1)}})
     window({"env_steps": 0})  # the first status, no warm-up: the window starts
-    window.show_live({"totals": {"round_trip_counts": histogram(b6=5)}})
-    assert window.start is not None and window.live_start == {"totals": {"round_trip_counts": histogram(b6=1)}}
-    assert window.live == {"totals": {"round_trip_counts": histogram(b6=5)}}
+    window.show_live({"totals": {"round_trip_counts": round_trip_counts(b6=5)}})
+    assert window.start is not None and window.live_start == {"totals": {"round_trip_counts": round_trip_counts(b6=1)}}
+    assert window.live == {"totals": {"round_trip_counts": round_trip_counts(b6=5)}}
 
 
 def test_phase_figures_and_the_table_carry_the_round_trips():
     run = SimpleNamespace(
         t0=0.0, t1=10.0, start={"env_steps": 0, "updates": 0}, end={"env_steps": 1000, "updates": 0},
-        cpu_s={("actor", 0): 5.0}, live_start={"totals": {"round_trip_counts": histogram(b6=1000)}},
-        live={"totals": {"round_trip_counts": histogram(b6=1000 + 12_000, b10=300, b17=45)}})
+        cpu_s={("actor", 0): 5.0}, live_start={"totals": {"round_trip_counts": round_trip_counts(b6=1000)}},
+        live={"totals": {"round_trip_counts": round_trip_counts(b6=1000 + 12_000, b10=300, b17=45)}})
     fig = report.phase_figures(run, 1024, 128, 1, 1, 2, None, None)
     got = fig["round_trip"]
-    assert got["counts"] == histogram(b6=12_000, b10=300, b17=45) and got["requests"] == 12_345
+    assert got["counts"] == round_trip_counts(b6=12_000, b10=300, b17=45) and got["requests"] == 12_345
     # p50: rank 6,172.5 in bucket 6: 0.512 + 0.512 x 6,172.5/12,000 = 0.775360 ms; p90: rank 11,110.5 too:
     # 0.512 + 0.512 x 11,110.5/12,000 = 0.986048 ms; p99: rank 12,221.55, 221.55 of bucket 10's 300
     # ([8.192, 16.384) ms): 8.192 + 8.192 x 221.55/300 = 14.241792 ms

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.unit.trainer_harness import accounting_trainer
 from zoo.core.curriculum import (
     Condition,
     Curriculum,
@@ -276,27 +277,9 @@ def test_a_curriculum_with_named_policies_is_refused_when_the_config_is_built():
                               "supported yet; train one shared policy, or drop the [curriculum] section")
 
 
-class _Ctx:
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def send_control(self, kind, timeout=1.0, **meta):
-        self.sent.append((kind, meta))
-        return True
-
-
 def _trainer(conditions: list[str], over: int):
     """The lead trainer's episode accounting alone (Trainer.account), without processes or streams."""
-    from zoo.core.workers.accounting import TrainerState
-    from zoo.core.workers.trainer import Trainer
-
-    t = object.__new__(Trainer)
-    spec = StagedCorridorEnv(3).spec
-    t.__dict__.update(ctx=_Ctx(), spec=spec, state=TrainerState(), metrics=None, history=None,
-                      sync=SimpleNamespace(data_parallel=False), stage_changed=False, warned_fields=set(),
-                      curriculum=Curriculum(parse_conditions(CurriculumConfig(conditions), spec.stages, "x"), over),
-                      eval_feed=None)
-    return t
+    return accounting_trainer(Curriculum(parse_conditions(CurriculumConfig(conditions), STAGES, "x"), over))
 
 
 def _share(episodes: list[dict]) -> dict:

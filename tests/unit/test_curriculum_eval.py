@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.unit.trainer_harness import fake_host
+from tests.unit.trainer_harness import accounting_trainer, fake_host
 from zoo.core.config import ConfigError, build_config
 from zoo.core.curriculum import Curriculum, CurriculumConfig, EvalFeed, curriculum_problems, parse_conditions
 from zoo.core.history import EvalEpisode, EvalGame, VersionStore
@@ -107,27 +107,11 @@ def test_the_feed_counts_the_current_stages_episodes_in_play_order_and_says_whic
     assert feed.offer(EvalEpisode(15, 5, 2, {"return": 1.0})) == "skipped"  # offered already
 
 
-class _Ctx:
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def send_control(self, kind, timeout=1.0, **meta):
-        self.sent.append((kind, meta))
-        return True
-
-
 def _trainer(store: VersionStore, over: int):
     """The lead trainer's curriculum bookkeeping alone (Trainer.account, observe_eval), no processes."""
-    from zoo.core.workers.accounting import TrainerState
-    from zoo.core.workers.trainer import Trainer
-
-    t = object.__new__(Trainer)
     feed = _feed(["mean_return >= 0.9"], over)
-    t.__dict__.update(ctx=_Ctx(), spec=StagedCorridorEnv(3).spec, state=TrainerState(), metrics=None,
-                      history=SimpleNamespace(store=store, policy="default", saw=lambda episode: None),
-                      sync=SimpleNamespace(data_parallel=False), stage_changed=False, warned_fields=set(),
-                      curriculum=feed.curriculum, eval_feed=feed)
-    return t
+    return accounting_trainer(feed.curriculum, feed, SimpleNamespace(store=store, policy="default",
+                                                                     saw=lambda episode: None))
 
 
 def test_the_trainer_advances_on_the_eval_managers_episodes_not_on_the_training_ones(tmp_path):

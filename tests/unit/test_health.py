@@ -9,6 +9,7 @@ import types
 import pytest
 from rich.console import Console
 
+from tests.unit.fakes import round_trip_counts
 from zoo.core import health as health_mod
 from zoo.core.health import Health, Meter, bottleneck, percent
 from zoo.display import Display, health_view, worker_activity
@@ -55,7 +56,8 @@ def test_rates_fractions_queue_and_bottleneck_from_heartbeats():
     assert [(r["role"], r["index"]) for r in snap["workers"]] == GRAPH
     a0, a1, p, t = rows["actor", 0], rows["actor", 1], rows["policy", 0], rows["trainer", 0]
     # actor 0: 400 env steps / 4 s; 0.5/4, 0.5/4, 2.5/4 of the time
-    assert (a0["env_steps_per_s"], a0["env_frac"], a0["inference_frac"], a0["push_frac"]) == (100.0, 0.125, 0.125, 0.625)
+    assert (a0["env_steps_per_s"], a0["env_frac"], a0["inference_frac"], a0["push_frac"]) == (
+        100.0, 0.125, 0.125, 0.625)
     # actor 1: 200 / 2 s; 0.2/2, 0.2/2, 1.2/2
     assert (a1["env_steps_per_s"], a1["env_frac"], a1["inference_frac"], a1["push_frac"]) == (100.0, 0.1, 0.1, 0.6)
     # policy: busy 0.5/2; 1600 rows / 50 batches; 0.25 s / 50 batches = 5 ms; 50 batches / 2 s
@@ -68,13 +70,15 @@ def test_rates_fractions_queue_and_bottleneck_from_heartbeats():
     assert t["samples_waiting"] == 4 and snap["totals"] == {"actor_env_steps_per_s": 200.0, "samples_waiting": 4,
                                                    "round_trip_counts": None, "round_trip_ms": None}
     # heartbeat ages: last messages received at 1, 3, 5, 7.5 (the status) -> 10 - those
-    assert (a0["heartbeat_age_s"], a1["heartbeat_age_s"], p["heartbeat_age_s"], t["heartbeat_age_s"]) == (9.0, 7.0, 5.0, 2.5)
+    assert (a0["heartbeat_age_s"], a1["heartbeat_age_s"], p["heartbeat_age_s"], t["heartbeat_age_s"]) == (
+        9.0, 7.0, 5.0, 2.5)
     assert (a0["pid"], a0["host"], a0["restarts"]) == (1005, "h", 0)
     # mean actor fractions: push (0.625 + 0.6) / 2 = 0.6125 -> "61%"; trainer busy 95%
     neck = snap["bottleneck"]
     assert neck["kind"] == "trainer"
     assert neck["actors"] == {"env": (0.125 + 0.1) / 2, "inference": (0.125 + 0.1) / 2, "push": (0.625 + 0.6) / 2}
-    assert neck["text"] == "trainer-bound: actors wait 61% of the time for the trainer to take their samples (trainer busy 95%)"
+    assert neck["text"] == ("trainer-bound: actors wait 61% of the time for the trainer to take their samples "
+                            "(trainer busy 95%)")
     assert (neck["policy_busy"], neck["trainer_busy"]) == (0.25, t["busy_frac"])
     assert snap["status"] == {"env_steps": 1600, "updates": 3}  # the latest status, bookkeeping keys dropped
     assert (snap["time"], snap["ended"], snap["interval_s"]) == (1_700_000_000.0, False, 2.0)
@@ -361,29 +365,22 @@ def test_the_meter_counts_each_round_trip_in_its_bucket():
     assert "round_trip" not in Meter("policy").report() and "round_trip" not in Meter("trainer").report()
 
 
-def rt(**buckets):
-    counts = [0] * 18
-    for key, n in buckets.items():
-        counts[int(key[1:])] = n
-    return counts
-
-
 def test_round_trips_are_summed_over_the_actors_and_kept_for_replaced_processes():
     h = Health([("actor", 0), ("actor", 1)], clock=lambda: 0.0)
     zero = {"env": 0.0, "inference": 0.0, "push": 0.0}
     # actor 0: 10 in [512, 1024) us before its window, +30 there and +10 in [1.024, 2.048) ms over it
-    h.on_control(beat("actor", 0, 100.0, zero, {}, round_trip=rt(b6=10)), now=0.0)
-    h.on_control(beat("actor", 0, 102.0, zero, {}, round_trip=rt(b6=40, b7=10)), now=1.0)
+    h.on_control(beat("actor", 0, 100.0, zero, {}, round_trip=round_trip_counts(b6=10)), now=0.0)
+    h.on_control(beat("actor", 0, 102.0, zero, {}, round_trip=round_trip_counts(b6=40, b7=10)), now=1.0)
     # actor 1: +50 in [512, 1024) us over its window
-    h.on_control(beat("actor", 1, 50.0, zero, {}, round_trip=rt(b6=0)), now=0.0)
-    h.on_control(beat("actor", 1, 53.0, zero, {}, round_trip=rt(b6=50)), now=1.0)
+    h.on_control(beat("actor", 1, 50.0, zero, {}, round_trip=round_trip_counts(b6=0)), now=0.0)
+    h.on_control(beat("actor", 1, 53.0, zero, {}, round_trip=round_trip_counts(b6=50)), now=1.0)
     totals = h.snapshot(now=2.0)["totals"]
-    assert totals["round_trip_counts"] == rt(b6=90, b7=10)
+    assert totals["round_trip_counts"] == round_trip_counts(b6=90, b7=10)
     # window: 80 in [512, 1024) us, 10 in [1.024, 2.048) ms (90 round trips):
     # p50: rank 45 -> 0.512 + 0.512 x 45/80 = 0.8 ms; p90: rank 81, 1 of the 10 -> 1.024 + 1.024 x 1/10 = 1.1264;
     # p99: rank 89.1, 9.1 of the 10 -> 1.024 + 1.024 x 0.91 = 1.95584
     assert totals["round_trip_ms"] == pytest.approx({"p50": 0.8, "p90": 1.1264, "p99": 1.95584}, abs=1e-12)
     # actor 1 is replaced: its 50 stay in the cumulative counts, its new process adds its own
     h.record_restart("actor", 1, "exit code -9")
-    h.on_control(beat("actor", 1, 1.0, zero, {}, pid=99, round_trip=rt(b3=5)), now=3.0)
-    assert h.snapshot(now=4.0)["totals"]["round_trip_counts"] == rt(b3=5, b6=90, b7=10)
+    h.on_control(beat("actor", 1, 1.0, zero, {}, pid=99, round_trip=round_trip_counts(b3=5)), now=3.0)
+    assert h.snapshot(now=4.0)["totals"]["round_trip_counts"] == round_trip_counts(b3=5, b6=90, b7=10)

@@ -11,6 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 import zoo.cli as cli
+from tests.unit.fakes import one_line_error
 from zoo.core.history import HistorySchedule, Query, VersionStore, query_weights
 from zoo.core.plugins import get_host
 from zoo.core.ratings import Game, elo_update, expected_score, games_in, learner_score
@@ -156,14 +157,6 @@ def test_zoo_league_json(app, tmp_path):
          "mean_return": 3.0},
         {"version": 30, "env_steps": 3840, "rating": None, "games": 0, "wins": 0, "draws": 0, "win_rate": None,
          "mean_return": None}]}
-
-
-def one_line_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    text = result.output.strip()
-    assert "\n" not in text and text.startswith("error: "), text
-    for needle in needles:
-        assert needle in text, text
 
 
 def test_zoo_league_errors_in_one_line(app, tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import zoo.cli as cli
+from tests.unit.fakes import one_line_error
 from zoo.core.pbt import PBTOptions
 from zoo.core.plugins import get_host
 from zoo.population_plot import Exploit, log_scaled, plot_population, population_history
@@ -118,14 +119,6 @@ def test_the_figure_draws_objectives_copies_and_step_lines(tmp_path):
 @pytest.fixture(scope="module")
 def app():
     return cli.build_app(get_host())
-
-
-def one_line_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    text = result.output.strip()
-    assert "\n" not in text and text.startswith("error: "), text
-    for needle in needles:
-        assert needle in text, text
 
 
 def test_zoo_plot_pbt_writes_a_png(tmp_path, app):

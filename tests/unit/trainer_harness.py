@@ -4,6 +4,9 @@ process, on samples the test makes, over the ``inline`` transport.
 Samples are pseudo-random but fixed by their index (:func:`make_sample`), so two trainers
 fed the same indices see exactly the same data in the same order: what a bit-for-bit
 resume test needs (the multi-process dataflow orders samples by timing, not by seed).
+
+:func:`accounting_trainer` is the lead trainer's episode and curriculum bookkeeping alone,
+without a thread, processes or streams; :class:`SentControls` records what it sends.
 """
 from __future__ import annotations
 
@@ -11,15 +14,18 @@ import dataclasses
 import threading
 import time
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from zoo.core.config import build_config
+from zoo.core.curriculum import Curriculum, EvalFeed
 from zoo.core.graph import endpoint
 from zoo.core.plugins import PluginHost
 from zoo.core.streams import transport_for
 from zoo.core.testing import plugin as testing_plugin
+from zoo.core.testing.fake_envs import StagedCorridorEnv
 from zoo.core.workers.base import WorkerContext
 
 WAIT_S = 60.0
@@ -146,3 +152,37 @@ class TrainerThread:
         self.control_transport.cleanup()
         for t in self.transports:
             t.cleanup()
+
+
+class SentControls:
+    """Stands for a trainer's :class:`WorkerContext` where only its control messages matter:
+    every ``send_control`` succeeds and is kept in ``sent`` as ``(kind, meta)``, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def send_control(self, kind: str, timeout: float = 1.0, **meta: Any) -> bool:
+        self.sent.append((kind, meta))
+        return True
+
+
+def accounting_trainer(curriculum: Curriculum, eval_feed: EvalFeed | None = None, history: Any = None):
+    """The lead trainer's episode accounting and curriculum bookkeeping alone (``Trainer.account``,
+    ``Trainer.observe_eval``), without processes or streams: a ``Trainer`` that was never
+    constructed, holding only what they read. The env is ``fake-stages`` (3 stages,
+    :class:`StagedCorridorEnv`), ``ctx`` a :class:`SentControls`, no metrics writer, one trainer.
+
+    Args:
+        curriculum: the run's curriculum (its stage and window).
+        eval_feed: with ``curriculum.source = "eval"``: the feed of the eval manager's episodes
+            (its ``curriculum`` is ``curriculum``); None: the training episodes drive it.
+        history: what ``observe_eval`` reads the store through (``store``, ``policy``, ``saw``); None: no history.
+    """
+    from zoo.core.workers.accounting import TrainerState
+    from zoo.core.workers.trainer import Trainer
+
+    t = object.__new__(Trainer)
+    t.__dict__.update(ctx=SentControls(), spec=StagedCorridorEnv(3).spec, state=TrainerState(), metrics=None,
+                      history=history, sync=SimpleNamespace(data_parallel=False), stage_changed=False,
+                      warned_fields=set(), curriculum=curriculum, eval_feed=eval_feed)
+    return t
