@@ -34,3 +34,6 @@ def test_trailing_means_and_the_row_of_a_run(tmp_path, capsys):
     assert out[0] == ("| run | env steps | wall s | env steps/s | mean-2 @25 | final mean-2 | "
                       "reach 3.5: env steps / wall |")
     assert out[2] == "| brk-s1 | 60 | 6 | 10 | 1.5 | 4.5 | 40 / 4 s |"
+    lt.plot([str(run)], 2, "time", str(tmp_path / "curves.png"))
+    assert (tmp_path / "curves.png").stat().st_size > 0
+
