@@ -7,8 +7,14 @@
 - :func:`assert_same_state`: bit-for-bit equality of nested checkpoint data.
 - :func:`one_line_error`: a CLI refusal (``typer.testing.CliRunner`` result) in one ``error:`` line.
 - :func:`round_trip_counts`: an actor's round-trip histogram as heartbeats and snapshots carry it.
+- :func:`load_benchmark`: a script of ``benchmarks/`` as a module.
 """
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from gymnasium import spaces
@@ -155,3 +161,15 @@ def round_trip_counts(**buckets: int) -> list[int]:
     for key, n in buckets.items():
         counts[int(key[1:])] = n
     return counts
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` as the module ``benchmarks_<name>``, registered in ``sys.modules``
+    while and after it runs (its dataclasses look their module up)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

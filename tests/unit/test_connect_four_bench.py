@@ -2,23 +2,19 @@
 hand-made history store, the table, the config of each variant."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.unit.fakes import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("connect_four_bench", ROOT / "benchmarks" / "connect_four.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("connect_four")
 
 
 def test_tally_counts_wins_draws_losses_per_seat(bench):

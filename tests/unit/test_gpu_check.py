@@ -12,16 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.fakes import load_benchmark
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load(name):
-    """``benchmarks/<name>.py`` as a module (registered while it runs: its dataclasses need it)."""
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+load = load_benchmark
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,15 @@
 """benchmarks/learning_table.py on a run folder written by hand."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_table.py"
+from tests.unit.fakes import load_benchmark
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("learning_table", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("learning_table")
 
 
 def test_trailing_means_and_the_row_of_a_run(tmp_path, capsys):

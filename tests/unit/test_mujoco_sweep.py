@@ -2,22 +2,17 @@
 lines, and the final-return figure of the report (the MuJoCo benchmark of issue 15)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "mujoco_sweep.py"
+from tests.unit.fakes import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("mujoco_sweep", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("mujoco_sweep")
 
 
 def test_run_order_keeps_partial_results_balanced(sweep):

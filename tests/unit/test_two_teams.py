@@ -1,20 +1,15 @@
 """benchmarks/two_teams.py on run folders written by hand (its `run` is checked by hand with a tiny budget)."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "two_teams.py"
+from tests.unit.fakes import load_benchmark
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("two_teams", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("two_teams")
 
 
 def test_each_variant_freezes_one_team_at_its_initial_weights():
