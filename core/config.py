@@ -41,7 +41,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, published as tomli before it joined the standard library
     import tomli as tomllib
 
-from zoo.core.curriculum import CurriculumConfig, curriculum_problems
+from zoo.core.curriculum import CurriculumConfig, curriculum_problems, parse_condition
 from zoo.core.env import EnvSpec
 from zoo.core.kinds import worker_kinds, worker_options
 from zoo.core.options import (  # noqa: F401  (re-exported)
@@ -300,6 +300,13 @@ class ExperimentConfig:
     """Budget in env steps (0: not set). At most one of env_steps and frames is non-zero."""
     frames: int = field(default=0, metadata=bounded(ge=0, hint="0 = not set"))
     """Budget in frames = env steps x frame-skip (0: not set). 0 and 0: the env's default budget."""
+    stop_when: str = ""
+    """End the run early, as its budget would (exit 0, final checkpoint), at the first update point
+    where this condition on the last ``stop_over_episodes`` training episodes holds, e.g.
+    'mean_return >= 450' (the curriculum's grammar, docs/curriculum.md); empty: the budget alone
+    ends the run (docs/looking-at-runs.md, "Stopping early")."""
+    stop_over_episodes: int = field(default=20, metadata=bounded(ge=1))
+    """The window of ``stop_when``: the last N training episodes (it must be full to stop)."""
     sample_length: int = field(default=128, metadata=bounded(ge=1))
     """T: env steps per sample (each sample also holds the bootstrap observation)."""
     actors: ActorsConfig = field(default_factory=ActorsConfig)
@@ -673,6 +680,18 @@ def resolver_options(registry: Registry, cfg: ExperimentConfig) -> dict[str, Any
 
 
 # ----------------------------------------------------------------------------- validation
+def stop_when_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
+    """``("stop_when", message)`` when ``stop_when`` is set and does not parse
+    (:func:`zoo.core.curriculum.parse_condition`); empty otherwise."""
+    if not cfg.stop_when:
+        return []
+    try:
+        parse_condition(cfg.stop_when, "stop_when")
+    except ValueError as exc:
+        return [("stop_when", str(exc))]
+    return []
+
+
 def supervision_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
     """``(field, message)`` for ``supervision`` values that do not fit together (each option's
     own range is checked by its ``bounded`` metadata): ``restart_backoff_max_s`` below
@@ -749,7 +768,8 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     ``trainer.count`` at most ``actors.count`` (every policy worker and trainer needs an actor);
     no option contradicting ``policy.inline`` (:func:`inline_problems`); with ``cfg.spec`` set, a
     ``[curriculum]`` only on an env with stages, with conditions that parse, one or one per
-    advance, and no named policies (:func:`zoo.core.curriculum.curriculum_problems`); with a launcher that
+    advance, and no named policies (:func:`zoo.core.curriculum.curriculum_problems`); ``stop_when``
+    a condition that parses (:func:`stop_when_problems`); with a launcher that
     runs every worker on this host, ``trainer.threads`` and ``policy.threads`` at most the
     machine's cores (:func:`zoo.core.workers.threads.thread_problems`); ``launcher`` is a registered
     launcher; every
@@ -797,6 +817,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     problems += inline_problems(cfg)
     problems += history_problems(cfg)
     problems += curriculum_problems(cfg)  # an env with stages, conditions that parse and fit them
+    problems += stop_when_problems(cfg)
     # The trainer's network lives where the algorithm's own `device` option says. A launcher
     # registered with remote=True (ray) runs workers on other machines: their devices are theirs.
     reg0 = registry

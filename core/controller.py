@@ -363,6 +363,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
             controller.start()
             awaited = controller.done_policies()  # every trainable policy says done (named: its rank 0)
             finished: set[str] = set()
+            reasons: list[str] = []  # the trainers' own, when stop_when ended their part early
             while True:
                 raise_lost_stop()  # a Ctrl-C or SIGTERM that code it interrupted swallowed: stop now
                 done = False
@@ -381,6 +382,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                     elif meta["type"] == "done":
                         finished.add(str(meta.get("policy", "")))
                         done = finished >= awaited
+                        if meta.get("reason"):  # stop_when held (docs/looking-at-runs.md, "Stopping early")
+                            reasons.append(str(meta["reason"]))
                     elif meta["type"] == "warning":
                         show_warning(meta, warnings_shown, time.monotonic())
                 controller.graph_file.complete(controller.supervisor.handles)
@@ -389,7 +392,7 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                     health.show(shown)  # on to on_status
                 health.tick()
                 if done or controller.trainer_finished():
-                    outcome = ("finished", 0, "budget reached", None)
+                    outcome = ("finished", 0, "; ".join(reasons) or "budget reached", None)
                     return 0
                 for restart in controller.supervise():
                     controller.report_restart(restart, health, (pacer.latest or {}).get("env_steps"))

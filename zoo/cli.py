@@ -571,6 +571,11 @@ def _launch(cfg: Any, console: Console, run_dir: str, fresh: bool = False,
             kept += ", history.sqlite, history/"
         console.print(format_summary(last, time.monotonic() - started, run_dir, start, kept),
                       markup=False, highlight=False, soft_wrap=True)
+        from zoo.runinfo import read_status
+
+        reason = (read_status(Path(run_dir)) or {}).get("reason")
+        if isinstance(reason, str) and reason.startswith("stop_when"):  # ended early (docs/looking-at-runs.md)
+            console.print(f"stopped early: {reason}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(int(code or 0))
 
 

@@ -287,7 +287,8 @@ def _last_line(text: Any) -> str:
     return lines[-1] if lines else ""
 
 
-def _read_status(run_dir: Path) -> dict[str, Any] | None:
+def read_status(run_dir: Path) -> dict[str, Any] | None:
+    """``status.json`` of ``run_dir`` as a dict; None when missing, unreadable or not an object."""
     try:
         data = json.loads((run_dir / STATUS).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
@@ -333,7 +334,7 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
         values = [float(r[key]) for r in recent if isinstance(r.get(key), (int, float))]
         if values:
             info.team_returns[key.removesuffix("_return")] = sum(values) / len(values)
-    status = _read_status(run_dir)
+    status = read_status(run_dir)
     if status is not None:
         info.status = str(status["status"]) if status.get("status") in STATUSES else "unknown"
         info.detail = status.get("reason")
@@ -355,7 +356,8 @@ def run_info(run_dir: str | os.PathLike, now: float | None = None) -> RunInfo:
             info.detail = f"{where} failed" + (f": {_last_line(w['detail'])}" if w.get("detail") else "")
     elif end is not None:
         budget = info.budget_env_steps
-        reached = budget is None or int(end.get("env_steps", 0)) >= budget
+        # an end row before the budget that says stop_when held (docs/looking-at-runs.md) finished too
+        reached = budget is None or int(end.get("env_steps", 0)) >= budget or bool(end.get("stop_when"))
         info.status = "finished" if reached else "stopped"
         info.detail = "budget reached" if reached else "ended before its budget (no status.json)"
     else:

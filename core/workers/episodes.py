@@ -6,8 +6,13 @@ reported with the status (:class:`EpisodeIntake`).
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zoo.core.curriculum import _AGGREGATE, parse_condition
 
 if TYPE_CHECKING:
     from zoo.core.curriculum import Curriculum, EvalFeed
@@ -16,6 +21,50 @@ if TYPE_CHECKING:
     from zoo.core.workers.history import History
     from zoo.core.workers.metrics import MetricsWriter
     from zoo.core.workers.sync import GroupSync, SoloSync
+
+
+class EarlyStop:
+    """``stop_when`` (docs/looking-at-runs.md, "Stopping early"): the condition ``text`` (the
+    curriculum's grammar, :func:`zoo.core.curriculum.parse_condition`, e.g. ``"mean_return >=
+    450"``) over a sliding window of the last ``over`` training episodes, tested after each
+    episode once the window is full, as a curriculum's is. Once it held it stays held
+    (:attr:`value`: the aggregate then) and the trainer ends the run at its next update point as
+    if the budget were reached. Every rank of data-parallel trainers sees the same episodes in
+    the same order (:meth:`EpisodeIntake.account`), so all decide alike. The window is not
+    checkpointed: a resumed run fills it again.
+
+    Raises:
+        ValueError: ``text`` does not parse (the config check refuses it before any process starts).
+    """
+
+    def __init__(self, text: str, over: int) -> None:
+        self.condition = parse_condition(text, "stop_when")
+        self.window: deque[float] = deque(maxlen=over)
+        self.value: float | None = None
+        self.at_env_steps: int | None = None  # the env steps the episode that made it hold is logged at
+
+    def observe(self, episode: dict[str, Any], env_steps: int) -> bool:
+        """Offer one episode row (``env_steps``: the step its row is logged at); False when it has
+        no numeric field the condition needs (nothing is added)."""
+        value = episode.get(self.condition.field)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if self.value is None:
+            self.window.append(float(value))
+            values = np.asarray(self.window, dtype=np.float64)
+            if len(values) == self.window.maxlen and self.condition.holds(values):
+                self.value = float(_AGGREGATE[self.condition.aggregate](values))
+                self.at_env_steps = env_steps
+        return True
+
+    @property
+    def held(self) -> bool:
+        return self.value is not None
+
+    def describe(self) -> str:
+        """E.g. ``stop_when 'mean_return >= 450' held: 452.3 over the last 20 episodes at 45,056 env steps``."""
+        return (f"stop_when '{self.condition}' held: {self.value:g} over the last {self.window.maxlen} episodes "
+                f"at {self.at_env_steps or 0:,} env steps")
 
 
 class EpisodeIntake:
@@ -30,9 +79,10 @@ class EpisodeIntake:
     history: History | None
     sync: SoloSync | GroupSync
     curriculum: Curriculum | None
+    early_stop: EarlyStop | None  # stop_when (every rank)
     eval_feed: EvalFeed | None  # curriculum.source = "eval"
     stage_changed: bool  # an advance not yet in a checkpoint
-    warned_fields: set[str]  # curriculum condition fields the episodes lack (warned once)
+    warned_fields: set[tuple[str, str]]  # (option, field): condition fields the episodes lack (warned once)
     counters: Callable[[], dict[str, int]]
     elapsed: Callable[[], float]
 
@@ -44,6 +94,8 @@ class EpisodeIntake:
                 self.metrics.write({"type": "episode", "env_steps": stamp, **episode}, stamp)
             if self.history is not None:
                 self.history.saw(episode)
+            if self.early_stop is not None and not self.early_stop.observe(episode, stamp) and self.metrics is not None:
+                self.missing_field(self.early_stop.condition.field, episode, "stop_when")
             # an episode played at the curriculum's current stage (its row is written just before any advance's)
             cur = self.curriculum
             if cur is None or self.eval_feed is not None or episode.get("curriculum_stage") != cur.stage or cur.last:
@@ -74,13 +126,20 @@ class EpisodeIntake:
                 self.log_stage({"source": "eval", "eval_version": episode.version, "eval_game": episode.id})
                 self.ctx.send_control("curriculum", timeout=0.5, **self.stage_status(), **self.counters())
 
-    def missing_field(self, name: str, episode: dict[str, Any]) -> None:
-        """Warn once that the episodes have no numeric ``name`` for the curriculum's condition
-        (an env statistic the env does not report): the stage cannot advance."""
-        if name in self.warned_fields:
+    def missing_field(self, name: str, episode: dict[str, Any], option: str = "curriculum.advance_when") -> None:
+        """Warn once per field that the episodes have no numeric ``name`` for the condition of
+        ``option`` (an env statistic the env does not report): the curriculum's stage cannot
+        advance, or ``stop_when`` cannot hold."""
+        if (option, name) in self.warned_fields:
             return
-        self.warned_fields.add(name)
+        self.warned_fields.add((option, name))
         have = ", ".join(k for k, v in episode.items() if isinstance(v, (int, float)) and k != "curriculum_stage")
+        if option == "stop_when":
+            self.ctx.send_control("warning", timeout=0.5, key="stop-when-field", message=(
+                f"stop_when: the episodes of env {self.spec.env_id!r} have no numeric field {name!r}, so the "
+                f"condition cannot hold and the budget alone ends the run; their fields: {have} "
+                "(docs/looking-at-runs.md)"))
+            return
         self.ctx.send_control("warning", timeout=0.5, key="curriculum-field", message=(
             f"curriculum.advance_when: the episodes of env {self.spec.env_id!r} have no numeric field {name!r}, so "
             f"the curriculum cannot advance from stage {self.curriculum.stage if self.curriculum else 0}; their "

@@ -96,7 +96,7 @@ from zoo.core.workers.checkpointing import (  # noqa: F401  (rng_state, set_rng_
     start_from_checkpoint,
     write_rank_state,
 )
-from zoo.core.workers.episodes import EpisodeIntake
+from zoo.core.workers.episodes import EarlyStop, EpisodeIntake
 from zoo.core.workers.guard import (  # noqa: F401  (Origin, describe_sources, nonfinite_columns: re-exported)
     NonFiniteGuard,
     NonFiniteRunError,
@@ -204,7 +204,9 @@ class Trainer(PopulationMember, EpisodeIntake):
         self.eval_feed = (EvalFeed(self.curriculum, int((st.curriculum or {}).get("eval_cursor", 0) or 0))
                           if self.curriculum is not None and cfg.curriculum.from_eval else None)
         self.stage_changed = False  # an advance not yet in a checkpoint: the next update point writes one
-        self.warned_fields: set[str] = set()  # curriculum condition fields the episodes lack (warned once)
+        self.warned_fields: set[tuple[str, str]] = set()  # (option, field): condition fields the episodes lack
+        # stop_when: ends the run like its budget once it held (every rank, the same episodes)
+        self.early_stop = EarlyStop(cfg.stop_when, cfg.stop_over_episodes) if getattr(cfg, "stop_when", "") else None
         self.republish = Republisher(self.publish if self.lead else None, REPUBLISH_S)
         self.sync: SoloSync | GroupSync = (SoloSync() if K == 1
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
@@ -309,12 +311,15 @@ class Trainer(PopulationMember, EpisodeIntake):
         self.checkpoint()  # the final weights, kept like every other checkpoint
         # The run's final counters: samples that arrived after the last update count too
         # (K > 1: those exchanged at the last sync point).
+        stopped_early = finished and self.early_stop is not None and self.early_stop.held
+        why = {"stop_when": str(self.early_stop.condition), "stop_value": self.early_stop.value,
+               "reason": self.early_stop.describe()} if stopped_early and self.early_stop else {}
         self.log({"type": "end", **self.counters(), "time_s": self.elapsed(), **self.state.flow(time.monotonic()),
-                  "episode_return_mean": self.state.return_mean()})
+                  "episode_return_mean": self.state.return_mean(), **why})
         if finished:
             self.report()
             self.ctx.send_control("done", timeout=2.0, **self.counters(), **self.state.flow(time.monotonic()),
-                                  **self.named())
+                                  **self.named(), **why)
 
     def drain(self) -> None:
         """A named policy that reached the budget before the others keeps taking its samples and
@@ -346,7 +351,8 @@ class Trainer(PopulationMember, EpisodeIntake):
         return ready
 
     def budget_reached(self) -> bool:
-        return self.state.env_steps >= self.budget_steps
+        """The env-step budget reached, or ``stop_when`` held (:class:`~zoo.core.workers.episodes.EarlyStop`)."""
+        return self.state.env_steps >= self.budget_steps or (self.early_stop is not None and self.early_stop.held)
 
     # ------------------------------------------------------------------ update
     def test_delay(self) -> bool:

@@ -45,8 +45,10 @@ def check_graph(run) -> None:
 @pytest.mark.parametrize("algo, budget", [("impala", 300_000)])
 def test_cartpole_with_2_policy_workers_and_2_trainers_reaches_450(tmp_path, algo, budget):
     mark = uuid.uuid4().hex
+    # the budget bounds the run; stop_when ends it once a 20-episode mean reached 450 (both ranks decide alike)
     proc = start("train", algo, "--env", "CartPole-v1", "--seed", "1", "--steps", str(budget), "--name", "cp",
-               "--set", f"runs_dir={tmp_path}", *GRAPH, env=subprocess_env(ZOO_TEST_MARK=mark))
+               "--set", f"runs_dir={tmp_path}", "--set", "stop_when=mean_return >= 450", *GRAPH,
+               env=subprocess_env(ZOO_TEST_MARK=mark))
     _, err = finish(proc, 1500)
     assert proc.returncode == 0, err[-3000:]
     run = tmp_path / "cp"
@@ -60,8 +62,10 @@ def test_cartpole_with_2_policy_workers_and_2_trainers_reaches_450(tmp_path, alg
     assert best >= 450
     # one metrics row per update, by trainer 0 alone; versions 1, 2, 3, ...
     assert [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
-    # env steps count both trainers' samples: the run ends at the first update point past the budget
-    assert metrics[-1]["type"] == "end" and metrics[-1]["env_steps"] >= budget
+    # it ended at the sync point after the condition held, before the budget
+    end = metrics[-1]
+    assert end["type"] == "end" and end["stop_when"] == "mean_return >= 450" and end["env_steps"] < budget
+    assert (run / "status.json").exists() and json.loads((run / "status.json").read_text())["status"] == "finished"
     assert marked_processes(mark) == [] and leftovers(proc.pid) == []
 
 

@@ -33,23 +33,29 @@ BOOM_PLUGIN = ROOT / "tests" / "plugins" / "zoo-boom"
 
 
 def test_ppo_cartpole_reaches_450_within_200k_env_steps(tmp_path):
+    # The preset's budget (200k) bounds the run; stop_when ends it once a 20-episode mean reached 450
+    # (the budget's own stop is test_resume's first run, within one batch).
     result = zoo("train", "ppo", "--env", "CartPole-v1", "--seed", "1", "--name", "cartpole",
-                 "--set", f"runs_dir={tmp_path}")
+                 "--set", f"runs_dir={tmp_path}", "--set", "stop_when=mean_return >= 450")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_metrics(tmp_path / "cartpole")
     episodes = [r for r in rows if r["type"] == "episode"]
     updates = [r for r in rows if r["type"] == "update"]
     best = best_rolling_mean(episodes, 20, 200_000)
-    print(f"best 20-episode mean return within 200k env steps: {best:.1f}; final: "
-          f"{np.mean([e['return'] for e in episodes[-20:]]):.1f}; updates {len(updates)}")
+    end = rows[-1]
+    print(f"best 20-episode mean return within 200k env steps: {best:.1f}; stopped at {end['env_steps']:,} env "
+          f"steps; updates {len(updates)}")
     assert best >= 450
-    # The run stops at the budget: the last update lies within one batch (8 samples x 32 steps) of it,
-    # and the final checkpoint counts every env step consumed.
-    assert 200_000 - 8 * 32 <= updates[-1]["env_steps"] < 200_000 + 8 * 32
+    # it stopped at the first point after the condition held, within one batch (8 samples x 32 steps)
+    assert end["type"] == "end" and end["stop_when"] == "mean_return >= 450" and end["stop_value"] >= 450
+    held_at = int(end["reason"].rsplit(" at ", 1)[1].split()[0].replace(",", ""))
+    assert held_at <= end["env_steps"] < held_at + 8 * 32 and end["env_steps"] < 200_000
+    assert "stopped early: stop_when 'mean_return >= 450' held: " in result.stdout
+    assert json.loads((tmp_path / "cartpole" / "status.json").read_text())["status"] == "finished"
     import torch
 
     ckpt = torch.load(tmp_path / "cartpole" / "checkpoints" / "latest.pt", weights_only=False)
-    assert 200_000 <= ckpt["env_steps"] < 200_000 + 8 * 32
+    assert ckpt["env_steps"] == end["env_steps"]  # the final checkpoint counts every env step consumed
     assert [u["policy_version"] for u in updates] == list(range(1, len(updates) + 1))
 
 
