@@ -22,7 +22,8 @@ def test_dqn_cartpole_reaches_150_within_30k_env_steps(tmp_path):
     # Measured (2 loaded cores, presets): the mean return of all envs' episodes (the epsilon-0.4
     # env included) passed 150 after about 10k env steps; 30k leave room. About 1-2 minutes.
     result = zoo("train", "dqn", "--env", "CartPole-v1", "--seed", "1", "--steps", "30000",
-                 "--name", "cartpole", "--set", f"runs_dir={tmp_path}", timeout=900)
+                 "--name", "cartpole", "--set", f"runs_dir={tmp_path}", "--set", "stop_when=mean_return >= 150",
+                 timeout=900)  # 30k bounds the run; stop_when ends it at 150
     assert result.returncode == 0, result.stderr[-3000:]
     episodes, updates = read_metrics(tmp_path / "cartpole")
     best = best_rolling_mean(episodes, 20, 30_000)

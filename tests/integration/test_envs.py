@@ -153,10 +153,11 @@ def test_ppo_box_actions_learn_pendulum_clearly_better_than_random(tmp_path):
     # Box actions (Gaussian, clipped to [-2, 2] for the env), with the Box presets' running observation and
     # reward normalisation; Pendulum-specific: gamma 0.9, lr 1e-3, 8 envs x T = 64, 10 epochs x 4 minibatches.
     # 80k env steps took 93 s on 2 shared cores (other runs beside it); the last 40 episodes averaged -310.
+    # 80k bounds the run; stop_when ends it once 40 episodes averaged -650 (random + 596).
     random_mean = random_pendulum_return(20)
     rows = run(tmp_path, "pendulum", "ppo", "--env", "Pendulum-v1", "--steps", "80000", "--seed", "1",
                "--set", "algo.gamma=0.9", "--set", "algo.lr=1e-3", "--set", "algo.minibatches=4",
-               "--set", "sample_length=64")
+               "--set", "sample_length=64", "--set", "stop_when=mean_return >= -650", "--set", "stop_over_episodes=40")
     config = json.loads((tmp_path / "pendulum" / "config.json").read_text())
     assert config["algo"]["norm_obs"] is True and config["algo"]["norm_reward"] is True  # the Box presets
     episodes = [r for r in rows if r["type"] == "episode"]

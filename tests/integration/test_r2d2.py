@@ -16,8 +16,9 @@ def test_r2d2_cartpole_reaches_100_within_20k_env_steps(tmp_path):
     # Measured (2 loaded cores, presets, 20k env steps): the best mean of 20 consecutive episodes
     # (all 8 envs, the epsilon-0.4 env included) was 169 (seed 1), 203 (seed 2), 296 (seed 3), and a
     # 20-episode mean first passed 100 after 9-10k env steps; a run took 2-3 minutes.
-    result = zoo("train", "r2d2", "--env", "CartPole-v1", "--seed", "1", "--steps", "20000",
-                 "--name", "cartpole", "--set", f"runs_dir={tmp_path}", timeout=1200)
+    result = zoo("train", "r2d2", "--env", "CartPole-v1", "--seed", "1", "--steps", "20000",  # stop_when: at 100
+                 "--name", "cartpole", "--set", f"runs_dir={tmp_path}", "--set", "stop_when=mean_return >= 100",
+                 timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "cartpole" / "metrics.jsonl").read_text().splitlines()]
     episodes = [r for r in rows if r["type"] == "episode"]
@@ -46,7 +47,7 @@ def test_r2d2_learns_cartpole_with_velocities_hidden(tmp_path):
     # 15.5k env steps; apex-dqn's feed-forward Q on the same env reached 52 (seed 1). 1-8 minutes.
     result = zoo("train", "r2d2", "--env", "CartPole-v1", "--seed", "1", "--steps", "40000", "--name", "masked",
                  "--set", f"runs_dir={tmp_path}", "--set", "env.wrappers=zoo.plugins.envs.gym.wrappers:MaskVelocity",
-                 timeout=1800)
+                 "--set", "stop_when=mean_return >= 120", timeout=1800)  # 40k bounds it; stop_when: at 120
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "masked" / "metrics.jsonl").read_text().splitlines()]
     best = best_rolling_mean([r for r in rows if r["type"] == "episode"], 20, 40_000)

@@ -21,8 +21,10 @@ def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
 def test_sac_pendulum_improves_within_10k_env_steps(tmp_path):
     # Random actions score about -1,200 to -1,500. Measured (2 loaded cores, presets with learning
     # after 1,000 transitions): see docs/replay.md, "Measured: Pendulum-v1". 6-7 minutes there.
+    # 10k bounds the run; stop_when ends it once an 8-episode mean passed -600.
     result = zoo("train", "sac", "--env", "Pendulum-v1", "--seed", "1", "--steps", "10000", "--name", "pendulum",
-                 "--set", f"runs_dir={tmp_path}", "--set", "algo.learning_starts=1000", timeout=1500)
+                 "--set", f"runs_dir={tmp_path}", "--set", "algo.learning_starts=1000",
+                 "--set", "stop_when=mean_return > -600", "--set", "stop_over_episodes=8", timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
     episodes, updates = read_metrics(tmp_path / "pendulum")
     best = best_rolling_mean(episodes, 8, 10_000)
