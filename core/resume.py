@@ -11,7 +11,8 @@ for a new run, in the same run directory, and the trainer continues from the che
 **What may change on resume** (:data:`SAFE_TO_CHANGE`): the budget (``--steps`` /
 ``--frames``: it counts from the run's original start, so it must be more than the env
 steps already done; with ``anneal_lr`` over the run's budget the schedule follows the new
-budget from the current step on), ``log.*``, ``trainer.checkpoint_interval``,
+budget from the current step on), ``stop_when`` and ``stop_over_episodes`` (when to stop early,
+docs/looking-at-runs.md; ``--set stop_when=`` clears it), ``log.*``, ``trainer.checkpoint_interval``,
 ``trainer.checkpoint_interval_s``, ``trainer.keep_checkpoints``, ``trainer.history.*`` (which
 versions are kept, not what is learned), ``trainer.threads``,
 ``trainer.max_nonfinite_updates``, ``policy.threads``, ``policy.device``,
@@ -41,7 +42,7 @@ from zoo.core.rundir import RunNotFound, pid_alive
 from zoo.core.rundir import find_run_dir as _find_run_dir
 
 SAFE_TO_CHANGE = (
-    "env_steps", "frames", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
+    "env_steps", "frames", "stop_when", "stop_over_episodes", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
     "trainer.keep_checkpoints", "trainer.history.", "trainer.threads", "trainer.max_nonfinite_updates",
     "policy.threads",
     "policy.device", "policy.max_wait_ms", "policy.stall_warning_s", "algo.device", "algo.precision", "streams.",
@@ -190,7 +191,8 @@ def resume_config(registry, run_dir: str, *, algo: str | None = None, env: str |
         listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in refused)
         raise ConfigError(
             f"cannot resume {run_dir} with a different config: {len(refused)} key(s) differ from its config.json: "
-            f"{listed}. A resume may change only the budget (--steps/--frames), log.*, trainer.checkpoint_interval"
+            f"{listed}. A resume may change only the budget (--steps/--frames), stop_when, stop_over_episodes"
+            ", log.*, trainer.checkpoint_interval"
             "(_s), trainer.keep_checkpoints, trainer.history.*, trainer.threads, trainer.max_nonfinite_updates, "
             "policy.threads/device/"
             "max_wait_ms/stall_warning_s, algo.device, algo.precision, streams.*, supervision.* and launcher; to "

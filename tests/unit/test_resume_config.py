@@ -92,6 +92,7 @@ def test_safe_keys_and_changes():
                         "trainer.checkpoint_interval", "env_steps", "algo.device", "policy.device")] == \
         [k for k in ("log.interval_s", "streams.sample.options.slots", "trainer.checkpoint_interval_s",
                      "trainer.checkpoint_interval", "env_steps", "algo.device", "policy.device") if is_safe(k)]
+    assert is_safe("stop_when") and is_safe("stop_over_episodes")  # when to stop, as the budget
     assert not any(is_safe(k) for k in ("algo.lr", "seed", "sample_length", "trainer.batch_samples", "logx",
                                         "env.episode_length", "env_spec.action_space", "algo_name"))
     assert config_changes({"a": {"b": 1, "c": [1, 2]}, "d": 0}, {"a": {"b": 2, "c": [1, 2]}, "e": 1}) == [
