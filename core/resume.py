@@ -42,7 +42,8 @@ from zoo.core.rundir import RunNotFound, pid_alive
 from zoo.core.rundir import find_run_dir as _find_run_dir
 
 SAFE_TO_CHANGE = (
-    "env_steps", "frames", "stop_when", "stop_over_episodes", "name", "runs_dir", "log.", "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
+    "env_steps", "frames", "stop_when", "stop_over_episodes", "name", "runs_dir", "log.",
+    "trainer.checkpoint_interval", "trainer.checkpoint_interval_s",
     "trainer.keep_checkpoints", "trainer.history.", "trainer.threads", "trainer.max_nonfinite_updates",
     "policy.threads",
     "policy.device", "policy.max_wait_ms", "policy.stall_warning_s", "algo.device", "algo.precision", "streams.",

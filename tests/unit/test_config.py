@@ -158,9 +158,9 @@ def test_override_coerces_by_field_type(override, path, expected):
                       "(actors has: count, envs_per_actor, ring_size, drop_when_full)"),
     ("actor.count=3", "--set actor.count=3: unknown field 'actor.count'; did you mean 'actors.count' or "
                       "'trainer.count' or 'policy.count'? "
-                      "(the experiment config has: seed, name, runs_dir, env_steps, frames, sample_length, actors, "
-                      "policy, trainer, streams, resolver, log, supervision, curriculum, workers, launcher, launcher_options, pbt, "
-                      "algo, env)"),
+                      "(the experiment config has: seed, name, runs_dir, env_steps, frames, stop_when, stop_over_episodes, "
+                      "sample_length, actors, policy, trainer, streams, resolver, log, supervision, curriculum, workers, "
+                      "launcher, launcher_options, pbt, algo, env)"),
     ("algo.lrr=1", "--set algo.lrr=1: unknown field 'algo.lrr'; did you mean 'algo.lr'? "
                    "(algo has: lr, epochs, hidden, schedule, target_kl, use_gae)"),
     ("actors=3", "--set actors=3: actors is a group of options; set one of actors.count, actors.envs_per_actor, "
