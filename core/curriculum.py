@@ -97,10 +97,13 @@ class Condition:
         """The episode rows' field it is computed over (``return`` for ``mean_return``)."""
         return self.statistic.split("_", 1)[1]
 
+    def summarise(self, values: np.ndarray) -> float:
+        """Its aggregate of ``values`` (float64 ``[n]``, n >= 1), e.g. their mean for ``mean_return``."""
+        return float(_AGGREGATE[self.aggregate](values))
+
     def holds(self, values: np.ndarray) -> bool:
         """Whether it holds over ``values`` (float64 ``[n]``, n >= 1)."""
-        value = float(_AGGREGATE[self.aggregate](values))
-        return bool(_OPS[self.op](value, self.threshold))
+        return bool(_OPS[self.op](self.summarise(values), self.threshold))
 
     def __str__(self) -> str:
         return f"{self.statistic} {self.op} {self.threshold:g}"

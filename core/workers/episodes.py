@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zoo.core.curriculum import _AGGREGATE, parse_condition
+from zoo.core.curriculum import parse_condition
 
 if TYPE_CHECKING:
     from zoo.core.curriculum import Curriculum, EvalFeed
@@ -53,7 +53,7 @@ class EarlyStop:
             self.window.append(float(value))
             values = np.asarray(self.window, dtype=np.float64)
             if len(values) == self.window.maxlen and self.condition.holds(values):
-                self.value = float(_AGGREGATE[self.condition.aggregate](values))
+                self.value = self.condition.summarise(values)
                 self.at_env_steps = env_steps
         return True
 
