@@ -170,7 +170,11 @@ def check_kill_and_restart(lut: LauncherUnderTest) -> None:
     assert lut.wait_message("heartbeat", "check", 2, attempt=1)["attempt"] == 1
     assert second.alive() is True
     second.stop()
-    assert second.wait(EXIT_S) == 0
+    asked = time.monotonic()
+    code = second.wait(EXIT_S)
+    assert code == 0, (f"the restarted worker ended with {code} {time.monotonic() - asked:.1f} s after it was asked to "
+                       f"stop (None: still running after {EXIT_S} s); launcher {lut.name!r}: "
+                       f"{getattr(second, 'end_note', lambda: '')()}")
 
 
 CHECKS: dict[str, Callable[[LauncherUnderTest], None]] = {
