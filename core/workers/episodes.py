@@ -61,6 +61,11 @@ class EarlyStop:
     def held(self) -> bool:
         return self.value is not None
 
+    def fields(self) -> dict[str, Any]:
+        """What the ``end`` row and the ``done`` message add once it held: ``stop_when``,
+        ``stop_value`` and ``reason`` (:meth:`describe`)."""
+        return {"stop_when": str(self.condition), "stop_value": self.value, "reason": self.describe()}
+
     def describe(self) -> str:
         """E.g. ``stop_when 'mean_return >= 450' held: 452.3 over the last 20 episodes at 45,056 env steps``."""
         return (f"stop_when '{self.condition}' held: {self.value:g} over the last {self.window.maxlen} episodes "

@@ -311,9 +311,8 @@ class Trainer(PopulationMember, EpisodeIntake):
         self.checkpoint()  # the final weights, kept like every other checkpoint
         # The run's final counters: samples that arrived after the last update count too
         # (K > 1: those exchanged at the last sync point).
-        stopped_early = finished and self.early_stop is not None and self.early_stop.held
-        why = {"stop_when": str(self.early_stop.condition), "stop_value": self.early_stop.value,
-               "reason": self.early_stop.describe()} if stopped_early and self.early_stop else {}
+        stop = self.early_stop
+        why = stop.fields() if finished and stop is not None and stop.held else {}  # stop_when ended it
         self.log({"type": "end", **self.counters(), "time_s": self.elapsed(), **self.state.flow(time.monotonic()),
                   "episode_return_mean": self.state.return_mean(), **why})
         if finished:

@@ -32,6 +32,7 @@ def test_it_holds_once_the_full_window_meets_the_condition_and_keeps_the_value_i
     stop.observe({"return": -1000.0}, 70)  # once held it stays held, with the value it held with
     assert stop.held and stop.value == 11.0
     assert stop.describe() == "stop_when 'mean_return >= 10' held: 11 over the last 3 episodes at 60 env steps"
+    assert stop.fields() == {"stop_when": "mean_return >= 10", "stop_value": 11.0, "reason": stop.describe()}
 
 
 def test_other_aggregates_and_fields_and_an_episode_without_the_field():
