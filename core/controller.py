@@ -44,6 +44,7 @@ from zoo.core.rundir import (
     append_row,
     claim_run_dir,
     launch_failed,
+    stop_reasons,
     what_was_saved,
 )
 from zoo.core.stopping import (  # noqa: F401
@@ -392,6 +393,8 @@ def run(cfg, spec: EnvSpec, on_status: Callable[[dict[str, Any]], None], run_dir
                     health.show(shown)  # on to on_status
                 health.tick()
                 if done or controller.trainer_finished():
+                    # a policy whose done was lost (its trainer exited 0 first): its end row says why
+                    reasons += stop_reasons(run_dir, awaited - finished)
                     outcome = ("finished", 0, "; ".join(reasons) or "budget reached", None)
                     return 0
                 for restart in controller.supervise():

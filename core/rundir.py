@@ -31,6 +31,7 @@ import re
 import secrets
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +302,20 @@ def what_was_saved(run_dir: str) -> str:
         else:
             parts.append(f"policy {policy}: no checkpoint written")
     return "; ".join(parts) + f"; metrics are in {metrics}"
+
+
+def stop_reasons(run_dir: str, policies: Iterable[str]) -> list[str]:
+    """Why each of ``policies`` (endpoint tags, "" the implicit policy; in sorted order) ended
+    early: the ``reason`` of its last ``end`` row in ``run_dir``'s ``metrics.jsonl`` where that
+    row carries ``stop_when`` (docs/looking-at-runs.md, "Stopping early"); a policy whose last
+    ``end`` row has none (its budget ended it) or that has no ``end`` row adds nothing.
+
+    The controller reads it for the policies whose ``done`` message, which carries the same
+    reason, did not arrive: nng drops what is still queued when a trainer exits at once, and
+    the trainer writes its ``end`` row (unbuffered) before it sends ``done`` and exits."""
+    ends = _end_rows(os.path.join(run_dir, "metrics.jsonl"))
+    return [str(ends[p]["reason"]) for p in sorted(policies)
+            if p in ends and ends[p].get("stop_when") and ends[p].get("reason")]
 
 
 def _end_rows(path: str) -> dict[str, dict[str, Any]]:

@@ -38,7 +38,7 @@ def test_ctrl_c_cannot_interrupt_the_clean_up_block_and_the_handler_comes_back()
 
 
 def test_a_transport_that_refuses_its_settings_leaves_no_run_directory(tmp_path, monkeypatch):
-    import glob
+    import shutil
     import tempfile
 
     import pytest
@@ -50,10 +50,17 @@ def test_a_transport_that_refuses_its_settings_leaves_no_run_directory(tmp_path,
     apply_override(cfg, "streams.inference.transport=nng")  # built first, then removed again
     apply_override(cfg, "streams.sample.transport=shm")
     monkeypatch.setenv("ZOO_SHM_SLOTS", "many")
-    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-*")))
-    with pytest.raises(TransportError, match=r"^ZOO_SHM_SLOTS='many' is not an integer$"):
-        Controller(cfg, None, str(tmp_path))
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-*"))) == before
+    # the streams' folder (zoo-<run id>) goes under a temporary folder of this test's own: a glob of
+    # zoo-* in the shared /tmp also saw other runs' folders come and go (failed beside another suite)
+    private = tempfile.mkdtemp(prefix="zt-", dir="/tmp")  # short: nng's ipc paths have a length limit
+    monkeypatch.setattr(tempfile, "tempdir", private)
+    try:
+        with pytest.raises(TransportError, match=r"^ZOO_SHM_SLOTS='many' is not an integer$"):
+            Controller(cfg, None, str(tmp_path))
+        assert os.listdir(private) == []
+    finally:
+        monkeypatch.undo()
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def test_a_status_is_shown_once_with_the_rate_between_step_counts():
@@ -213,3 +220,50 @@ def test_a_lost_sigterm_is_raised_as_sigterm():
     finally:
         RECEIVED.clear()
     assert STOPS[stop.value.signum] == ("SIGTERM", 143)
+
+
+def test_a_run_whose_done_message_was_lost_takes_its_stop_reason_from_the_end_row(tmp_path, monkeypatch):
+    """Seen under load (test_train's PPO CartPole with stop_when): the trainer exited 0 before the
+    controller read its ``done`` message, and status.json said "budget reached" although
+    stop_when had ended the run, so `zoo train` printed no "stopped early" line."""
+    import json
+    import types
+
+    from zoo.core import controller
+    from zoo.core.config import ExperimentConfig
+
+    reason = "stop_when 'mean_return >= 450' held: 464.7 over the last 20 episodes at 17,662 env steps"
+    rows = [{"type": "end", "env_steps": 5000},  # an earlier segment, ended by its budget
+            {"type": "update", "env_steps": 17664},
+            {"type": "end", "env_steps": 17664, "stop_when": "mean_return >= 450", "stop_value": 464.7,
+             "reason": reason}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    class LostDone:
+        """The trainer has exited 0; its done message never arrives."""
+
+        def __init__(self, cfg, spec, run_dir):
+            self.graph = types.SimpleNamespace(workers=lambda: [("trainer", 0)])
+            self.graph_file = types.SimpleNamespace(complete=lambda handles: None)
+            self.supervisor = types.SimpleNamespace(handles={})
+
+        def start(self):
+            pass
+
+        def done_policies(self):
+            return {""}
+
+        def poll(self, timeout):
+            return []
+
+        def trainer_finished(self):
+            return True
+
+        def stop(self, now=None):
+            return False
+
+    monkeypatch.setattr(controller, "Controller", LostDone)
+    cfg = ExperimentConfig(algo_name="ppo", env_name="CartPole-v1", env_steps=10, name="r")
+    assert controller.run(cfg, types.SimpleNamespace(frame_skip=1), lambda status: None, str(tmp_path)) == 0
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert (status["status"], status["exit_code"], status["reason"]) == ("finished", 0, reason)

@@ -92,3 +92,22 @@ def test_a_condition_that_does_not_parse_is_refused_before_any_process_starts(tm
                                       "--set", f"stop_when={text}"])
     one_line_error(result, message, "write '<aggregate>_<field> <op> <number>'")
     assert list(tmp_path.iterdir()) == []  # nothing was started or written
+
+
+def test_the_reason_of_each_policys_last_end_row_that_carries_stop_when(tmp_path):
+    import json
+
+    from zoo.core.rundir import stop_reasons
+
+    rows = [
+        {"type": "end", "env_steps": 900, "stop_when": "mean_return >= 10", "reason": "old segment"},
+        {"type": "update", "env_steps": 1000},
+        {"type": "end", "env_steps": 2000, "reason": "not from stop_when"},  # the implicit policy's last: its budget
+        {"type": "end", "policy": "red", "env_steps": 300, "stop_when": "mean_return >= 5", "reason": "red held"},
+        {"type": "end", "policy": "blue", "env_steps": 400, "stop_when": "mean_return >= 5", "reason": "blue held"},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"type": "end", "trunc')
+    assert stop_reasons(str(tmp_path), {""}) == []
+    assert stop_reasons(str(tmp_path), {"red", "blue", "green"}) == ["blue held", "red held"]  # sorted; no row: none
+    assert stop_reasons(str(tmp_path), set()) == []
+    assert stop_reasons(str(tmp_path / "missing"), {""}) == []
