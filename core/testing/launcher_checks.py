@@ -124,6 +124,15 @@ class LauncherUnderTest:
         raise AssertionError(f"no {kind!r} message from {role} {index} attempt {attempt} within {timeout} s "
                              f"(launcher {self.name!r})")
 
+    def ends_with(self, handle: Any, expected: int, what: str) -> None:
+        """Wait up to :data:`EXIT_S` for ``handle`` to end; AssertionError naming the code it ended
+        with (None: still running), the seconds waited and the launcher's end note otherwise."""
+        asked = time.monotonic()
+        code = handle.wait(EXIT_S)
+        assert code == expected, (f"{what}: ended with {code} (expected {expected}) after {time.monotonic() - asked:.1f} s "
+                                  f"of waiting (None: still running at the {EXIT_S} s limit); launcher {self.name!r}: "
+                                  f"{getattr(handle, 'end_note', lambda: '')()}")
+
     def close(self) -> None:
         for handle in self.handles:
             if handle.exitcode() is None:
@@ -144,7 +153,7 @@ def check_start_stop(lut: LauncherUnderTest) -> None:
     assert handle.pid is None or isinstance(handle.pid, int)
     assert isinstance(handle.host, str) and handle.host
     handle.stop()
-    assert handle.wait(EXIT_S) == 0
+    lut.ends_with(handle, 0, "the worker asked to stop")
     assert handle.alive() is False and handle.exitcode() == 0
     handle.stop()  # no-ops once ended
     handle.kill()
@@ -157,24 +166,20 @@ def check_exit_codes(lut: LauncherUnderTest) -> None:
     assert lut.wait_message("status", "check", 0)["said"] == "bye"
     error = lut.wait_message("error", "check", 1)
     assert "RuntimeError: raised on purpose by the launcher check" in error["traceback"]
-    assert ok.wait(EXIT_S) == 0
-    assert bad.wait(EXIT_S) == 1
+    lut.ends_with(ok, 0, "the worker that returned")
+    lut.ends_with(bad, 1, "the worker that raised")
 
 
 def check_kill_and_restart(lut: LauncherUnderTest) -> None:
     first = lut.start(deaf_worker, "check", 2)
     lut.wait_message("heartbeat", "check", 2)
     first.kill()
-    assert first.wait(EXIT_S) == -9
+    lut.ends_with(first, -9, "the killed worker")
     second = lut.start(beat_worker, "check", 2, attempt=1)
     assert lut.wait_message("heartbeat", "check", 2, attempt=1)["attempt"] == 1
     assert second.alive() is True
     second.stop()
-    asked = time.monotonic()
-    code = second.wait(EXIT_S)
-    assert code == 0, (f"the restarted worker ended with {code} {time.monotonic() - asked:.1f} s after it was asked to "
-                       f"stop (None: still running after {EXIT_S} s); launcher {lut.name!r}: "
-                       f"{getattr(second, 'end_note', lambda: '')()}")
+    lut.ends_with(second, 0, "the restarted worker asked to stop")
 
 
 CHECKS: dict[str, Callable[[LauncherUnderTest], None]] = {
