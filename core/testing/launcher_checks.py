@@ -129,7 +129,8 @@ class LauncherUnderTest:
         with (None: still running), the seconds waited and the launcher's end note otherwise."""
         asked = time.monotonic()
         code = handle.wait(EXIT_S)
-        assert code == expected, (f"{what}: ended with {code} (expected {expected}) after {time.monotonic() - asked:.1f} s "
+        waited = time.monotonic() - asked
+        assert code == expected, (f"{what}: ended with {code} (expected {expected}) after {waited:.1f} s "
                                   f"of waiting (None: still running at the {EXIT_S} s limit); launcher {self.name!r}: "
                                   f"{getattr(handle, 'end_note', lambda: '')()}")
 
