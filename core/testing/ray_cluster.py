@@ -3,7 +3,8 @@
 :class:`LocalRayCluster` starts ``ray.init(address="local")`` in a child Python process (the
 cluster's owner) on loopback (node IP 127.0.0.1), with its own temporary folder, no
 dashboard and Ray's token authentication set explicitly off (``RAY_AUTH_MODE=disabled``:
-Ray 2.60 turns it on for local clusters depending on a file in the home folder). The owner
+Ray 2.60 turns it on for local clusters depending on a file in the home folder) and its workers
+at the normal priority (``RAY_worker_niceness=0``, see :data:`ENV`). The owner
 prints the GCS address and waits for its standard input to close; :meth:`close` closes it,
 so Ray shuts the cluster down (its processes die with the owner in any case: Ray starts them
 with the owner as their parent) and the temporary folder is removed. Start-up takes 5-15 s.
@@ -27,8 +28,12 @@ sys.stdin.read()
 START_S = 120.0
 """Longest wait for the cluster's GCS address."""
 
-ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-"""Environment every process that talks to the test cluster gets (the owner, ``zoo train``)."""
+ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"}
+"""Environment every process that talks to the test cluster gets (the owner, ``zoo train``).
+``RAY_worker_niceness=0``: Ray starts its workers at niceness 15 by default, and the worker
+hosts' children (Zoo's workers) inherit it; beside the suite's other processes and the busy
+loops of a loaded CI run (niceness 0) such a worker got so little CPU that, asked to stop, it
+took 38 s to end (the launcher contract allows 30)."""
 
 
 class LocalRayCluster:

@@ -17,7 +17,9 @@ node's ``/tmp``; everything else there is the node's. Every init process watches
 harness holds: when the harness process dies, however it dies, they exit, and the kernel
 kills every process left in their PID namespaces. Token authentication is set explicitly
 (``RAY_AUTH_MODE``, a fresh ``RAY_AUTH_TOKEN`` per cluster): Ray 2.60 otherwise decides from
-a file in the home folder.
+a file in the home folder. Ray's workers (and so Zoo's workers, their children) run at the
+normal priority (``RAY_worker_niceness=0``; Ray's default 15 starves them beside the busy loops
+of a loaded CI run, see :data:`zoo.core.testing.ray_cluster.ENV`).
 
 Command line (root; for benchmarks and by hand)::
 
@@ -199,7 +201,7 @@ class RayCluster:
         """The environment of every process started in a node: private TMPDIR and HOME, explicit auth."""
         env = {k: v for k, v in os.environ.items() if k not in RAY_ENV_DROP}
         env.update(TMPDIR="/tmp", HOME="/tmp/home", RAY_AUTH_MODE=self.auth, RAY_USAGE_STATS_ENABLED="0",
-                   ZOO_RAY_ADDRESS=self.address, PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+                   RAY_worker_niceness="0", ZOO_RAY_ADDRESS=self.address, PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
         if self.auth == "token":
             env["RAY_AUTH_TOKEN"] = self.token
         env.update(extra or {})
