@@ -1,4 +1,4 @@
-"""Helpers for running Zoo in a subprocess with extra plugin directories."""
+"""Helpers for running Zoo in a subprocess with extra plugin directories, and for finding its processes."""
 from __future__ import annotations
 
 import os
@@ -43,4 +43,22 @@ def processes_with_env(name: str, value: str, prefix: bool = False) -> list[int]
             continue
         if ") Z " not in status and any(e.startswith(needle) if prefix else e == needle for e in entries):
             pids.append(int(Path(environ).parent.name))
+    return pids
+
+
+def processes_titled(fragment: str) -> list[int]:
+    """PIDs of processes whose command line (``/proc/PID/cmdline``, which ``setproctitle``
+    rewrites: ``zoo: actor 3 <run name>``) holds ``fragment``: how tests check that no worker
+    of a run whose name holds ``fragment`` is left. Processes that vanish or cannot be read
+    are skipped; zombies are not (their command line reads empty, so they never match)."""
+    needle = fragment.encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if needle in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                pass
     return pids

@@ -11,21 +11,9 @@ import tempfile
 
 import pytest
 
+from zoo.core.testing.procs import processes_titled
+
 pytestmark = pytest.mark.integration
-
-
-def _titled(fragment: str) -> list[int]:
-    """Pids of processes whose command line (setproctitle) holds ``fragment``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if fragment.encode() in f.read():
-                        out.append(int(entry))
-            except OSError:
-                pass
-    return out
 
 
 def test_zoo_bench_cartpole_tiny(tmp_path):
@@ -58,6 +46,6 @@ def test_zoo_bench_cartpole_tiny(tmp_path):
                   "of the CPU-work bound with training"):
         assert label in text
     # nothing left: no worker, no shared memory of its runs, no temporary runs folder
-    assert _titled("bench-cartpole-") == []
+    assert processes_titled("bench-cartpole-") == []
     assert glob.glob(f"/dev/shm/*zoo-{proc.pid}-*") + glob.glob(f"/tmp/zoo-{proc.pid}-*") == []
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-bench-*"))) == before

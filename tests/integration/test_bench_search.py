@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from tests.integration.test_bench import _titled
+from zoo.core.testing.procs import processes_titled
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +54,6 @@ def test_zoo_bench_search_cartpole_tiny(tmp_path):
     for label in ("layout search: cartpole", "env cost: ", "trial 1 (default", "wrote ", str(out)):
         assert label in text
     # nothing left: no worker, no shared memory of its runs, no temporary runs folder
-    assert _titled("bench-search-cartpole-") == []
+    assert processes_titled("bench-search-cartpole-") == []
     assert glob.glob(f"/dev/shm/*zoo-{proc.pid}-*") + glob.glob(f"/tmp/zoo-{proc.pid}-*") == []
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "zoo-bench-*"))) == before

@@ -8,6 +8,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from tests.unit.replay_fakes import apex_batch as batch
+from tests.unit.replay_fakes import apex_spec as spec
 from zoo.core.algorithm import NonFiniteUpdate
 from zoo.core.env import EnvSpec
 from zoo.core.workers.policy import EnvIndex, infer
@@ -15,29 +17,6 @@ from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig, obs_capacity_for
 from zoo.plugins.algorithms.apex.networks import apex_epsilons, linear_epsilon
 from zoo.plugins.algorithms.nstep import nstep_targets
 from zoo.plugins.algorithms.replay import Replay, SumTree
-
-
-def spec(action_space=None):
-    obs = {"obs": spaces.Box(-np.inf, np.inf, (4,), np.float32)}
-    return EnvSpec("Toy-v0", ("agent_0",), obs, action_space or spaces.Discrete(2))
-
-
-def batch(T, B, seed, reward=None, terminated=None, truncated=None, obs=None, final=None):
-    rng = np.random.default_rng(seed)
-    trunc = np.zeros((T, B), bool) if truncated is None else np.asarray(truncated, bool)
-    idx = np.argwhere(trunc)
-    return {
-        "obs": {"obs": rng.standard_normal((T + 1, B, 4)).astype(np.float32) if obs is None else obs},
-        "action": rng.integers(0, 2, (T, B)),
-        "reward": rng.standard_normal((T, B)).astype(np.float32) if reward is None else np.asarray(reward, np.float32),
-        "terminated": (rng.random((T, B)) < 0.1) if terminated is None else np.asarray(terminated, bool),
-        "truncated": trunc,
-        "active": np.ones((T, B), bool),
-        "policy_version": np.zeros((T, B), np.int64),
-        "final_obs": {"obs": (rng.standard_normal((len(idx), 4)).astype(np.float32) if final is None else final)},
-        "final_index": idx.astype(np.int64).reshape(-1, 2),
-    }
-
 
 # -- sum-tree ---------------------------------------------------------------------------
 

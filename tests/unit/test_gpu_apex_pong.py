@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.unit.test_gpu_check import ROOT, build, load, one_gpu, parsed  # noqa: F401 (one_gpu: a fixture)
+from tests.unit.fakes import load_benchmark as load
+from tests.unit.gpu_harness import ROOT, build, parsed
 
 
 @pytest.fixture(scope="module")

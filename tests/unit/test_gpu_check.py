@@ -8,14 +8,11 @@ import importlib.util
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.unit.fakes import load_benchmark
-
-ROOT = Path(__file__).resolve().parents[2]
-
+from tests.unit.gpu_harness import ROOT, build, parsed
 
 load = load_benchmark
 
@@ -51,40 +48,6 @@ def test_dry_run_lists_exactly_the_planned_commands(gc, tmp_path, capsys):
 
 
 # -- every command is one its program accepts -------------------------------------------
-
-@pytest.fixture
-def one_gpu(monkeypatch):
-    """This machine as one with one CUDA device of compute capability 9.0 (native bfloat16)."""
-    import torch
-
-    from zoo.core import devices
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(devices, "_cuda_facts", lambda device: ((9, 0), True, "a stand-in GPU"))
-
-
-def zoo_click(sub):
-    import typer
-
-    from zoo.cli import build_app
-
-    return typer.main.get_command(build_app()).commands[sub]
-
-
-def parsed(sub, args):
-    """``zoo <sub> args`` parsed by the CLI itself (types, ranges, unknown flags), not run."""
-    ctx = zoo_click(sub).make_context(sub, list(args))
-    return ctx.params
-
-
-def build(params):
-    from zoo.core import config as zconfig
-    from zoo.core.plugins import get_registry
-
-    return zconfig.build_config(get_registry(), params["algo"], params["env"], overrides=params["overrides"],
-                                steps=params["steps"], frames=params["frames"], name=params["name"])
-
 
 def zoo_args(step):
     argv = list(step.argv)

@@ -9,48 +9,14 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from tests.unit.replay_fakes import R2D2_LSTM as H
+from tests.unit.replay_fakes import r2d2_batch as batch
+from tests.unit.replay_fakes import r2d2_config as config
+from tests.unit.replay_fakes import r2d2_spec as spec
 from zoo.core.algorithm import NonFiniteUpdate
-from zoo.core.env import EnvSpec
-from zoo.plugins.algorithms.r2d2.r2d2 import R2D2, R2D2Config
+from zoo.plugins.algorithms.r2d2.r2d2 import R2D2
 from zoo.plugins.algorithms.r2d2.replay import SequenceReplay
 from zoo.plugins.algorithms.r2d2.sequences import cut_sequences, h, h_inv, sequence_priority, sequence_starts
-
-H = 8  # LSTM units of the small test network
-
-
-def spec(action_space=None):
-    obs = {"obs": spaces.Box(-np.inf, np.inf, (4,), np.float32)}
-    return EnvSpec("Toy-v0", ("agent_0",), obs, action_space or spaces.Discrete(2))
-
-
-def config(**kw):
-    base = dict(sequence_length=4, sequence_period=2, burn_in=1, n_step=2, gamma=0.9, hidden=16, lstm=H,
-                batch_size=4, samples_per_insert=2.0, learning_starts=0, capacity=100, target_period=5, lr=1e-3)
-    base.update(kw)
-    return R2D2Config(**base)
-
-
-def batch(T, B, seed, truncate_every=0):
-    """A random batch with ``rnn_state`` (zeros at ``on_reset``) and consistent episode flags."""
-    rng = np.random.default_rng(seed)
-    terminated = rng.random((T, B)) < 0.1
-    truncated = np.zeros((T, B), bool)
-    if truncate_every:
-        truncated = (rng.random((T, B)) < 1 / truncate_every) & ~terminated
-    done = terminated | truncated
-    on_reset = np.concatenate([np.zeros((1, B), bool), done[:-1]])
-    rnn = rng.standard_normal((T, B, 2, H)).astype(np.float32) * 0.1
-    rnn[on_reset] = 0.0
-    idx = np.argwhere(truncated)
-    return {
-        "obs": {"obs": rng.standard_normal((T + 1, B, 4)).astype(np.float32)},
-        "action": rng.integers(0, 2, (T, B)), "reward": rng.standard_normal((T, B)).astype(np.float32),
-        "terminated": terminated, "truncated": truncated, "active": np.ones((T, B), bool), "on_reset": on_reset,
-        "policy_version": np.zeros((T, B), np.int64), "rnn_state": rnn,
-        "final_obs": {"obs": rng.standard_normal((len(idx), 4)).astype(np.float32)},
-        "final_index": idx.astype(np.int64).reshape(-1, 2),
-    }
-
 
 # -- value rescaling and priorities ------------------------------------------------------
 

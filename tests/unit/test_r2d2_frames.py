@@ -9,7 +9,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from tests.unit.test_replay_frames import Actors
+from tests.unit.replay_fakes import Actors
 from zoo.plugins.algorithms.r2d2.replay import SequenceReplay, make_sequence_replay, sequence_replay_bytes
 from zoo.plugins.algorithms.r2d2.sequences import cut_sequences
 from zoo.plugins.algorithms.replay import frame_capacity_for, obs_capacity_for, observation_rows

@@ -52,18 +52,23 @@ def test_the_global_grant_hand_worked():
 def _make(name: str):
     """The algorithm ``name`` with a small config, and its batch maker ``batch(rank, update)``."""
     if name == "apex-dqn":
-        from tests.unit.test_apex import batch, spec
+        from tests.unit.replay_fakes import apex_batch as batch
+        from tests.unit.replay_fakes import apex_spec as spec
         from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig
 
         cfg = ApeXConfig(batch_size=8, samples_per_insert=4.0, learning_starts=40, capacity=1_000, target_period=3,
                          hidden=16, lr=1e-3)
         return ApeX(cfg, spec(), seed=3), lambda rank, u: batch(4, 4, 10 * u + rank)
     if name == "sac":
-        from tests.unit.test_sac import batch, small, spec
+        from tests.unit.replay_fakes import sac_batch as batch
+        from tests.unit.replay_fakes import sac_config as small
+        from tests.unit.replay_fakes import sac_spec as spec
         from zoo.plugins.algorithms.sac.sac import SAC
 
         return SAC(small(learning_starts=40), spec(), seed=3), lambda rank, u: batch(4, 4, 10 * u + rank)
-    from tests.unit.test_r2d2 import batch, config, spec
+    from tests.unit.replay_fakes import r2d2_batch as batch
+    from tests.unit.replay_fakes import r2d2_config as config
+    from tests.unit.replay_fakes import r2d2_spec as spec
     from zoo.plugins.algorithms.r2d2.r2d2 import R2D2
 
     # T = 8, sequences of 4 every 2 steps: 3 per column; rank 0 has 2 columns (6 sequences), rank 1 one (3)
@@ -255,7 +260,8 @@ def test_a_replay_of_another_capacity_is_refused_naming_the_key(name, unit):
 def test_a_batch_without_an_active_step_inserts_nothing():
     # A data-parallel rank whose actors' agent slots were all inactive (rank 1 above, first batch):
     # apex-dqn's initial priorities used to run the network on zero rows and raise.
-    from tests.unit.test_apex import batch, spec
+    from tests.unit.replay_fakes import apex_batch as batch
+    from tests.unit.replay_fakes import apex_spec as spec
     from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig
 
     algo = ApeX(ApeXConfig(batch_size=8, samples_per_insert=4.0, learning_starts=0, capacity=1_000, hidden=16),

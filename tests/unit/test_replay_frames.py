@@ -3,12 +3,11 @@ equal the inserted ones exactly (episode starts, truncations with final observat
 n-step bootstraps), hand-worked plane numbers, and the memory arithmetic."""
 import io
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from gymnasium.wrappers import FrameStackObservation
 
+from tests.unit.replay_fakes import Actors
 from zoo.plugins.algorithms.replay import (
     Replay,
     batch_transitions,
@@ -18,62 +17,6 @@ from zoo.plugins.algorithms.replay import (
     planes_per_step,
     replay_bytes,
 )
-
-
-class CountingFrames(gym.Env):
-    """2x2 uint8 frames that are all different: bytes of (env id, frame counter). An episode
-    ends by termination or truncation with probability 0.15 each step (seeded)."""
-
-    observation_space = gym.spaces.Box(0, 255, (2, 2), np.uint8)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, env_id: int, seed: int, size: int = 2) -> None:
-        self.env_id, self.count, self.rng, self.size = env_id, 0, np.random.default_rng(seed), size
-        self.observation_space = gym.spaces.Box(0, 255, (size, size), np.uint8)
-
-    def _frame(self) -> np.ndarray:
-        self.count += 1
-        frame = np.zeros((self.size, self.size), np.uint8)
-        frame.flat[:4] = (self.env_id, self.count % 256, self.count // 256 % 256, self.count // 65536)
-        return frame
-
-    def reset(self, *, seed=None, options=None):
-        return self._frame(), {}
-
-    def step(self, action):
-        u = self.rng.random()
-        return self._frame(), 0.0, bool(u < 0.15), bool(0.15 <= u < 0.3), {}
-
-
-class Actors:
-    """``B`` envs under gymnasium's ``FrameStackObservation`` (as the atari env stacks), autoreset as
-    Zoo's actors do: a batch ``[T + 1, B, ...]`` whose row 0 is the previous batch's row ``T``."""
-
-    def __init__(self, B: int, stack: int, seed: int, padding: str = "reset", size: int = 2) -> None:
-        self.envs = [FrameStackObservation(CountingFrames(b, seed + b, size), stack, padding_type=padding)
-                     for b in range(B)]
-        self.obs = [e.reset()[0] for e in self.envs]
-        self.rng = np.random.default_rng(seed)
-
-    def batch(self, T: int) -> dict:
-        B = len(self.envs)
-        obs = np.zeros((T + 1, B, *self.obs[0].shape), np.uint8)
-        terminated, truncated = np.zeros((T, B), bool), np.zeros((T, B), bool)
-        final, final_index = [], []
-        for t in range(T):
-            for b, env in enumerate(self.envs):
-                obs[t, b] = self.obs[b]
-                o, _, term, trunc, _ = env.step(0)
-                terminated[t, b], truncated[t, b] = term, trunc
-                if trunc and not term:
-                    final.append(o)
-                    final_index.append((t, b))
-                self.obs[b] = env.reset()[0] if term or trunc else o
-        obs[T] = np.stack(self.obs)
-        return {"obs": {"obs": obs}, "action": self.rng.integers(0, 2, (T, B)),
-                "reward": self.rng.standard_normal((T, B)).astype(np.float32), "terminated": terminated,
-                "truncated": truncated, "final_obs": {"obs": np.asarray(final, np.uint8).reshape(-1, *obs.shape[2:])},
-                "final_index": np.asarray(final_index, np.int64).reshape(-1, 2)}
 
 
 def insert(replay: Replay, b: dict, n: int = 3) -> dict:

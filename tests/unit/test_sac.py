@@ -11,38 +11,13 @@ import torch
 from gymnasium import spaces
 
 from tests.unit.fakes import assert_same_state
+from tests.unit.replay_fakes import sac_batch as batch
+from tests.unit.replay_fakes import sac_config as small
+from tests.unit.replay_fakes import sac_spec as spec
 from zoo.core.algorithm import NonFiniteUpdate
-from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.replay import batch_transitions
 from zoo.plugins.algorithms.sac.networks import squashed_gaussian_log_prob
 from zoo.plugins.algorithms.sac.sac import SAC, SACConfig, polyak_update, temperature_loss
-
-
-def spec(action_space=None, obs_dim=3):
-    obs = {"obs": spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)}
-    return EnvSpec("Toy-v0", ("agent_0",), obs, action_space or spaces.Box(-2.0, 2.0, (1,), np.float32))
-
-
-def small(**kw):
-    base = {"batch_size": 8, "samples_per_insert": 8.0, "learning_starts": 0, "capacity": 1000, "hidden": 16}
-    return SACConfig(**{**base, **kw})
-
-
-def batch(T, B, seed, terminated=None, truncated=None, obs=None, final=None, reward=None):
-    rng = np.random.default_rng(seed)
-    trunc = np.zeros((T, B), bool) if truncated is None else np.asarray(truncated, bool)
-    idx = np.argwhere(trunc)
-    return {
-        "obs": {"obs": rng.standard_normal((T + 1, B, 3)).astype(np.float32) if obs is None else obs},
-        "action": rng.uniform(-2, 2, (T, B, 1)).astype(np.float32),
-        "reward": rng.standard_normal((T, B)).astype(np.float32) if reward is None else np.asarray(reward, np.float32),
-        "terminated": (rng.random((T, B)) < 0.1) if terminated is None else np.asarray(terminated, bool),
-        "truncated": trunc,
-        "active": np.ones((T, B), bool),
-        "final_obs": {"obs": rng.standard_normal((len(idx), 3)).astype(np.float32) if final is None else final},
-        "final_index": idx.astype(np.int64).reshape(-1, 2),
-    }
-
 
 # -- the tanh-squashed Gaussian ---------------------------------------------------------------
 
