@@ -4,7 +4,7 @@ options build a valid config (CUDA stood in for by a one-GPU machine with native
 one failing step never stops the others, and the stray-context judgement."""
 from __future__ import annotations
 
-import importlib.util
+import ast
 import signal
 import subprocess
 import sys
@@ -116,14 +116,15 @@ def test_the_cuda_marker_is_registered_and_used(gc, tmp_path):
     assert any(m.startswith("cuda: ") for m in markers)
     step = gc.plan(str(tmp_path))[1]
     assert step.argv[1:5] == ("-m", "pytest", "-m", "cuda") and dict(step.env) == {"ZOO_REQUIRE_CUDA": "1"}
-    assert load_test_cuda().pytestmark.name == "cuda"
+    assert module_marks(ROOT / "tests" / "unit" / "test_cuda.py") == ["pytest.mark.cuda"]
 
 
-def load_test_cuda():
-    spec = importlib.util.spec_from_file_location("test_cuda_module", ROOT / "tests" / "unit" / "test_cuda.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def module_marks(path) -> list[str]:
+    """The right-hand sides of a test file's module-level ``pytestmark = ...`` assignments, read
+    with ``ast`` (a test module never imports or runs another)."""
+    tree = ast.parse(path.read_text())
+    return [ast.unparse(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)]
 
 
 # -- running: every step runs, the table, the exit code ----------------------------------
