@@ -3,6 +3,7 @@
 # pinned versions (never a dependency of Zoo):
 #
 #   bash benchmarks/peers/setup.sh cleanrl          # CleanRL's ppo_atari.py, ppo.py and dqn.py
+#   bash benchmarks/peers/setup.sh cleanrl-mujoco   # CleanRL's ppo_continuous_action.py on MuJoCo v4 envs
 #   bash benchmarks/peers/setup.sh sample-factory   # Sample Factory 2.1.1
 #   bash benchmarks/peers/setup.sh rllib            # Ray RLlib 2.60.0
 #
@@ -15,7 +16,7 @@
 # exported (git archive) into <peers>/cleanrl/src.
 set -euo pipefail
 
-PEER=${1:?usage: setup.sh cleanrl|sample-factory|rllib}
+PEER=${1:?usage: setup.sh cleanrl|cleanrl-mujoco|sample-factory|rllib}
 ROOT=${ZOO_PEERS_DIR:-$HOME/.cache/zoo-peers}
 PY=${PYTHON:-python3}
 TORCH="torch==2.13.0"
@@ -28,6 +29,10 @@ case "$PEER" in
     # two wrapper names CleanRL's script uses that gymnasium 1.0 renamed.
     PKGS=("$TORCH" "numpy>=2,<3" "gymnasium[classic-control]==1.4.0" "ale-py==0.12.1"
           "opencv-python-headless>=4.8,<5" "tyro==1.0.16" "tensorboard==2.21.0") ;;
+  cleanrl-mujoco)
+    # ppo_continuous_action.py on the v4 MuJoCo envs of CleanRL's published results, with the
+    # gymnasium it was written for (0.29.1, which needs numpy < 2): no compatibility shim.
+    PKGS=("$TORCH" "gymnasium[mujoco]==0.29.1" "numpy<2" "tyro==1.0.16" "tensorboard==2.21.0") ;;
   sample-factory)
     # Sample Factory 2.1.1 needs gymnasium < 1.0 and numpy < 2; ale-py 0.9.1 ships the ROMs.
     PKGS=("$TORCH" "sample-factory==2.1.1" "gymnasium==0.29.1" "ale-py==0.9.1" "numpy<2"
@@ -36,7 +41,7 @@ case "$PEER" in
     # ray[rllib] 2.60.0 pins gymnasium 1.2.2; ale-py 0.12.1 as Zoo.
     PKGS=("$TORCH" "ray[rllib]==2.60.0" "gymnasium[classic-control]==1.2.2" "ale-py==0.12.1"
           "opencv-python-headless>=4.8,<5") ;;
-  *) echo "setup.sh: unknown peer '$PEER'; use cleanrl, sample-factory or rllib" >&2; exit 2 ;;
+  *) echo "setup.sh: unknown peer '$PEER'; use cleanrl, cleanrl-mujoco, sample-factory or rllib" >&2; exit 2 ;;
 esac
 
 DIR="$ROOT/$PEER"
@@ -57,6 +62,18 @@ if [[ "$PEER" == cleanrl ]]; then
     git clone -q "$CLEANRL_GIT" "$DIR/clone" && git -C "$DIR/clone" checkout -q "$CLEANRL_COMMIT"
     (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py \
       cleanrl_utils/__init__.py cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py) | tar -x -C "$DIR/src"
+    rm -rf "$DIR/clone"
+  fi
+  echo "cleanrl commit $CLEANRL_COMMIT" >> "$DIR/installed.txt.tmp"
+fi
+if [[ "$PEER" == cleanrl-mujoco ]]; then
+  rm -rf "$DIR/src" && mkdir -p "$DIR/src"
+  if [[ -d "$CLEANRL_GIT/objects" || -d "$CLEANRL_GIT/.git" ]]; then
+    git --git-dir="$( [[ -d $CLEANRL_GIT/.git ]] && echo "$CLEANRL_GIT/.git" || echo "$CLEANRL_GIT")" \
+      archive "$CLEANRL_COMMIT" cleanrl/ppo_continuous_action.py | tar -x -C "$DIR/src"
+  else
+    git clone -q "$CLEANRL_GIT" "$DIR/clone" && git -C "$DIR/clone" checkout -q "$CLEANRL_COMMIT"
+    (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" cleanrl/ppo_continuous_action.py) | tar -x -C "$DIR/src"
     rm -rf "$DIR/clone"
   fi
   echo "cleanrl commit $CLEANRL_COMMIT" >> "$DIR/installed.txt.tmp"

@@ -2,6 +2,9 @@
 
     python benchmarks/peers/time_to_return.py                        # 3 interleaved rounds
     python benchmarks/peers/time_to_return.py --repeats 1 --limit 120 --logs ttr-logs
+    python benchmarks/peers/time_to_return.py --systems zoo,zoo-bf16,cleanrl   # Zoo also training in bfloat16
+    python benchmarks/peers/time_to_return.py --task hopper --repeats 1 --limit 3600 --peer-threads 1 \
+        --systems zoo,zoo-bf16,cleanrl                               # Hopper, 1M env steps each, run to the end
     python benchmarks/peers/time_to_return.py --table time-to-return-XXXX.jsonl   # earlier runs' table, nothing run
 
 The target it checks: with Zoo's own defaults, the wall time to a mean-20 return of 450 is
@@ -37,6 +40,18 @@ changes hit both alike), with seed k:
    as they come; run to its end (390 iterations x 512 = 199,680 env steps) or ``--limit``.
    ``--peer-threads N`` sets its OMP/MKL threads (default: its own, torch's = the cores).
 
+**Systems** (``--systems``, default ``zoo,cleanrl``): ``zoo`` as above; ``zoo-bf16`` the same command
+with ``--set algo.precision=bfloat16`` (the trainer's forward and backward passes under bfloat16
+autocast, issue 25); ``cleanrl`` as above. **Tasks** (``--task``): ``cartpole`` (all of the
+above) and ``hopper``: ``zoo train ppo --env Hopper-v5 --steps 1000000 --config
+benchmarks/mujoco_ppo.toml`` (CleanRL's ``ppo_continuous_action.py`` settings, section "PPO on
+MuJoCo vs CleanRL" of benchmarks/RESULTS.md) against CleanRL's ``ppo_continuous_action.py
+--env-id Hopper-v4 --total-timesteps 1000000`` in its own venv (``setup.sh cleanrl-mujoco``:
+gymnasium 0.29.1, which it was written for, so no ``cleanrl_compat.py``); every run goes to
+its end (no stop at a target) and the row also gives the seconds to each of the task's
+``bars`` (mean-20 >= 1,000, 1,500, 2,000, 2,500) and the **final return**, the mean of the last
+100 episodes within the budget.
+
 Each run's result is appended to ``--out`` (JSON lines, default
 ``time-to-return-<timestamp>.jsonl``) as it ends: seconds to the first mean-20 >= 450 and the
 env steps there (None: never), the best mean-20 (Zoo: until it was stopped) with the seconds
@@ -52,11 +67,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import math
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -67,7 +84,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import HERE, PEERS_DIR, SYSTEMS, _stop, _venv_python, installed, median  # noqa: E402
+from peers import HERE, PEERS_DIR, _stop, _venv_python, median  # noqa: E402
 
 ENV = "CartPole-v1"
 STEPS = 200_000
@@ -76,8 +93,42 @@ WINDOW = 20
 TARGET = 450.0
 GOAL = 0.5
 """The target: Zoo's time to mean-20 >= ``TARGET`` at most ``GOAL`` x CleanRL's time to its best."""
+FINAL_WINDOW = 100
+"""A run's final return: the mean of its last ``FINAL_WINDOW`` episodes within the budget."""
 POLL_S = 0.2
-LABELS = {"zoo": "Zoo PPO (its own defaults)", "cleanrl": "CleanRL ppo.py (its defaults)"}
+ZOO_SETS = {"zoo": (), "zoo-bf16": ("algo.precision=bfloat16",)}
+"""The ``--set`` options of each Zoo system on top of the task's command."""
+LABELS = {"zoo": "Zoo PPO (its own defaults)", "zoo-bf16": "Zoo PPO, training in bfloat16",
+          "cleanrl": "CleanRL ppo.py (its defaults)"}
+REPO = HERE.parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One comparison: the env and budget of both systems, CleanRL's script and venv, Zoo's config
+    file (None: the presets), whether a run stops at its ``target`` (mean-20) and the bars timed on the way."""
+
+    name: str
+    env: str
+    steps: int
+    cleanrl_env: str
+    cleanrl_peer: str
+    cleanrl_script: str
+    compat: bool
+    zoo_config: str | None = None
+    stop_at_target: bool = True
+    bars: tuple[float, ...] = ()
+    cleanrl_label: str = LABELS["cleanrl"]
+    target: float = TARGET
+
+
+TASKS = {
+    "cartpole": Task("cartpole", ENV, STEPS, ENV, "cleanrl", "cleanrl/ppo.py", compat=True),
+    "hopper": Task("hopper", "Hopper-v5", 1_000_000, "Hopper-v4", "cleanrl-mujoco", "cleanrl/ppo_continuous_action.py",
+                   compat=False, zoo_config="benchmarks/mujoco_ppo.toml", stop_at_target=False,
+                   bars=(1000.0, 1500.0, 2000.0, 2500.0),
+                   cleanrl_label="CleanRL ppo_continuous_action.py (its defaults)", target=2000.0),
+}
 
 
 # ----------------------------------------------------------------------------- pure logic
@@ -91,11 +142,18 @@ class MeanTracker:
     Example: returns 1, 2, ..., 25 at t = 1, ..., 25 s: the first mean (of 1..20) is 10.5 at
     t = 20; threshold 12 is first reached at t = 22 (mean of 3..22 = 12.5); the best is 15.5
     (6..25) at t = 25.
+
+    With ``bars``, the row also gives ``seconds_to_bar`` (per bar, ``[t, env_steps]`` at the first
+    mean >= it, or None) and ``final_mean``, the mean of the last ``FINAL_WINDOW`` returns (None
+    before that many).
     """
 
-    def __init__(self, threshold: float, window: int = WINDOW, max_steps: int | None = None) -> None:
-        self.threshold, self.window, self.max_steps = threshold, window, max_steps
+    def __init__(self, threshold: float, window: int = WINDOW, max_steps: int | None = None,
+                 bars: tuple[float, ...] = ()) -> None:
+        self.threshold, self.window, self.max_steps, self.bars = threshold, window, max_steps, bars
         self.last: collections.deque[float] = collections.deque(maxlen=window)
+        self.final: collections.deque[float] = collections.deque(maxlen=FINAL_WINDOW)
+        self.bar_reached: dict[float, tuple[float, int] | None] = {b: None for b in bars}
         self.episodes = 0
         self.env_steps = 0
         self.reached: tuple[float, int, float] | None = None
@@ -109,9 +167,13 @@ class MeanTracker:
         self.episodes += 1
         self.env_steps = max(self.env_steps, env_steps)
         self.last.append(ret)
+        self.final.append(ret)
         if len(self.last) < self.window:
             return None
         mean = sum(self.last) / self.window
+        for bar, got in self.bar_reached.items():
+            if got is None and mean >= bar:
+                self.bar_reached[bar] = (t, env_steps)
         if self.reached is None and mean >= self.threshold:
             self.reached = (t, env_steps, mean)
         if self.best is None or mean > self.best[0]:
@@ -125,7 +187,10 @@ class MeanTracker:
                 "best_mean20": self.best[0] if self.best else None,
                 "seconds_to_best": self.best[1] if self.best else None,
                 "steps_at_best": self.best[2] if self.best else None,
-                "episodes": self.episodes, "env_steps": self.env_steps}
+                "episodes": self.episodes, "env_steps": self.env_steps,
+                **({"seconds_to_bar": {f"{b:g}": (list(got) if got else None) for b, got in self.bar_reached.items()},
+                    "final_mean": (sum(self.final) / len(self.final) if len(self.final) == FINAL_WINDOW else None)}
+                   if self.bars else {})}
 
 
 _CLEANRL_EPISODE = re.compile(r"global_step=(\d+), episodic_return=\[?([-0-9.eE+]+)")
@@ -196,33 +261,68 @@ def _cell(values: list[float | None], digits: int, thousands: bool = False, neve
     return f"{fmt(mid)} (" + ", ".join(fmt(v) for v in values) + ")"
 
 
-def target_line(rows: list[dict]) -> str:
+def target_line(rows: list[dict], system: str = "zoo") -> str:
     """Zoo's median seconds to mean-20 >= 450 over CleanRL's median seconds to its best mean-20,
     against ``GOAL``: "met" when the ratio is at most 0.5. Only CleanRL runs that completed their
-    env steps (``ended == "exit 0"``) count: one stopped at the time limit has no best within 200k."""
-    zoo = [r for r in rows if r["system"] == "zoo" and "error" not in r]
+    env steps (``ended == "exit 0"``) count: one stopped at the time limit has no best within 200k.
+    ``system``: which Zoo system's runs (``zoo`` or ``zoo-bf16``, named "Zoo bfloat16" in the line)."""
+    zoo = [r for r in rows if r["system"] == system and "error" not in r]
     cl_all = [r for r in rows if r["system"] == "cleanrl" and "error" not in r]
     cl = [r for r in cl_all if r.get("ended") == "exit 0" and r.get("seconds_to_best") is not None]
     left = (f" ({len(cl_all) - len(cl)} CleanRL run{'s' if len(cl_all) - len(cl) != 1 else ''} that did not "
             f"complete {STEPS // 1000}k env steps not counted)" if len(cl) < len(cl_all) else "")
-    head = f"Zoo's median s to mean-20 >= {TARGET:g} / CleanRL's median s to its best mean-20 within {STEPS // 1000}k"
+    who = "Zoo" if system == "zoo" else "Zoo bfloat16"
+    head = f"{who}'s median s to mean-20 >= {TARGET:g} / CleanRL's median s to its best mean-20 within {STEPS // 1000}k"
     if not zoo or not cl:
-        return f"{head}: - (no {'Zoo' if not zoo else 'complete CleanRL'} result), target <= {GOAL:g}{left}"
+        return f"{head}: - (no {who if not zoo else 'complete CleanRL'} result), target <= {GOAL:g}{left}"
     zoo_t = median_time([r["seconds_to_target"] for r in zoo])
     cl_t = median([r["seconds_to_best"] for r in cl])
     if zoo_t is None:
-        return (f"{head} = never / {cl_t:.1f}: target <= {GOAL:g} not met (Zoo's median run never reached "
+        return (f"{head} = never / {cl_t:.1f}: target <= {GOAL:g} not met ({who}'s median run never reached "
                 f"{TARGET:g}){left}")
     ratio = zoo_t / cl_t
     return (f"{head} = {zoo_t:.1f} / {cl_t:.1f} = {ratio:.2f}: target <= {GOAL:g} "
             f"{'met' if ratio <= GOAL else 'not met'}{left}")
 
 
+def bars_table(rows: list[dict]) -> str:
+    """For rows with ``seconds_to_bar`` (a task with bars, run to its end): per system, the wall
+    seconds and env steps to each bar, the final return (mean of the last 100 episodes), the wall
+    and CPU seconds of the whole run; a cell is the median, then every run's value. Example cell
+    ``"812 s, 400,128 (812 s, 400,128)"``; never reached: ``"never"``."""
+    ok = [r for r in rows if "error" not in r and "seconds_to_bar" in r]
+    if not ok:
+        return ""
+    bars = list(ok[0]["seconds_to_bar"])
+    out = ["| system | " + " | ".join(f"s, env steps to mean-20 >= {b}" for b in bars)
+           + " | final return (last 100 episodes) | wall s | CPU s |", "|---" * (len(bars) + 4) + "|"]
+    for system in dict.fromkeys(r["system"] for r in ok):
+        got = [r for r in ok if r["system"] == system]
+        cells = []
+        for b in bars:
+            hits = [r["seconds_to_bar"][b] for r in got]
+            t_mid = median_time([h[0] if h else None for h in hits])
+            s_mid = median_time([h[1] if h else None for h in hits])
+            mid = "never" if t_mid is None else f"{t_mid:,.0f} s, {s_mid:,.0f}"
+            cells.append(mid + " (" + ", ".join(f"{h[0]:,.0f} s, {h[1]:,}" if h else "never" for h in hits) + ")")
+        finals = [r.get("final_mean") for r in got]
+        known = [f for f in finals if f is not None]
+        cells.append(_cell(finals, 1, never="-", mid=median(known) if known else None))
+        cells.append(_cell([r["wall_s"] for r in got], 0, True, mid=median([r["wall_s"] for r in got])))
+        cpu = [r.get("cpu_s") for r in got]
+        cpu_known = [c for c in cpu if c is not None]
+        cells.append(_cell(cpu, 0, True, never="-", mid=median(cpu_known) if cpu_known else None))
+        out.append(f"| {got[0]['label']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def format_table(rows: list[dict]) -> str:
     """The markdown table of result rows (:meth:`MeanTracker.result` fields with ``system``,
     ``label``, ``round``, ``ended``; rows with ``error`` and runs that did not end as planned are
-    listed under it), then :func:`target_line`."""
-    out = [f"| system | s to mean-20 >= {TARGET:g}, median (all runs) | env steps there | "
+    listed under it), then :func:`target_line` for each Zoo system of a CartPole comparison, or
+    :func:`bars_table` for a task with bars (its runs are not stopped at the target)."""
+    task = TASKS[rows[0].get("task", "cartpole")] if rows else TASKS["cartpole"]
+    out = [f"| system | s to mean-20 >= {task.target:g}, median (all runs) | env steps there | "
            f"best mean-20 (Zoo: until stopped), median (all runs) | s to that best | env steps there |",
            "|---|---|---|---|---|---|"]
     ok = [r for r in rows if "error" not in r]
@@ -249,30 +349,48 @@ def format_table(rows: list[dict]) -> str:
             notes.append(f"- {who}: stopped at the time limit after {r['env_steps']:,} env steps")
         elif r.get("ended") not in ("target", "exit 0", None):
             notes.append(f"- {who}: ended ({r['ended']}) after {r['env_steps']:,} env steps")
-    return "\n".join([*out, *notes, "", target_line(rows)])
+    if task.bars:
+        return "\n".join([*out, *notes, "", bars_table(rows)])
+    zoo_systems = [x for x in dict.fromkeys(r["system"] for r in rows) if x in ZOO_SETS] or ["zoo"]
+    return "\n".join([*out, *notes, "", *(target_line(rows, x) for x in zoo_systems)])
 
 
 # ----------------------------------------------------------------------------- running the two
-def zoo_command(seed: int, runs_dir: str) -> list[str]:
-    return [sys.executable, "-m", "zoo", "train", "ppo", "--env", ENV, "--steps", str(STEPS), "--seed", str(seed),
-            "--name", f"ttr-{seed}", "--set", f"runs_dir={runs_dir}"]
+def zoo_command(seed: int, runs_dir: str, task: Task = TASKS["cartpole"], system: str = "zoo") -> list[str]:
+    """``python -m zoo train ppo`` of ``task`` for Zoo system ``system`` (its ``ZOO_SETS`` added)."""
+    config = ["--config", str(REPO / task.zoo_config)] if task.zoo_config else []
+    sets = [x for kv in ZOO_SETS[system] for x in ("--set", kv)]
+    return [sys.executable, "-m", "zoo", "train", "ppo", "--env", task.env, "--steps", str(task.steps),
+            "--seed", str(seed), "--name", f"ttr-{seed}", *config, "--set", f"runs_dir={runs_dir}", *sets]
 
 
-def cleanrl_command(seed: int) -> list[str]:
-    return [_venv_python("cleanrl"), "-u", "-W", "ignore", str(HERE / "cleanrl_compat.py"), "--same-step-autoreset",
-            str(PEERS_DIR / "cleanrl" / "src" / "cleanrl" / "ppo.py"), "--env-id", ENV,
-            "--total-timesteps", str(STEPS), "--seed", str(seed), "--no-cuda"]
+def cleanrl_command(seed: int, task: Task = TASKS["cartpole"]) -> list[str]:
+    """CleanRL's script of ``task`` in its venv, unchanged, at its defaults but for the env and budget."""
+    compat = [str(HERE / "cleanrl_compat.py"), "--same-step-autoreset"] if task.compat else []
+    return [_venv_python(task.cleanrl_peer), "-u", "-W", "ignore", *compat,
+            str(PEERS_DIR / task.cleanrl_peer / "src" / task.cleanrl_script), "--env-id", task.cleanrl_env,
+            "--total-timesteps", str(task.steps), "--seed", str(seed), "--no-cuda"]
 
 
-def run_zoo(seed: int, limit_s: float, log: Path | None = None) -> dict[str, Any]:
-    """One Zoo run, stopped at the first mean-20 >= ``TARGET`` (or its end, or ``limit_s``)."""
-    tracker = MeanTracker(TARGET, max_steps=STEPS)
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's waited-for descendants so far (a Zoo run's
+    workers are waited for by its controller, so its whole tree counts once it is waited for)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_zoo(seed: int, limit_s: float, log: Path | None = None, task: Task = TASKS["cartpole"],
+            system: str = "zoo") -> dict[str, Any]:
+    """One Zoo run, stopped at the first mean-20 >= the task's target where it says so (else at its
+    end), or at ``limit_s``."""
+    tracker = MeanTracker(task.target, max_steps=task.steps, bars=task.bars)
     with tempfile.TemporaryDirectory(prefix="ttr-zoo-") as workdir:
         out = open(log, "w") if log else subprocess.DEVNULL
         tail = Tail(Path(workdir, f"ttr-{seed}", "metrics.jsonl"))
+        cpu0 = _children_cpu_s()
         began = time.monotonic()
-        proc = subprocess.Popen(zoo_command(seed, workdir), cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(zoo_command(seed, workdir, task, system), cwd=workdir, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         try:
             while True:
                 exited = proc.poll() is not None  # before the read: rows written before the exit are read
@@ -281,7 +399,7 @@ def run_zoo(seed: int, limit_s: float, log: Path | None = None) -> dict[str, Any
                     got = parse_zoo_row(line)
                     if got is not None:
                         tracker.add(now, *got)
-                if tracker.reached is not None:
+                if tracker.reached is not None and task.stop_at_target:
                     ended = "target"
                     break
                 if exited:
@@ -296,20 +414,22 @@ def run_zoo(seed: int, limit_s: float, log: Path | None = None) -> dict[str, Any
             _stop(proc)
             if log:
                 out.close()
-    return {**tracker.result(), "ended": ended, "wall_s": wall}
+    return {**tracker.result(), "ended": ended, "wall_s": wall, "cpu_s": _children_cpu_s() - cpu0}
 
 
-def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads: int | None = None) -> dict[str, Any]:
-    """One CleanRL run, to its end (``STEPS``) or ``limit_s``."""
-    tracker = MeanTracker(TARGET, max_steps=STEPS)
+def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads: int | None = None,
+                task: Task = TASKS["cartpole"]) -> dict[str, Any]:
+    """One CleanRL run, to its end (the task's env steps) or ``limit_s``."""
+    tracker = MeanTracker(task.target, max_steps=task.steps, bars=task.bars)
     env = dict(os.environ)
     if peer_threads:
         env.update(OMP_NUM_THREADS=str(peer_threads), MKL_NUM_THREADS=str(peer_threads))
     with tempfile.TemporaryDirectory(prefix="ttr-cleanrl-") as workdir:  # its runs/ (TensorBoard) goes here
         out = open(log, "w") if log else None
+        cpu0 = _children_cpu_s()
         began = time.monotonic()
-        proc = subprocess.Popen(cleanrl_command(seed), cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True, bufsize=1, env=env)
+        proc = subprocess.Popen(cleanrl_command(seed, task), cwd=workdir, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True, bufsize=1, env=env)
 
         def read() -> None:
             for line in proc.stdout:
@@ -332,18 +452,19 @@ def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads
             reader.join(10)
             if out:
                 out.close()
-    return {**tracker.result(), "ended": ended, "wall_s": wall}
+    return {**tracker.result(), "ended": ended, "wall_s": wall, "cpu_s": _children_cpu_s() - cpu0}
 
 
-def _summary(res: dict) -> str:
+def _summary(res: dict, target: float = TARGET) -> str:
     if "error" in res:
         return res["error"]
     t = res["seconds_to_target"]
     best = res["best_mean20"]
-    return (f"mean-20 >= {TARGET:g} " + (f"at {t:.1f} s ({res['steps_at_target']:,} env steps)" if t is not None
+    return (f"mean-20 >= {target:g} " + (f"at {t:.1f} s ({res['steps_at_target']:,} env steps)" if t is not None
                                          else "never") +
             (f"; best {best:.1f} first at {res['seconds_to_best']:.1f} s ({res['steps_at_best']:,} env steps)"
              if best is not None else "; no mean-20 (fewer than 20 episodes)") +
+            (f"; final (last {FINAL_WINDOW}) {res['final_mean']:.1f}" if res.get("final_mean") is not None else "") +
             f"; {res['episodes']} episodes, {res['env_steps']:,} env steps, {res['wall_s']:.0f} s, {res['ended']}")
 
 
@@ -356,23 +477,32 @@ def main() -> None:
     parser.add_argument("--out", default=f"time-to-return-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     parser.add_argument("--logs", default=None, help="folder for each run's output (default: none kept)")
     parser.add_argument("--table", default=None, metavar="JSONL", help="only print the table of this file")
+    parser.add_argument("--task", choices=sorted(TASKS), default="cartpole",
+                        help="cartpole (stop at mean-20 >= 450) or hopper (1M env steps to the end, bars)")
+    parser.add_argument("--systems", default="zoo,cleanrl",
+                        help=f"comma-separated, run in this order each round: {', '.join([*ZOO_SETS, 'cleanrl'])}")
     args = parser.parse_args()
     if args.table:
         print(format_table([json.loads(x) for x in open(args.table) if x.strip()]))
         return
     if args.repeats < 1 or args.limit <= 0:
         parser.error("--repeats >= 1 and --limit > 0 are needed")
-    systems = ["zoo", "cleanrl"]
-    if not installed(SYSTEMS["cleanrl"]):
-        print("skipping cleanrl: not set up (bash benchmarks/peers/setup.sh cleanrl)", flush=True)
+    task = TASKS[args.task]
+    systems = [x.strip() for x in args.systems.split(",") if x.strip()]
+    unknown = [x for x in systems if x not in (*ZOO_SETS, "cleanrl")]
+    if unknown or not systems:
+        parser.error(f"--systems: unknown {unknown or 'empty list'}; choose from {', '.join([*ZOO_SETS, 'cleanrl'])}")
+    if "cleanrl" in systems and not (PEERS_DIR / task.cleanrl_peer / "installed.txt").is_file():
+        print(f"skipping cleanrl: not set up (bash benchmarks/peers/setup.sh {task.cleanrl_peer})", flush=True)
         systems.remove("cleanrl")
     logs = Path(args.logs) if args.logs else None
     if logs:
         logs.mkdir(parents=True, exist_ok=True)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}; "
-          f"{args.repeats} rounds x {len(systems)} systems on {ENV}, {STEPS:,} env steps, limit {args.limit:g} s "
-          f"per run; CleanRL's OMP threads: {args.peer_threads or 'its default'}; results -> {args.out}", flush=True)
+          f"{args.repeats} rounds x {len(systems)} systems on {task.env}, {task.steps:,} env steps, "
+          f"limit {args.limit:g} s per run; CleanRL's OMP threads: {args.peer_threads or 'its default'}; "
+          f"results -> {args.out}", flush=True)
     rows = []
     with open(args.out, "a") as out:
         for r in range(1, args.repeats + 1):
@@ -380,17 +510,18 @@ def main() -> None:
                 load = os.getloadavg()[0]
                 log = logs / f"{system}-{r}.log" if logs else None
                 try:
-                    res = (run_zoo(r, args.limit, log) if system == "zoo"
-                           else run_cleanrl(r, args.limit, log, args.peer_threads))
+                    res = (run_zoo(r, args.limit, log, task, system) if system in ZOO_SETS
+                           else run_cleanrl(r, args.limit, log, args.peer_threads, task))
                 except OSError as exc:
                     res = {"error": f"could not run: {exc}"}
-                row = {"round": r, "seed": r, "system": system, "label": LABELS[system], "load_average": load,
+                label = task.cleanrl_label if system == "cleanrl" else LABELS[system]
+                row = {"task": task.name, "round": r, "seed": r, "system": system, "label": label, "load_average": load,
                        "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
                        **({"peer_threads": args.peer_threads} if system == "cleanrl" else {}), **res}
                 rows.append(row)
                 out.write(json.dumps(row) + "\n")
                 out.flush()
-                print(f"round {r} {system:8} load {load:4.1f}: {_summary(res)}", flush=True)
+                print(f"round {r} {system:8} load {load:4.1f}: {_summary(res, task.target)}", flush=True)
     print()
     print(format_table(rows))
 

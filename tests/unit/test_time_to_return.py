@@ -147,3 +147,59 @@ def test_commands():
     assert cl[1:4] == ["-u", "-W", "ignore"] and cl[4].endswith("cleanrl_compat.py")
     assert cl[5] == "--same-step-autoreset" and cl[6].endswith("/cleanrl/src/cleanrl/ppo.py")
     assert cl[7:] == ["--env-id", "CartPole-v1", "--total-timesteps", "200000", "--seed", "3", "--no-cuda"]
+
+
+# ----------------------------------------------------------------------------- bfloat16 and the Hopper task
+def test_tracker_bars_and_final_mean_of_the_last_100():
+    tr = ttr.MeanTracker(450.0, bars=(10.0, 60.0, 1000.0))
+    for i in range(1, 121):  # returns 1..120 at t = i s, 10 env steps each
+        tr.add(float(i), 10 * i, float(i))
+    res = tr.result()
+    # mean-20 >= 10 at once (episode 20: mean of 1..20 = 10.5); >= 60 at episode 70 (mean of 51..70 = 60.5);
+    # 1000 never; final: the mean of the last 100 returns, 21..120 = 70.5
+    assert res["seconds_to_bar"] == {"10": [20.0, 200], "60": [70.0, 700], "1000": None}
+    assert res["final_mean"] == 70.5
+    short = ttr.MeanTracker(450.0, bars=(10.0,))
+    for i in range(99):
+        short.add(float(i), i, 50.0)
+    assert short.result()["final_mean"] is None  # fewer than 100 episodes
+
+
+def test_bfloat16_target_line_beside_float32():
+    bf16 = dict(_zoo(30.0), system="zoo-bf16", label="Zoo bf16")
+    lines = ttr.format_table([_zoo(40.0), bf16, _cleanrl(80.0)]).splitlines()
+    assert lines[3] == "| Zoo bf16 | 30.0 (30.0) | 40,960 (40,960) | 455.5 (455.5) | 30.0 (30.0) | 40,960 (40,960) |"
+    assert lines[-2].endswith("= 40.0 / 80.0 = 0.50: target <= 0.5 met")
+    # 30 / 80 = 0.375
+    assert lines[-1] == ("Zoo bfloat16's median s to mean-20 >= 450 / CleanRL's median s to its best mean-20 within "
+                         "200k = 30.0 / 80.0 = 0.38: target <= 0.5 met")
+
+
+def test_bars_table_of_hopper_rows():
+    def row(system, label, bars, final, wall, cpu):
+        return {"task": "hopper", "round": 1, "system": system, "label": label, "seconds_to_target": None,
+                "steps_at_target": None, "best_mean20": 2900.0, "seconds_to_best": 900.0, "steps_at_best": 990_000,
+                "episodes": 2500, "env_steps": 1_000_448, "ended": "exit 0", "wall_s": wall, "cpu_s": cpu,
+                "seconds_to_bar": bars, "final_mean": final}
+
+    rows = [row("zoo", "Zoo", {"1000": [100.0, 120_000], "2500": [700.0, 800_256]}, 2812.25, 900.4, 1500.6),
+            row("cleanrl", "CleanRL", {"1000": [300.0, 250_000], "2500": None}, 1972.0, 1200.0, None)]
+    text = ttr.format_table(rows).split("\n\n")[-1].splitlines()
+    assert text[0] == ("| system | s, env steps to mean-20 >= 1000 | s, env steps to mean-20 >= 2500 | final return "
+                       "(last 100 episodes) | wall s | CPU s |")
+    assert text[2] == ("| Zoo | 100 s, 120,000 (100 s, 120,000) | 700 s, 800,256 (700 s, 800,256) | 2812.2 (2812.2) "
+                       "| 900 (900) | 1,501 (1,501) |")
+    assert text[3] == ("| CleanRL | 300 s, 250,000 (300 s, 250,000) | never (never) | 1972.0 (1972.0) | 1,200 (1,200) "
+                       "| - (-) |")
+
+
+def test_hopper_and_bfloat16_commands():
+    hopper = ttr.TASKS["hopper"]
+    zoo = ttr.zoo_command(1, "/tmp/r", hopper, "zoo-bf16")
+    assert zoo[1:11] == ["-m", "zoo", "train", "ppo", "--env", "Hopper-v5", "--steps", "1000000", "--seed", "1"]
+    assert zoo[13] == "--config" and zoo[14].endswith("benchmarks/mujoco_ppo.toml") and Path(zoo[14]).is_file()
+    assert zoo[15:] == ["--set", "runs_dir=/tmp/r", "--set", "algo.precision=bfloat16"]
+    cl = ttr.cleanrl_command(2, hopper)
+    assert cl[0].endswith("/cleanrl-mujoco/venv/bin/python") and cl[1:4] == ["-u", "-W", "ignore"]
+    assert cl[4].endswith("/cleanrl-mujoco/src/cleanrl/ppo_continuous_action.py")  # no compatibility shim
+    assert cl[5:] == ["--env-id", "Hopper-v4", "--total-timesteps", "1000000", "--seed", "2", "--no-cuda"]
