@@ -468,8 +468,8 @@ def _ray_address(launcher: str | None, address: str | None, overrides: list[str]
 
 def _print_precision(host: PluginHost, cfg: Any, algo: str, console: Console) -> None:
     """``algo.precision`` as the trainer will resolve it on this machine, and why (the
-    algorithm's optional ``explain_precision(config, spec)``); nothing for the default float32,
-    which needs no torch import here."""
+    algorithm's optional ``explain_precision(config, spec)``); nothing for an explicit ``float32``,
+    which needs no torch import here (the default ``auto`` is printed with its choice)."""
     if getattr(cfg.algo, "precision", "float32") == "float32" or cfg.spec is None:
         return
     explain = getattr(host.registry.get("algorithm", algo).load(), "explain_precision", None)

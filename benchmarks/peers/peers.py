@@ -234,6 +234,8 @@ def _zoo_command(suffix: str, *extra: str, trainers: int = 1) -> Callable[[Any, 
 
 SYSTEMS: dict[str, System] = {s.name: s for s in (
     System("zoo", "Zoo PPO (at the workload)", None, _zoo_command("")),
+    System("zoo-f32", "Zoo PPO (at the workload, float32 training)", None,
+           _zoo_command("", "--set", "algo.precision=float32")),
     System("zoo-defaults", "Zoo PPO (its own defaults)", None, _zoo_command("-defaults")),
     System("zoo-bf16", "Zoo PPO (at the workload, bfloat16 training)", None,
            _zoo_command("", "--set", "algo.precision=bfloat16")),

@@ -1,6 +1,6 @@
 """Mixed-precision training for the algorithm plugins: ``algo.precision`` (issue 25).
 
-``algo.precision`` is ``auto``, ``float32`` (the default) or ``bfloat16``. Under ``bfloat16``
+``algo.precision`` is ``auto`` (the default), ``float32`` or ``bfloat16``. Under ``bfloat16``
 the forward pass of the network runs inside ``torch.autocast(dtype=torch.bfloat16)``
 (:func:`zoo.core.devices.training_autocast`): matrix products and convolutions compute in
 bfloat16 (8 bits of mantissa, float32's exponent range), and so do their backward passes,

@@ -460,6 +460,8 @@ def test_peer_commands_carry_the_workload():
     assert peers.SYSTEMS["zoo-defaults"].command(WORKLOADS["cartpole"], "/tmp/x")[5] == "cartpole-defaults"
     bf16 = peers.SYSTEMS["zoo-bf16"].command(w, "/tmp/x")
     assert (bf16[5], bf16[-2:]) == ("pong", ["--set", "algo.precision=bfloat16"])
+    f32 = peers.SYSTEMS["zoo-f32"].command(w, "/tmp/x")
+    assert (f32[5], f32[-2:]) == ("pong", ["--set", "algo.precision=float32"])
     dp = peers.SYSTEMS["zoo-dp-bf16"].command(w, "/tmp/x")
     # 2 trainers of half the workload's batch each (8 samples per update -> 4 each): the same update batch
     assert dp[-8:] == ["--set", "algo.precision=bfloat16", "--set", "trainer.threads=1", "--set", "trainer.count=2",

@@ -316,10 +316,20 @@ def test_zoo_train_prints_the_choice(monkeypatch):
         _print_precision(host, cfg, "mappo", Console(file=out, width=400))
         printed.append(out.getvalue())
     assert printed == [
-        "",  # the default: no line, no torch import for it
+        "",  # an explicit float32: no line, no torch import for it
         "training precision: float32 (auto: CPU with avx512_bf16, torch capability AVX512: native bfloat16, but the "
         "largest layer has 4,096 weights, under the 65,536 from which bfloat16 measured faster)\n",
         "training precision: bfloat16 (as set)\n"]
+
+
+@pytest.mark.parametrize("name,agents,config", ALGOS)
+def test_the_default_is_auto_and_keeps_small_networks_in_float32(monkeypatch, name, agents, config):
+    component = _component(name)
+    assert component.Config().precision == "auto"
+    # auto resolves per machine: float32 for a 64-unit MLP even where bfloat16 is native
+    _fake_cpu(monkeypatch, "AVX512", {"avx512_bf16"})
+    algo = component(component.Config(**config), CountingEnv(num_agents=agents).spec, 0)
+    assert algo.precision.name == "float32"
 
 
 def test_a_run_may_be_resumed_in_another_precision(tmp_path):
