@@ -160,6 +160,28 @@ def training_bf16_native(device: Any) -> tuple[bool, str]:
 BF16_MIN_LAYER = 256 * 256
 
 
+TRAINING_PRECISION_HELP = (
+    "Arithmetic of the training forward and backward passes: auto (the default): bfloat16 where the "
+    "device computes it natively (a CPU with AVX512-BF16 or AMX-BF16, a GPU of compute capability >= 8.0) "
+    f"and the network has a layer of at least {BF16_MIN_LAYER:,} weights (measured faster there: the Atari "
+    "CNN, the hide-and-seek entity policy), else float32 (CartPole's and MuJoCo's 64-unit MLPs); float32; "
+    "bfloat16 (matrix products and convolutions under torch.autocast; weights, optimiser state, losses, "
+    "advantages, returns and statistics stay float32). zoo train prints the choice. Learning measured "
+    "unchanged in bfloat16 (benchmarks/RESULTS.md, \"bfloat16 training\")."
+)
+"""The help of ``algo.precision`` (:func:`training_precision_field`)."""
+
+
+def training_precision_field() -> Any:
+    """The ``algo.precision`` field of an algorithm's config (PPO, IMPALA, MAPPO): a
+    ``dataclasses.field`` with the default ``"auto"`` and :data:`TRAINING_PRECISION_HELP` as its
+    help, so the algorithms share one definition; the trainer resolves it with
+    :func:`choose_training_precision`."""
+    import dataclasses
+
+    return dataclasses.field(default="auto", metadata={"help": TRAINING_PRECISION_HELP})
+
+
 def choose_training_precision(precision: str, device: Any, largest_layer: int) -> tuple[str, str]:
     """``(precision, reason)``: the arithmetic a trainer runs for ``algo.precision``.
 

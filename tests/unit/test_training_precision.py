@@ -324,8 +324,11 @@ def test_zoo_train_prints_the_choice(monkeypatch):
 
 @pytest.mark.parametrize("name,agents,config", ALGOS)
 def test_the_default_is_auto_and_keeps_small_networks_in_float32(monkeypatch, name, agents, config):
+    from zoo.core.options import _field_docs
+
     component = _component(name)
     assert component.Config().precision == "auto"
+    assert _field_docs(component.Config)["precision"] == devices.TRAINING_PRECISION_HELP  # one shared text
     # auto resolves per machine: float32 for a 64-unit MLP even where bfloat16 is native
     _fake_cpu(monkeypatch, "AVX512", {"avx512_bf16"})
     algo = component(component.Config(**config), CountingEnv(num_agents=agents).spec, 0)

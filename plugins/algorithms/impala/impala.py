@@ -43,6 +43,7 @@ from torch import nn
 
 from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
+from zoo.core.devices import training_precision_field
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
@@ -105,14 +106,7 @@ class IMPALAConfig:
     """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
-    precision: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Arithmetic of the training forward and backward passes: ``auto`` (the default): bfloat16 where
-    the device computes it natively (a CPU with AVX512-BF16 or AMX-BF16, a GPU of compute capability
-    >= 8.0) and the network has a layer of at least 65,536 weights (measured faster there: the Atari
-    CNN, the hide-and-seek entity policy), else float32 (CartPole's and MuJoCo's 64-unit MLPs);
-    ``float32``; ``bfloat16`` (matrix products and convolutions under ``torch.autocast``; weights,
-    optimiser state, losses, advantages, returns and statistics stay float32). ``zoo train`` prints
-    the choice. Learning measured unchanged in bfloat16 (benchmarks/RESULTS.md, "bfloat16 training")."""
+    precision: Literal["auto", "float32", "bfloat16"] = training_precision_field()
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")

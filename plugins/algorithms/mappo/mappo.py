@@ -98,6 +98,7 @@ from torch import nn
 
 from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch, NonFiniteUpdate
+from zoo.core.devices import training_precision_field
 from zoo.core.env import EnvSpec
 from zoo.core.options import bounded, check_bounds
 from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
@@ -171,14 +172,7 @@ class MAPPOConfig:
     """Each batch is trained on in up to this many consecutive updates (see the module docstring)."""
     device: str = "cpu"
     """Torch device of the trainer's network."""
-    precision: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Arithmetic of the training forward and backward passes: ``auto`` (the default): bfloat16 where
-    the device computes it natively (a CPU with AVX512-BF16 or AMX-BF16, a GPU of compute capability
-    >= 8.0) and the network has a layer of at least 65,536 weights (measured faster there: the Atari
-    CNN, the hide-and-seek entity policy), else float32 (CartPole's and MuJoCo's 64-unit MLPs);
-    ``float32``; ``bfloat16`` (matrix products and convolutions under ``torch.autocast``; weights,
-    optimiser state, losses, advantages, returns and statistics stay float32). ``zoo train`` prints
-    the choice. Learning measured unchanged in bfloat16 (benchmarks/RESULTS.md, "bfloat16 training")."""
+    precision: Literal["auto", "float32", "bfloat16"] = training_precision_field()
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from zoo.core.devices import training_precision_field
 from zoo.core.options import bounded, check_bounds
 
 
@@ -56,14 +57,7 @@ class PPOConfig:
     """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
-    precision: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Arithmetic of the training forward and backward passes: ``auto`` (the default): bfloat16 where
-    the device computes it natively (a CPU with AVX512-BF16 or AMX-BF16, a GPU of compute capability
-    >= 8.0) and the network has a layer of at least 65,536 weights (measured faster there: the Atari
-    CNN, the hide-and-seek entity policy), else float32 (CartPole's and MuJoCo's 64-unit MLPs);
-    ``float32``; ``bfloat16`` (matrix products and convolutions under ``torch.autocast``; weights,
-    optimiser state, losses, advantages, returns and statistics stay float32). ``zoo train`` prints
-    the choice. Learning measured unchanged in bfloat16 (benchmarks/RESULTS.md, "bfloat16 training")."""
+    precision: Literal["auto", "float32", "bfloat16"] = training_precision_field()
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")
