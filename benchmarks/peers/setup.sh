@@ -17,6 +17,7 @@
 set -euo pipefail
 
 PEER=${1:?usage: setup.sh cleanrl|cleanrl-mujoco|sample-factory|rllib}
+SOURCES=()  # CleanRL's files of the peer (CleanRL only)
 ROOT=${ZOO_PEERS_DIR:-$HOME/.cache/zoo-peers}
 PY=${PYTHON:-python3}
 TORCH="torch==2.13.0"
@@ -28,11 +29,14 @@ case "$PEER" in
     # Same env stack as Zoo (gymnasium 1.x, ale-py 0.12.1 with its ROMs); run_peer.py maps the
     # two wrapper names CleanRL's script uses that gymnasium 1.0 renamed.
     PKGS=("$TORCH" "numpy>=2,<3" "gymnasium[classic-control]==1.4.0" "ale-py==0.12.1"
-          "opencv-python-headless>=4.8,<5" "tyro==1.0.16" "tensorboard==2.21.0") ;;
+          "opencv-python-headless>=4.8,<5" "tyro==1.0.16" "tensorboard==2.21.0")
+    SOURCES=(cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py cleanrl_utils/__init__.py
+             cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py) ;;
   cleanrl-mujoco)
     # ppo_continuous_action.py on the v4 MuJoCo envs of CleanRL's published results, with the
     # gymnasium it was written for (0.29.1, which needs numpy < 2): no compatibility shim.
-    PKGS=("$TORCH" "gymnasium[mujoco]==0.29.1" "numpy<2" "tyro==1.0.16" "tensorboard==2.21.0") ;;
+    PKGS=("$TORCH" "gymnasium[mujoco]==0.29.1" "mujoco==4.0.1" "numpy<2" "tyro==1.0.16" "tensorboard==2.21.0")
+    SOURCES=(cleanrl/ppo_continuous_action.py) ;;
   sample-factory)
     # Sample Factory 2.1.1 needs gymnasium < 1.0 and numpy < 2; ale-py 0.9.1 ships the ROMs.
     PKGS=("$TORCH" "sample-factory==2.1.1" "gymnasium==0.29.1" "ale-py==0.9.1" "numpy<2"
@@ -52,28 +56,14 @@ mkdir -p "$DIR"
 "$PY" -m venv "$DIR/venv"
 "$DIR/venv/bin/pip" install -q --upgrade pip
 "$DIR/venv/bin/pip" install -q "${PKGS[@]}"
-if [[ "$PEER" == cleanrl ]]; then
+if (( ${#SOURCES[@]} )); then  # CleanRL's scripts at the pinned commit, exported into <peers>/<peer>/src
   rm -rf "$DIR/src" && mkdir -p "$DIR/src"
   if [[ -d "$CLEANRL_GIT/objects" || -d "$CLEANRL_GIT/.git" ]]; then
     git --git-dir="$( [[ -d $CLEANRL_GIT/.git ]] && echo "$CLEANRL_GIT/.git" || echo "$CLEANRL_GIT")" \
-      archive "$CLEANRL_COMMIT" cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py cleanrl_utils/__init__.py \
-      cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py | tar -x -C "$DIR/src"
+      archive "$CLEANRL_COMMIT" "${SOURCES[@]}" | tar -x -C "$DIR/src"
   else
     git clone -q "$CLEANRL_GIT" "$DIR/clone" && git -C "$DIR/clone" checkout -q "$CLEANRL_COMMIT"
-    (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py \
-      cleanrl_utils/__init__.py cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py) | tar -x -C "$DIR/src"
-    rm -rf "$DIR/clone"
-  fi
-  echo "cleanrl commit $CLEANRL_COMMIT" >> "$DIR/installed.txt.tmp"
-fi
-if [[ "$PEER" == cleanrl-mujoco ]]; then
-  rm -rf "$DIR/src" && mkdir -p "$DIR/src"
-  if [[ -d "$CLEANRL_GIT/objects" || -d "$CLEANRL_GIT/.git" ]]; then
-    git --git-dir="$( [[ -d $CLEANRL_GIT/.git ]] && echo "$CLEANRL_GIT/.git" || echo "$CLEANRL_GIT")" \
-      archive "$CLEANRL_COMMIT" cleanrl/ppo_continuous_action.py | tar -x -C "$DIR/src"
-  else
-    git clone -q "$CLEANRL_GIT" "$DIR/clone" && git -C "$DIR/clone" checkout -q "$CLEANRL_COMMIT"
-    (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" cleanrl/ppo_continuous_action.py) | tar -x -C "$DIR/src"
+    (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" "${SOURCES[@]}") | tar -x -C "$DIR/src"
     rm -rf "$DIR/clone"
   fi
   echo "cleanrl commit $CLEANRL_COMMIT" >> "$DIR/installed.txt.tmp"
