@@ -28,6 +28,19 @@ def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
     return float("nan") if var_y == 0 else 1.0 - float((y - y_pred).var(unbiased=False)) / var_y
 
 
+def huber(e: torch.Tensor, delta: float) -> torch.Tensor:
+    """The Huber loss of errors ``e`` (any shape, float), elementwise, same shape and dtype.
+
+    ``e^2 / 2`` for ``|e| <= delta``, else ``delta * (|e| - delta / 2)`` (Huber 1964, equation
+    (3); its gradient is ``e`` clipped to ``[-delta, delta]``); ``delta = 0``: ``e^2 / 2``
+    everywhere (the squared error, as DQN on unclipped rewards).
+    """
+    if delta <= 0:
+        return 0.5 * e * e
+    a = e.abs()
+    return torch.where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta))
+
+
 def annealed_lr(lr: float, anneal: bool, anneal_steps: int, agent_steps: int, progress: float) -> float:
     """Learning rate decayed linearly to 0 (PPO's Atari schedule, arXiv 1707.06347 Table 5).
 

@@ -17,6 +17,7 @@ from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig, obs_capacity_for
 from zoo.plugins.algorithms.apex.networks import apex_epsilons, linear_epsilon
 from zoo.plugins.algorithms.nstep import nstep_targets
 from zoo.plugins.algorithms.replay import Replay, SumTree
+from zoo.plugins.algorithms.tensors import huber
 
 # -- sum-tree ---------------------------------------------------------------------------
 
@@ -260,6 +261,45 @@ def test_target_network_period():
     assert algo.gradient_steps == 6
     for k, v in algo.target.state_dict().items():
         assert torch.equal(v, algo.policy.state_dict()[k]) and not torch.equal(v, before[k])
+
+
+def test_huber_hand_worked():
+    e = torch.tensor([-3.0, -0.5, 0.0, 2.0])
+    # |e| <= 1: e^2 / 2; else 1 * (|e| - 1/2)
+    assert huber(e, 1.0).tolist() == [2.5, 0.125, 0.0, 1.5]
+    # delta 0: e^2 / 2 everywhere
+    assert huber(e, 0.0).tolist() == [4.5, 0.125, 0.0, 2.0]
+
+
+@pytest.mark.parametrize("delta", [1.0, 0.0])
+def test_loss_is_the_huber_or_the_squared_td_error(monkeypatch, delta):
+    # uniform sampling (alpha 0): every importance weight is 1, so the loss is the batch mean of huber(td)
+    cfg = ApeXConfig(batch_size=4, samples_per_insert=1 / 3, learning_starts=0, priority_alpha=0.0, huber_delta=delta)
+    algo = ApeX(cfg, spec(), 0)
+    tds = []
+    td_fn = algo._td
+
+    def recording(*args):
+        td, q_sa = td_fn(*args)
+        tds.append(td.detach().clone())
+        return td, q_sa
+
+    monkeypatch.setattr(algo, "_td", recording)
+    algo.update(batch(2, 3, 0))
+    algo.replay.ret[:6] = 25.0  # TD errors far above 1, where Huber and the squared error differ
+    stats = algo.update(batch(2, 3, 1))  # 6 transitions a batch: credit 2 + 2 -> one gradient step of 4
+    # _td ran for batch 0's initial priorities, the gradient step, then batch 1's initial priorities
+    assert stats["gradient_steps"] == 1.0 and len(tds) == 3 and tds[1].abs().min() > 1
+    td = tds[1]
+    want = (0.5 * td * td).mean() if delta == 0 else (td.abs() - 0.5).mean()
+    assert stats["loss"] == pytest.approx(float(want), rel=1e-6)
+
+
+def test_vector_presets_use_the_squared_error_and_atari_presets_huber():
+    presets = ApeX.presets(spec())
+    assert (presets["algo.huber_delta"], presets["algo.target_period"]) == (0.0, 100)
+    image = EnvSpec("Pong", ("agent_0",), {"obs": spaces.Box(0, 255, (4, 84, 84), np.uint8)}, spaces.Discrete(6))
+    assert "algo.huber_delta" not in ApeX.presets(image) and ApeXConfig().huber_delta == 1.0
 
 
 # -- guarded updates and exact resume ------------------------------------------------------

@@ -299,6 +299,11 @@ def test_replay_workloads():
     # CleanRL dqn.py: a gradient step of 128 every 10 env steps; sac_continuous_action.py: one of 256 per env step
     assert (dqn.replay, dqn.samples_per_insert, dqn.replay_batch) == (True, 12.8, 128)
     assert dqn.gradient_steps_per_env_step == pytest.approx(0.1)
+    # dqn.py's target network every 500 env steps = 50 gradient steps at 0.1 per env step; its loss is the
+    # squared TD error (F.mse_loss), unclipped
+    sets = dict(o.split("=", 1) for o in dqn.overrides)
+    assert int(sets["algo.target_period"]) / dqn.gradient_steps_per_env_step == pytest.approx(500)
+    assert (sets["algo.huber_delta"], sets["algo.max_grad_norm"]) == ("0", "0")
     assert (sac.replay, sac.gradient_steps_per_env_step, sac.batch_env_steps, sac.minibatch_size) == (True, 1.0, 64, 0)
     assert not WORKLOADS["pong"].replay and WORKLOADS["pong"].gradient_steps_per_env_step == 0.0
     # CleanRL dqn_atari.py: a gradient step of 32 every 4 env steps

@@ -101,10 +101,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload(
         "dqn-cartpole", "apex-dqn", "CartPole-v1",
         ("algo.batch_size=128", "algo.samples_per_insert=12.8", "algo.capacity=10000", "algo.learning_starts=1000",
-         "algo.lr=2.5e-4", "algo.target_period=500", "algo.n_step=1", "algo.priority_alpha=0",
-         "algo.double_q=false", "algo.dueling=false"),
+         "algo.lr=2.5e-4", "algo.target_period=50", "algo.n_step=1", "algo.priority_alpha=0",
+         "algo.double_q=false", "algo.dueling=false", "algo.huber_delta=0", "algo.max_grad_norm=0"),
         "CleanRL dqn.py's replay ratio: DQN on CartPole-v1, batches of 128, one gradient step per 10 env steps "
-        "(12.8 replayed samples per inserted one), 1-step targets, uniform replay of 10,000, target every 500 steps "
+        "(12.8 replayed samples per inserted one), 1-step targets, uniform replay of 10,000, the squared TD error "
+        "unclipped, target every 500 env steps (50 gradient steps) "
         "(Zoo: apex-dqn's layout of 2 actors x 4 envs, T = 16, 128 transitions per update; learning after 1,000 "
         "transitions instead of 10,000 so the window measures training)",
         "CartPole-v1", 8, 16, 0, 0, "dqn", samples_per_insert=12.8, replay_batch=128),

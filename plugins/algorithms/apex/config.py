@@ -66,8 +66,10 @@ class ApeXConfig:
     choice computed in the trainer) or ``max`` (the largest priority so far, Schaul et al.)."""
     max_grad_norm: float = field(default=40.0, metadata=bounded(ge=0, hint="0 = no clipping"))
     """Global L2 gradient-norm clipping threshold (Ape-X: 40)."""
-    huber_delta: float = field(default=1.0, metadata=bounded(gt=0))
-    """Huber loss threshold on the TD error."""
+    huber_delta: float = field(default=1.0, metadata=bounded(ge=0, hint="0 = squared error"))
+    """Huber loss threshold on the TD error (1 suits rewards clipped to [-1, 1], as Atari's); 0: the
+    squared error ``td^2 / 2``, for unclipped returns such as CartPole's, where a delta of 1 caps each
+    transition's gradient far below the TD errors."""
     double_q: bool = True
     """Double Q-learning: the online network picks the bootstrap action, the target network values it."""
     dueling: bool = True

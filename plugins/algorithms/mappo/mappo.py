@@ -107,7 +107,7 @@ from zoo.plugins.algorithms.mappo.networks import ActorCriticBase, MLPPolicy
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.precision import TrainingPrecision, explain
 from zoo.plugins.algorithms.returns import gae
-from zoo.plugins.algorithms.tensors import UpdateGuard, explained_variance, to_tensor
+from zoo.plugins.algorithms.tensors import UpdateGuard, explained_variance, huber, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
 STATS = ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm_actor", "grad_norm_critic")
@@ -214,15 +214,6 @@ def clipped_surrogate_loss(ratio: torch.Tensor, adv: torch.Tensor, mask: torch.T
     """``-mean_active min(r A, clip(r, 1 - clip, 1 + clip) A)`` (arXiv 1707.06347 eq. 7, negated)."""
     surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
     return -masked_mean(surrogate, mask)
-
-
-def huber(e: torch.Tensor, delta: float) -> torch.Tensor:
-    """``e^2 / 2`` for ``|e| <= delta``, else ``delta * (|e| - delta / 2)`` (Huber 1964); ``delta = 0``:
-    ``e^2 / 2`` everywhere."""
-    if delta <= 0:
-        return 0.5 * e * e
-    a = e.abs()
-    return torch.where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta))
 
 
 def value_loss(value: torch.Tensor, target: torch.Tensor, old_value: torch.Tensor, mask: torch.Tensor,
