@@ -3,7 +3,7 @@
 # pinned versions (never a dependency of Zoo):
 #
 #   bash benchmarks/peers/setup.sh cleanrl          # CleanRL's ppo_atari.py, ppo.py and dqn.py
-#   bash benchmarks/peers/setup.sh cleanrl-mujoco   # CleanRL's ppo_continuous_action.py on MuJoCo v4 envs
+#   bash benchmarks/peers/setup.sh cleanrl-mujoco   # CleanRL's ppo/sac_continuous_action.py on MuJoCo v4 envs
 #   bash benchmarks/peers/setup.sh sample-factory   # Sample Factory 2.1.1
 #   bash benchmarks/peers/setup.sh rllib            # Ray RLlib 2.60.0
 #
@@ -33,10 +33,12 @@ case "$PEER" in
     SOURCES=(cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py cleanrl_utils/__init__.py
              cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py) ;;
   cleanrl-mujoco)
-    # ppo_continuous_action.py on the v4 MuJoCo envs of CleanRL's published results, with the
-    # gymnasium it was written for (0.29.1, which needs numpy < 2): no compatibility shim.
+    # ppo_continuous_action.py and sac_continuous_action.py (with CleanRL's own replay buffer) on
+    # the v4 MuJoCo envs of CleanRL's published results, with the gymnasium they were written for
+    # (0.29.1, which needs numpy < 2): no compatibility shim.
     PKGS=("$TORCH" "gymnasium[mujoco]==0.29.1" "mujoco==4.0.1" "numpy<2" "tyro==1.0.16" "tensorboard==2.21.0")
-    SOURCES=(cleanrl/ppo_continuous_action.py) ;;
+    SOURCES=(cleanrl/ppo_continuous_action.py cleanrl/sac_continuous_action.py cleanrl_utils/__init__.py
+             cleanrl_utils/buffers.py) ;;
   sample-factory)
     # Sample Factory 2.1.1 needs gymnasium < 1.0 and numpy < 2; ale-py 0.9.1 ships the ROMs.
     PKGS=("$TORCH" "sample-factory==2.1.1" "gymnasium==0.29.1" "ale-py==0.9.1" "numpy<2"

@@ -1,10 +1,11 @@
-"""Wall time to a CartPole-v1 return: Zoo with its own defaults against CleanRL's ppo.py, on this machine.
+"""Wall time to a return: Zoo against CleanRL's PPO and SAC scripts, on this machine.
 
     python benchmarks/peers/time_to_return.py                        # 3 interleaved rounds
     python benchmarks/peers/time_to_return.py --repeats 1 --limit 120 --logs ttr-logs
     python benchmarks/peers/time_to_return.py --systems zoo,zoo-bf16,cleanrl   # Zoo also training in bfloat16
     python benchmarks/peers/time_to_return.py --task hopper --repeats 1 --limit 3600 --peer-threads 1 \
         --systems zoo,zoo-bf16,cleanrl                               # Hopper, 1M env steps each, run to the end
+    python benchmarks/peers/time_to_return.py --task sac-hopper --repeats 1 --limit 3600 --peer-threads 1
     python benchmarks/peers/time_to_return.py --table time-to-return-XXXX.jsonl   # earlier runs' table, nothing run
 
 The target it checks: with Zoo's own defaults, the wall time to a mean-20 return of 450 is
@@ -50,7 +51,11 @@ MuJoCo vs CleanRL" of benchmarks/RESULTS.md) against CleanRL's ``ppo_continuous_
 gymnasium 0.29.1, which it was written for, so no ``cleanrl_compat.py``); every run goes to
 its end (no stop at a target) and the row also gives the seconds to each of the task's
 ``bars`` (mean-20 >= 1,000, 1,500, 2,000, 2,500) and the **final return**, the mean of the last
-100 episodes within the budget.
+100 episodes within the budget. ``sac-hopper`` and ``sac-halfcheetah``: ``zoo train sac --env
+Hopper-v5`` / ``HalfCheetah-v5 --steps 300000`` (SAC's presets) against CleanRL's
+``sac_continuous_action.py --env-id Hopper-v4`` / ``HalfCheetah-v4 --total-timesteps 300000``
+(same venv), to the end, bars 1,000 / 2,000 / 3,000 (Hopper) and 2,000 / 4,000 / 6,000
+(HalfCheetah). ``--steps N`` gives both systems a budget of N env steps instead of the task's.
 
 Each run's result is appended to ``--out`` (JSON lines, default
 ``time-to-return-<timestamp>.jsonl``) as it ends: seconds to the first mean-20 >= 450 and the
@@ -101,6 +106,7 @@ ZOO_SETS = {"zoo": (), "zoo-bf16": ("algo.precision=bfloat16",)}
 LABELS = {"zoo": "Zoo PPO (its own defaults)", "zoo-bf16": "Zoo PPO, training in bfloat16",
           "cleanrl": "CleanRL ppo.py (its defaults)"}
 REPO = HERE.parents[1]
+SAC_LABEL = "CleanRL sac_continuous_action.py (its defaults)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +126,8 @@ class Task:
     bars: tuple[float, ...] = ()
     cleanrl_label: str = LABELS["cleanrl"]
     target: float = TARGET
+    algo: str = "ppo"
+    zoo_label: str | None = None
 
 
 TASKS = {
@@ -128,6 +136,14 @@ TASKS = {
                    compat=False, zoo_config="benchmarks/mujoco_ppo.toml", stop_at_target=False,
                    bars=(1000.0, 1500.0, 2000.0, 2500.0),
                    cleanrl_label="CleanRL ppo_continuous_action.py (its defaults)", target=2000.0),
+    "sac-hopper": Task("sac-hopper", "Hopper-v5", 300_000, "Hopper-v4", "cleanrl-mujoco",
+                       "cleanrl/sac_continuous_action.py", compat=False, stop_at_target=False,
+                       bars=(1000.0, 2000.0, 3000.0), cleanrl_label=SAC_LABEL, target=2000.0, algo="sac",
+                       zoo_label="Zoo SAC (its presets)"),
+    "sac-halfcheetah": Task("sac-halfcheetah", "HalfCheetah-v5", 300_000, "HalfCheetah-v4", "cleanrl-mujoco",
+                            "cleanrl/sac_continuous_action.py", compat=False, stop_at_target=False,
+                            bars=(2000.0, 4000.0, 6000.0), cleanrl_label=SAC_LABEL, target=4000.0, algo="sac",
+                            zoo_label="Zoo SAC (its presets)"),
 }
 
 
@@ -357,10 +373,10 @@ def format_table(rows: list[dict]) -> str:
 
 # ----------------------------------------------------------------------------- running the two
 def zoo_command(seed: int, runs_dir: str, task: Task = TASKS["cartpole"], system: str = "zoo") -> list[str]:
-    """``python -m zoo train ppo`` of ``task`` for Zoo system ``system`` (its ``ZOO_SETS`` added)."""
+    """``python -m zoo train ALGO`` of ``task`` for Zoo system ``system`` (its ``ZOO_SETS`` added)."""
     config = ["--config", str(REPO / task.zoo_config)] if task.zoo_config else []
     sets = [x for kv in ZOO_SETS[system] for x in ("--set", kv)]
-    return [sys.executable, "-m", "zoo", "train", "ppo", "--env", task.env, "--steps", str(task.steps),
+    return [sys.executable, "-m", "zoo", "train", task.algo, "--env", task.env, "--steps", str(task.steps),
             "--seed", str(seed), "--name", f"ttr-{seed}", *config, "--set", f"runs_dir={runs_dir}", *sets]
 
 
@@ -478,7 +494,10 @@ def main() -> None:
     parser.add_argument("--logs", default=None, help="folder for each run's output (default: none kept)")
     parser.add_argument("--table", default=None, metavar="JSONL", help="only print the table of this file")
     parser.add_argument("--task", choices=sorted(TASKS), default="cartpole",
-                        help="cartpole (stop at mean-20 >= 450) or hopper (1M env steps to the end, bars)")
+                        help="cartpole (stop at mean-20 >= 450), hopper (PPO, 1M env steps to the end, bars), "
+                             "sac-hopper or sac-halfcheetah (SAC, 300k env steps to the end, bars)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="both systems' env-step budget instead of the task's (a shorter sitting)")
     parser.add_argument("--systems", default="zoo,cleanrl",
                         help=f"comma-separated, run in this order each round: {', '.join([*ZOO_SETS, 'cleanrl'])}")
     args = parser.parse_args()
@@ -487,7 +506,7 @@ def main() -> None:
         return
     if args.repeats < 1 or args.limit <= 0:
         parser.error("--repeats >= 1 and --limit > 0 are needed")
-    task = TASKS[args.task]
+    task = TASKS[args.task] if args.steps is None else dataclasses.replace(TASKS[args.task], steps=args.steps)
     systems = [x.strip() for x in args.systems.split(",") if x.strip()]
     unknown = [x for x in systems if x not in (*ZOO_SETS, "cleanrl")]
     if unknown or not systems:
@@ -514,8 +533,9 @@ def main() -> None:
                            else run_cleanrl(r, args.limit, log, args.peer_threads, task))
                 except OSError as exc:
                     res = {"error": f"could not run: {exc}"}
-                label = task.cleanrl_label if system == "cleanrl" else LABELS[system]
-                row = {"task": task.name, "round": r, "seed": r, "system": system, "label": label, "load_average": load,
+                label = (task.cleanrl_label if system == "cleanrl" else
+                         task.zoo_label if system == "zoo" and task.zoo_label else LABELS[system])
+                row = {"task": task.name, "steps": task.steps, "round": r, "seed": r, "system": system, "label": label, "load_average": load,
                        "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
                        **({"peer_threads": args.peer_threads} if system == "cleanrl" else {}), **res}
                 rows.append(row)

@@ -2,6 +2,7 @@
 tail, the medians and the table, each with hand-worked values (no process is started here)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -203,3 +204,14 @@ def test_hopper_and_bfloat16_commands():
     assert cl[0].endswith("/cleanrl-mujoco/venv/bin/python") and cl[1:4] == ["-u", "-W", "ignore"]
     assert cl[4].endswith("/cleanrl-mujoco/src/cleanrl/ppo_continuous_action.py")  # no compatibility shim
     assert cl[5:] == ["--env-id", "Hopper-v4", "--total-timesteps", "1000000", "--seed", "2", "--no-cuda"]
+
+
+def test_sac_commands_and_a_shorter_budget():
+    sac = dataclasses.replace(ttr.TASKS["sac-halfcheetah"], steps=60_000)
+    zoo = ttr.zoo_command(3, "/tmp/r", sac, "zoo")
+    assert zoo[1:11] == ["-m", "zoo", "train", "sac", "--env", "HalfCheetah-v5", "--steps", "60000", "--seed", "3"]
+    assert zoo[11:] == ["--name", "ttr-3", "--set", "runs_dir=/tmp/r"]  # SAC's presets: no config file
+    cl = ttr.cleanrl_command(1, sac)
+    assert cl[4].endswith("/cleanrl-mujoco/src/cleanrl/sac_continuous_action.py")
+    assert cl[5:] == ["--env-id", "HalfCheetah-v4", "--total-timesteps", "60000", "--seed", "1", "--no-cuda"]
+    assert (ttr.TASKS["sac-hopper"].steps, ttr.TASKS["sac-hopper"].bars) == (300_000, (1000.0, 2000.0, 3000.0))
