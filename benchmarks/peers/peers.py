@@ -70,6 +70,21 @@ def parse_cleanrl_dqn(line: str, state: dict[str, Any], learning_starts: int) ->
     return steps, max(0, steps - learning_starts)
 
 
+def parse_cleanrl_dqn_sps(line: str, state: dict[str, Any], learning_starts: int) -> tuple[int, int] | None:
+    """CleanRL's ``dqn_atari.py`` prints ``SPS: X`` at every training step whose ``global_step`` is
+    a multiple of 100 (it trains every 4th step after ``learning_starts``; Pong's episode lines are
+    minutes apart): the k-th such line is at ``N = 100 * (learning_starts // 100 + k)``, with N + 1
+    env steps done. Returns ``(N + 1, N + 1 - learning_starts)``, else None.
+
+    Example: learning_starts 2,000: the first line is at N = 2,100 -> (2,101, 101); the third at
+    2,300 -> (2,301, 301)."""
+    if not line.startswith("SPS:"):
+        return None
+    state["sps_lines"] = k = state.get("sps_lines", 0) + 1
+    steps = 100 * (learning_starts // 100 + k) + 1
+    return steps, steps - learning_starts
+
+
 _SF = re.compile(r"Total num frames: (\d+).*?Samples: (\d+)")
 
 
@@ -166,9 +181,26 @@ CLEANRL_DQN_LEARNING_STARTS = 1_000
 (dqn-cartpole), so both windows train."""
 
 
+def replay_learning_starts(w) -> int:
+    """The replay workload's ``algo.learning_starts`` (given to CleanRL's script too, so both windows
+    train); 0 when it sets none."""
+    keys = dict(o.partition("=")[::2] for o in w.overrides)
+    return int(keys.get("algo.learning_starts", 0))
+
+
 def _cleanrl_command(w, workdir: str) -> list[str] | None:
     if not w.peer_script:
         return None
+    if w.peer_script == "dqn_atari":
+        # dqn_atari.py at its defaults (1 env, batch 32 every 4 steps, Nature CNN, target every 1,000) but for
+        # the throughput window: an endless run, epsilon at its end value after 10,000 env steps, learning after
+        # the workload's algo.learning_starts and a replay of the workload's 100,000 (2.8 GB of 4x84x84 frames;
+        # its default 1M would be 28 GB); gymnasium 0.29's episode ends, as for dqn.py
+        return [_venv_python("cleanrl"), "-u", "-W", "ignore", str(HERE / "cleanrl_compat.py"), "--same-step-autoreset",
+                str(PEERS_DIR / "cleanrl" / "src" / "cleanrl" / "dqn_atari.py"), "--env-id", w.gym_id,
+                "--total-timesteps", str(10**9), "--exploration-fraction", "1e-5",
+                "--learning-starts", str(replay_learning_starts(w)), "--buffer-size", "100000", "--no-cuda",
+                "--seed", "1"]
     if w.peer_script == "dqn":
         # dqn.py at its defaults (1 env, batch 128 every 10 steps, replay 10,000, target every 500) but for
         # the throughput window: no end in sight (10^9 env steps) with epsilon at its end value (0.05) after
@@ -233,7 +265,7 @@ def _zoo_command(suffix: str, *extra: str, trainers: int = 1) -> Callable[[Any, 
 
 
 SYSTEMS: dict[str, System] = {s.name: s for s in (
-    System("zoo", "Zoo PPO (at the workload)", None, _zoo_command("")),
+    System("zoo", "Zoo (at the workload: PPO, or the replay workloads' algorithm)", None, _zoo_command("")),
     System("zoo-f32", "Zoo PPO (at the workload, float32 training)", None,
            _zoo_command("", "--set", "algo.precision=float32")),
     System("zoo-defaults", "Zoo PPO (its own defaults)", None, _zoo_command("-defaults")),
@@ -247,6 +279,8 @@ SYSTEMS: dict[str, System] = {s.name: s for s in (
                         "policy.precision=bfloat16")),
     System("cleanrl", "CleanRL", "cleanrl", _cleanrl_command,
            lambda line, st, w: (parse_cleanrl_dqn(line, st, CLEANRL_DQN_LEARNING_STARTS) if w.peer_script == "dqn"
+                                else parse_cleanrl_dqn_sps(line, st, replay_learning_starts(w))
+                                if w.peer_script == "dqn_atari"
                                 else parse_cleanrl(line, st, w.num_envs * w.rollout_steps))),
     System("sample-factory", "Sample Factory 2.1.1 (sync PPO)", "sample-factory", _sample_factory_command,
            lambda line, st, w: parse_sample_factory(line, st, 4 if w.gym_id in _SF_ATARI else 1)),

@@ -30,7 +30,7 @@ case "$PEER" in
     # two wrapper names CleanRL's script uses that gymnasium 1.0 renamed.
     PKGS=("$TORCH" "numpy>=2,<3" "gymnasium[classic-control]==1.4.0" "ale-py==0.12.1"
           "opencv-python-headless>=4.8,<5" "tyro==1.0.16" "tensorboard==2.21.0")
-    SOURCES=(cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py cleanrl_utils/__init__.py
+    SOURCES=(cleanrl/ppo.py cleanrl/ppo_atari.py cleanrl/dqn.py cleanrl/dqn_atari.py cleanrl_utils/__init__.py
              cleanrl_utils/atari_wrappers.py cleanrl_utils/buffers.py) ;;
   cleanrl-mujoco)
     # ppo_continuous_action.py and sac_continuous_action.py (with CleanRL's own replay buffer) on
@@ -51,23 +51,35 @@ case "$PEER" in
 esac
 
 DIR="$ROOT/$PEER"
-if [[ -f "$DIR/installed.txt" ]]; then
-  echo "$PEER: already set up in $DIR"; exit 0
-fi
-mkdir -p "$DIR"
-"$PY" -m venv "$DIR/venv"
-"$DIR/venv/bin/pip" install -q --upgrade pip
-"$DIR/venv/bin/pip" install -q "${PKGS[@]}"
-if (( ${#SOURCES[@]} )); then  # CleanRL's scripts at the pinned commit, exported into <peers>/<peer>/src
+export_sources() {  # CleanRL's scripts at the pinned commit, exported into <peers>/<peer>/src
   rm -rf "$DIR/src" && mkdir -p "$DIR/src"
   if [[ -d "$CLEANRL_GIT/objects" || -d "$CLEANRL_GIT/.git" ]]; then
     git --git-dir="$( [[ -d $CLEANRL_GIT/.git ]] && echo "$CLEANRL_GIT/.git" || echo "$CLEANRL_GIT")" \
       archive "$CLEANRL_COMMIT" "${SOURCES[@]}" | tar -x -C "$DIR/src"
   else
+    rm -rf "$DIR/clone"
     git clone -q "$CLEANRL_GIT" "$DIR/clone" && git -C "$DIR/clone" checkout -q "$CLEANRL_COMMIT"
     (cd "$DIR/clone" && git archive "$CLEANRL_COMMIT" "${SOURCES[@]}") | tar -x -C "$DIR/src"
     rm -rf "$DIR/clone"
   fi
+}
+if [[ -f "$DIR/installed.txt" ]]; then
+  MISSING=()
+  for f in "${SOURCES[@]}"; do [[ -f "$DIR/src/$f" ]] || MISSING+=("$f"); done
+  if (( ${#MISSING[@]} == 0 )); then
+    echo "$PEER: already set up in $DIR"; exit 0
+  fi
+  # set up by an older setup.sh with fewer scripts: export the sources again, packages as they are
+  echo "$PEER: set up without ${MISSING[*]}: exporting CleanRL's sources again"
+  export_sources
+  echo "$PEER: set up in $DIR"; exit 0
+fi
+mkdir -p "$DIR"
+"$PY" -m venv "$DIR/venv"
+"$DIR/venv/bin/pip" install -q --upgrade pip
+"$DIR/venv/bin/pip" install -q "${PKGS[@]}"
+if (( ${#SOURCES[@]} )); then
+  export_sources
   echo "cleanrl commit $CLEANRL_COMMIT" >> "$DIR/installed.txt.tmp"
 fi
 if [[ "$PEER" == sample-factory ]]; then

@@ -433,13 +433,22 @@ def run_zoo(seed: int, limit_s: float, log: Path | None = None, task: Task = TAS
     return {**tracker.result(), "ended": ended, "wall_s": wall, "cpu_s": _children_cpu_s() - cpu0}
 
 
+def cleanrl_env(env: dict[str, str], task: Task, peer_threads: int | None = None) -> dict[str, str]:
+    """``env`` for CleanRL's script: its exported sources first on ``PYTHONPATH`` (the scripts import
+    ``cleanrl_utils``, which CleanRL's own install puts on the path) and, with ``peer_threads``,
+    that many OpenMP / MKL threads."""
+    src = str(PEERS_DIR / task.cleanrl_peer / "src")
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)}
+    if peer_threads:
+        env.update(OMP_NUM_THREADS=str(peer_threads), MKL_NUM_THREADS=str(peer_threads))
+    return env
+
+
 def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads: int | None = None,
                 task: Task = TASKS["cartpole"]) -> dict[str, Any]:
     """One CleanRL run, to its end (the task's env steps) or ``limit_s``."""
     tracker = MeanTracker(task.target, max_steps=task.steps, bars=task.bars)
-    env = dict(os.environ)
-    if peer_threads:
-        env.update(OMP_NUM_THREADS=str(peer_threads), MKL_NUM_THREADS=str(peer_threads))
+    env = cleanrl_env(dict(os.environ), task, peer_threads)
     with tempfile.TemporaryDirectory(prefix="ttr-cleanrl-") as workdir:  # its runs/ (TensorBoard) goes here
         out = open(log, "w") if log else None
         cpu0 = _children_cpu_s()

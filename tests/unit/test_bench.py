@@ -309,7 +309,14 @@ def test_replay_workloads():
     # CleanRL dqn_atari.py: a gradient step of 32 every 4 env steps
     apex = WORKLOADS["apex-pong"]
     assert (apex.replay, apex.samples_per_insert, apex.replay_batch, apex.batch_env_steps) == (True, 8.0, 32, 256)
-    assert apex.gradient_steps_per_env_step == 0.25 and peers.SYSTEMS["cleanrl"].command(apex, "/tmp/x") is None
+    assert apex.gradient_steps_per_env_step == 0.25 and peers.replay_learning_starts(apex) == 2000
+    # CleanRL's dqn_atari.py: unchanged, endless, epsilon at its end after 10,000 env steps, learning after the
+    # workload's 2,000, a replay of the workload's 100,000
+    argv = peers.SYSTEMS["cleanrl"].command(apex, "/tmp/x")
+    assert argv[4].endswith("cleanrl_compat.py") and argv[6].endswith("cleanrl/dqn_atari.py")
+    assert argv[5:6] + argv[7:] == ["--same-step-autoreset", "--env-id", "PongNoFrameskip-v4", "--total-timesteps",
+                                    "1000000000", "--exploration-fraction", "1e-5", "--learning-starts", "2000",
+                                    "--buffer-size", "100000", "--no-cuda", "--seed", "1"]
     # the peers' PPO runs have no replay counterpart: no command
     assert peers.SYSTEMS["rllib"].command(dqn, "/tmp/x") is None
     assert peers.SYSTEMS["sample-factory"].command(sac, "/tmp/x") is None
@@ -389,6 +396,17 @@ def test_cli_bad_input_exits_2_before_anything_starts(tmp_path):
 
 
 # ----------------------------------------------------------------------------- peers' output
+def test_parse_cleanrl_dqn_atari_counts_its_sps_lines():
+    st = {}
+    # learning after 2,000: SPS lines at global_step 2,100, 2,200, 2,300 (N + 1 env steps done at each)
+    assert peers.parse_cleanrl_dqn_sps("global_step=1999, episodic_return=[-21.]", st, 2000) is None
+    assert peers.parse_cleanrl_dqn_sps("SPS: 180", st, 2000) == (2101, 101)
+    assert peers.parse_cleanrl_dqn_sps("SPS: 181\n", st, 2000) == (2201, 201)
+    assert peers.parse_cleanrl_dqn_sps("SPS: 181", st, 2000) == (2301, 301)
+    # learning after 2,050: the first multiple of 100 past it is 2,100
+    assert peers.parse_cleanrl_dqn_sps("SPS: 1", {}, 2050) == (2101, 51)
+
+
 def test_parse_cleanrl_dqn_counts_env_steps_at_episode_ends():
     st: dict = {}
     assert peers.parse_cleanrl_dqn("global_step=499, episodic_return=500.0", st, 1000) == (500, 0)

@@ -215,3 +215,11 @@ def test_sac_commands_and_a_shorter_budget():
     assert cl[4].endswith("/cleanrl-mujoco/src/cleanrl/sac_continuous_action.py")
     assert cl[5:] == ["--env-id", "HalfCheetah-v4", "--total-timesteps", "60000", "--seed", "1", "--no-cuda"]
     assert (ttr.TASKS["sac-hopper"].steps, ttr.TASKS["sac-hopper"].bars) == (300_000, (1000.0, 2000.0, 3000.0))
+
+
+def test_cleanrl_env_puts_its_sources_on_the_path():
+    sac = ttr.TASKS["sac-hopper"]
+    env = ttr.cleanrl_env({"PYTHONPATH": "/x", "HOME": "/h"}, sac, peer_threads=1)
+    src = str(ttr.PEERS_DIR / "cleanrl-mujoco" / "src")
+    assert env == {"PYTHONPATH": src + ":/x", "HOME": "/h", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert ttr.cleanrl_env({}, sac) == {"PYTHONPATH": src}

@@ -118,7 +118,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         "replay of 100,000 with frames stored once, 3-step double dueling Q, target every 1,000 steps; 2 actors x 4 "
         "envs with Ape-X's 8 epsilons, T = 32, 256 transitions and 64 gradient steps per update; learning after "
         "2,000 transitions instead of CleanRL's 80,000 so the window measures training)",
-        "PongNoFrameskip-v4", 8, 32, 0, 0, None, samples_per_insert=8.0, replay_batch=32),
+        "PongNoFrameskip-v4", 8, 32, 0, 0, "dqn_atari", samples_per_insert=8.0, replay_batch=32),
     Workload(
         "sac-halfcheetah", "sac", "HalfCheetah-v5", (),
         "CleanRL sac_continuous_action.py's workload: SAC on HalfCheetah-v5 (MuJoCo), batches of 256, one gradient "

@@ -20,8 +20,8 @@ and all take the steps of one global grant, their gradients all-reduced: "Data-p
   to :data:`REPLAY_MAX_POLICY_LAG`: Q-learning trains on any behaviour policy's data).
 - Loss per sampled transition: ``w_i * huber(y_i - Q(s_i, a_i))`` (``huber_delta``; 0: the
   squared error ``td^2 / 2``) with ``y = ret + disc * Q_target(s', argmax_a Q(s', a))`` (double
-  Q; ``max_a Q_target`` without ``double_q``), mean over the batch; Adam; global gradient-norm clipping; the target network copies the
-  online one every ``target_period`` gradient steps.
+  Q; ``max_a Q_target`` without ``double_q``), mean over the batch; Adam; global gradient-norm
+  clipping; the target network copies the online one every ``target_period`` gradient steps.
 - New transitions get priorities ``(|TD| + eps) ** alpha`` computed at insertion with the
   current networks (``initial_priority=td``; Ape-X computes them on the actors, docs/replay.md
   says why not here), or the largest priority so far (``max``).
