@@ -31,9 +31,9 @@ def explained_variance(y_pred: torch.Tensor, y: torch.Tensor) -> float:
 def huber(e: torch.Tensor, delta: float) -> torch.Tensor:
     """The Huber loss of errors ``e`` (any shape, float), elementwise, same shape and dtype.
 
-    ``e^2 / 2`` for ``|e| <= delta``, else ``delta * (|e| - delta / 2)`` (Huber 1964, equation
-    (3); its gradient is ``e`` clipped to ``[-delta, delta]``); ``delta = 0``: ``e^2 / 2``
-    everywhere (the squared error, as DQN on unclipped rewards).
+    ``e^2 / 2`` for ``|e| <= delta``, else ``delta * (|e| - delta / 2)`` (Huber, "Robust
+    Estimation of a Location Parameter", 1964; its gradient is ``e`` clipped to ``[-delta,
+    delta]``); ``delta = 0``: ``e^2 / 2`` everywhere (the squared error, as DQN on unclipped rewards).
     """
     if delta <= 0:
         return 0.5 * e * e
