@@ -33,6 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from zoo.plotting import smooth_curve
+
 ROOT = Path(__file__).resolve().parents[1]
 P = 4
 LR_RANGE = "[1e-5, 1e-2]"
@@ -116,12 +120,9 @@ def run_seed(tmp: Path, seed: int, member_steps: int) -> dict:
             **judge(best, [f["final_return"] for f in fixed.values()])}
 
 
-def rolling(episodes: list[tuple[int, float]], window: int = WINDOW) -> tuple[list[int], list[float]]:
-    xs, ys = [], []
-    for i in range(window - 1, len(episodes)):
-        xs.append(episodes[i][0])
-        ys.append(sum(e[1] for e in episodes[i - window + 1:i + 1]) / window)
-    return xs, ys
+def rolling(episodes: list[tuple[int, float]], window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Env steps and the mean return of the last ``window`` episodes (:func:`zoo.plotting.smooth_curve`)."""
+    return smooth_curve(np.array([e[0] for e in episodes]), np.array([e[1] for e in episodes], float), window)
 
 
 def plot(results: list[dict], out: Path) -> None:

@@ -28,6 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from zoo.plotting import smooth_curve
+
 ROOT = Path(__file__).resolve().parents[1]
 MASK = "env.wrappers=zoo.plugins.envs.gym.wrappers:MaskVelocity"
 ARMS = {
@@ -53,17 +57,14 @@ def train(runs_dir: Path, arm: str, seed: int, steps: int) -> tuple[Path, float]
 
 
 def rolling(episodes: list[tuple[int, float]], window: int = WINDOW) -> list[tuple[int, float]]:
-    """``(env steps, mean return of the last window episodes)`` at every episode from the window-th on.
+    """``(env steps, mean return of the last window episodes)`` at every episode from the window-th on
+    (:func:`zoo.plotting.smooth_curve`); none with fewer episodes.
 
     Example: returns 1..25 at env steps 10, 20, ..., 250 with window 20 -> (200, 10.5), ..., (250, 15.5)."""
-    out, total = [], 0.0
-    for i, (_, r) in enumerate(episodes):
-        total += r
-        if i >= window:
-            total -= episodes[i - window][1]
-        if i >= window - 1:
-            out.append((episodes[i][0], total / window))
-    return out
+    if len(episodes) < window:
+        return []
+    x, y = smooth_curve(np.array([e[0] for e in episodes]), np.array([e[1] for e in episodes], float), window)
+    return list(zip(x.tolist(), y.tolist(), strict=True))
 
 
 def summarise(run: Path, wall_s: float, steps: int) -> dict:

@@ -181,11 +181,15 @@ CLEANRL_DQN_LEARNING_STARTS = 1_000
 (dqn-cartpole), so both windows train."""
 
 
+def workload_sets(w) -> dict[str, str]:
+    """The workload's ``--set`` overrides as ``{key: value}`` (``"algo.lr=2.5e-4"`` -> ``{"algo.lr": "2.5e-4"}``)."""
+    return dict(o.partition("=")[::2] for o in w.overrides)
+
+
 def replay_learning_starts(w) -> int:
     """The replay workload's ``algo.learning_starts`` (given to CleanRL's script too, so both windows
     train); 0 when it sets none."""
-    keys = dict(o.partition("=")[::2] for o in w.overrides)
-    return int(keys.get("algo.learning_starts", 0))
+    return int(workload_sets(w).get("algo.learning_starts", 0))
 
 
 def _cleanrl_command(w, workdir: str) -> list[str] | None:
@@ -254,8 +258,7 @@ def _zoo_command(suffix: str, *extra: str, trainers: int = 1) -> Callable[[Any, 
             return None
         dp: list[str] = []
         if trainers > 1:
-            keys = dict(o.partition("=")[::2] for o in WORKLOADS[name].overrides)
-            batch = int(keys.get("trainer.batch_samples", 0))
+            batch = int(workload_sets(WORKLOADS[name]).get("trainer.batch_samples", 0))
             if not batch or batch % trainers:
                 return None  # the workload's batch does not split into K whole shares
             dp = ["--set", f"trainer.count={trainers}", "--set", f"trainer.batch_samples={batch // trainers}"]
