@@ -60,13 +60,14 @@ def test_apex_dqn_with_two_trainers_updates_checkpoints_every_shard_and_resumes(
 
 
 def test_sac_with_two_trainers_on_pendulum_updates_and_resumes(tmp_path):
-    # Pendulum presets with 2 actors: 4 columns x 16 steps = 64 transitions per trainer and update;
+    # Pendulum presets with 2 actors and T = 16 (set here; the presets' is 4): 4 columns x 16 steps = 64
+    # transitions per trainer and update;
     # batch 32, 16 per insert, learning after 128 (set here): update 1 credits 128 x 16 = 2,048 but
     # the shards are empty, update 2 takes 4,096 / 64 = 64 steps, then 32 an update.
     run = tmp_path / "s"
     first = zoo("train", "sac", "--env", "Pendulum-v1", "--seed", "1", "--steps", "512", "--name", "s",
                 "--set", f"runs_dir={tmp_path}", "--set", "trainer.count=2", "--set", "actors.count=2",
-                "--set", "algo.learning_starts=128", "--set", "algo.batch_size=32",
+                "--set", "algo.learning_starts=128", "--set", "algo.batch_size=32", "--set", "sample_length=16",
                 "--set", "algo.samples_per_insert=16", "--set", "algo.hidden=64", timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     updates = [r for r in rows(run) if r["type"] == "update"]

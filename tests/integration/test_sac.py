@@ -33,11 +33,11 @@ def test_sac_pendulum_improves_within_10k_env_steps(tmp_path):
     assert best > -600
     last = updates[-1]
     assert last["dropped_samples"] == 0 and last["actor_dropped_samples"] == 0
-    # 64 transitions an update, 256 replayed per insert in steps of 256: 64 gradient steps an update
-    # from the update whose insert brings the replay to 1,000 (the 16th: 16 x 64 = 1,024)
-    assert [u["gradient_steps"] for u in updates[:17]] == [0.0] * 15 + [64.0] * 2
-    assert all(u["gradient_steps"] == 64.0 for u in updates[15:])
-    assert [u["warmup"] for u in updates[14:16]] == [1.0, 0.0]
+    # 16 transitions an update (T = 4 x 4 envs), 256 replayed per insert in steps of 256: 16 gradient steps
+    # an update from the update whose insert brings the replay to 1,000 (the 63rd: 63 x 16 = 1,008)
+    assert [u["gradient_steps"] for u in updates[:64]] == [0.0] * 62 + [16.0] * 2
+    assert all(u["gradient_steps"] == 16.0 for u in updates[62:])
+    assert [u["warmup"] for u in updates[61:63]] == [1.0, 0.0]
 
 
 def test_sac_resume_keeps_the_replay_and_the_warmup_flag(tmp_path):
@@ -48,11 +48,11 @@ def test_sac_resume_keeps_the_replay_and_the_warmup_flag(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     ckpt = load_checkpoint(str(tmp_path / "r" / "checkpoints" / "latest.pt"))
     state, n = ckpt["algorithm"], ckpt["updates"]
-    assert state["replay"]["n_valid"] == 64 * n and float(state["policy"]["warmup"]) == 0.0
+    assert state["replay"]["n_valid"] == 16 * n and float(state["policy"]["warmup"]) == 0.0
     second = zoo("train", "--resume", str(tmp_path / "r"), "--steps", "2560", timeout=900)
     assert second.returncode == 0, second.stderr[-3000:]
     _, updates = read_metrics(tmp_path / "r")
     resumed = [u for u in updates if u["updates"] > n]
-    # the first update after the resume inserts into the restored replay and keeps its 64 steps
-    assert resumed[0]["replay_size"] == 64 * (n + 1) and resumed[0]["gradient_steps"] == 64.0
+    # the first update after the resume inserts into the restored replay and keeps its 16 steps
+    assert resumed[0]["replay_size"] == 16 * (n + 1) and resumed[0]["gradient_steps"] == 16.0
     assert all(u["warmup"] == 0.0 for u in resumed)

@@ -304,7 +304,7 @@ def test_replay_workloads():
     sets = dict(o.split("=", 1) for o in dqn.overrides)
     assert int(sets["algo.target_period"]) / dqn.gradient_steps_per_env_step == pytest.approx(500)
     assert (sets["algo.huber_delta"], sets["algo.max_grad_norm"]) == ("0", "0")
-    assert (sac.replay, sac.gradient_steps_per_env_step, sac.batch_env_steps, sac.minibatch_size) == (True, 1.0, 64, 0)
+    assert (sac.replay, sac.gradient_steps_per_env_step, sac.batch_env_steps, sac.minibatch_size) == (True, 1.0, 16, 0)
     assert not WORKLOADS["pong"].replay and WORKLOADS["pong"].gradient_steps_per_env_step == 0.0
     # CleanRL dqn_atari.py: a gradient step of 32 every 4 env steps
     apex = WORKLOADS["apex-pong"]

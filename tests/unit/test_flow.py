@@ -222,12 +222,13 @@ def test_trained_env_steps_is_the_sum_of_the_samples_the_trainer_used(tmp_path):
 
 
 # ----------------------------------------------------------------------------- threads per role
-def cfg_of(actors=2, policies=1, policy_threads=1, trainers=1, trainer_threads=0, inline=False, images=False):
+def cfg_of(actors=2, policies=1, policy_threads=1, trainers=1, trainer_threads=0, inline=False, images=False,
+           algo="ppo"):
     from gymnasium import spaces
 
     obs = ({"obs": spaces.Box(0, 255, (4, 84, 84), np.uint8)} if images else {"obs": spaces.Box(-1, 1, (4,))})
     obs["zoo:action_mask"] = spaces.Box(0, 1, (6,), np.int8)  # Zoo's own keys never count as images
-    return SimpleNamespace(actors=SimpleNamespace(count=actors),
+    return SimpleNamespace(algo_name=algo, actors=SimpleNamespace(count=actors),
                            policy=SimpleNamespace(count=policies, threads=policy_threads, inline=inline),
                            trainer=SimpleNamespace(count=trainers, threads=trainer_threads),
                            spec=SimpleNamespace(observation_space=obs))
@@ -262,6 +263,21 @@ def test_an_mlp_trainer_gets_the_cores_the_actors_and_policy_workers_leave():
     assert thread_plan(cfg_of(trainers=2, inline=True), cores=16).describe() == (
         "threads on 16 cores: 2 actors x 1 + no policy worker (policy.inline) + 2 trainers x 7 each (the cores the "
         "others leave, at least 1; --set trainer.threads=N sets it)")
+
+
+def test_a_rate_limited_learner_shares_every_core_whatever_its_network():
+    for algo in ("sac", "apex-dqn", "r2d2"):  # rate_limited = True: the actors wait for the granted steps
+        p = thread_plan(cfg_of(algo=algo), cores=16)
+        assert (p.trainer, p.replay, p.images, p.trainer_auto) == (16, True, False, True)
+        assert thread_plan(cfg_of(algo=algo), cores=2).trainer == 2  # was 1: 2 - 2 actors - 1 policy thread < 1
+    assert thread_plan(cfg_of(algo="sac", trainers=3), cores=16).trainer == 5  # 16 // 3
+    assert thread_plan(cfg_of(algo="sac", trainer_threads=1), cores=16).trainer == 1  # explicit wins
+    for algo in ("ppo", "impala", "no-such-algorithm"):  # not rate-limited, or unknown (refused elsewhere)
+        p = thread_plan(cfg_of(algo=algo), cores=16)
+        assert (p.trainer, p.replay) == (13, False)
+    assert thread_plan(cfg_of(algo="sac"), cores=16).describe() == (
+        "threads on 16 cores: 2 actors x 1 + 1 policy worker x 1 + 1 trainer x 16 (every core for a rate-limited "
+        "(replay) learner: held-back actors leave theirs; --set trainer.threads=N sets it)")
 
 
 def test_explicit_thread_counts_above_the_cores_are_refused():

@@ -123,8 +123,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
         "sac-halfcheetah", "sac", "HalfCheetah-v5", (),
         "CleanRL sac_continuous_action.py's workload: SAC on HalfCheetah-v5 (MuJoCo), batches of 256, one gradient "
         "step per env step (256 replayed samples per inserted one), learning after 5,000 (Zoo's sac presets: 1 actor "
-        "x 4 envs, T = 16, 64 transitions and 64 gradient steps per update)",
-        "HalfCheetah-v5", 4, 16, 0, 0, None, samples_per_insert=256.0, replay_batch=256),
+        "x 4 envs, T = 4, 16 transitions and 16 gradient steps per update)",
+        "HalfCheetah-v5", 4, 4, 0, 0, None, samples_per_insert=256.0, replay_batch=256),
 )}
 """Every named workload, by name."""
 

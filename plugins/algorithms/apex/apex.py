@@ -61,7 +61,7 @@ from zoo.plugins.algorithms.replay import (
     rank_state,
     restore_replay,
 )
-from zoo.plugins.algorithms.tensors import UpdateGuard, huber, to_tensor
+from zoo.plugins.algorithms.tensors import UpdateGuard, adam, huber, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated")
 REPLAY_MAX_POLICY_LAG = 1 << 30
@@ -152,7 +152,7 @@ class ApeX:
             self.policy = self.build_policy(config, spec).to(self.device)
         self.target = copy.deepcopy(self.policy)
         self.target.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
+        self.optimizer = adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
         self.rng = np.random.default_rng(seed)
         self.progress = 0.0  # fraction of the run's env-step budget done; set by the trainer
         self.replay: Replay | None = None  # built at the first batch (its sample length sizes the rows)

@@ -51,7 +51,7 @@ from zoo.plugins.algorithms.replay import (
     rank_state,
     restore_replay,
 )
-from zoo.plugins.algorithms.tensors import UpdateGuard, to_tensor
+from zoo.plugins.algorithms.tensors import UpdateGuard, adam, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "rnn_state")
 
@@ -131,7 +131,7 @@ class R2D2:
             self.policy = self.build_policy(config, spec).to(self.device)
         self.target = copy.deepcopy(self.policy)
         self.target.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
+        self.optimizer = adam(self.policy.parameters(), lr=config.lr, eps=config.adam_eps)
         self.rng = np.random.default_rng(seed)
         self.progress = 0.0
         self.replay: SequenceReplay | None = None
