@@ -20,7 +20,7 @@ episode is stamped when this script reads it: CleanRL's line as it arrives, Zoo'
 when its trainer takes the batch).
 
 Round k (``--repeats`` rounds, default 3) runs, one after the other (interleaved, so load
-changes hit both alike), with seed k:
+changes hit both alike), with seed K = k (``--first-seed S``: S + k - 1):
 
 1. Zoo, the presets alone, in a temporary folder::
 
@@ -495,7 +495,8 @@ def _summary(res: dict, target: float = TARGET) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="rounds (zoo, cleanrl), seeds 1..N")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds (zoo, cleanrl), seeds S..S+N-1")
+    parser.add_argument("--first-seed", type=int, default=1, metavar="S", help="the first round's seed (default 1)")
     parser.add_argument("--limit", type=float, default=300.0, help="stop a run after this many seconds")
     parser.add_argument("--peer-threads", type=int, default=None, metavar="N",
                         help="OMP_NUM_THREADS / MKL_NUM_THREADS for CleanRL (default: its own, torch's = the cores)")
@@ -513,8 +514,8 @@ def main() -> None:
     if args.table:
         print(format_table([json.loads(x) for x in open(args.table) if x.strip()]))
         return
-    if args.repeats < 1 or args.limit <= 0:
-        parser.error("--repeats >= 1 and --limit > 0 are needed")
+    if args.repeats < 1 or args.limit <= 0 or args.first_seed < 0:
+        parser.error("--repeats >= 1, --limit > 0 and --first-seed >= 0 are needed")
     task = TASKS[args.task] if args.steps is None else dataclasses.replace(TASKS[args.task], steps=args.steps)
     systems = [x.strip() for x in args.systems.split(",") if x.strip()]
     unknown = [x for x in systems if x not in (*ZOO_SETS, "cleanrl")]
@@ -534,17 +535,19 @@ def main() -> None:
     rows = []
     with open(args.out, "a") as out:
         for r in range(1, args.repeats + 1):
+            seed = args.first_seed + r - 1
             for system in systems:
                 load = os.getloadavg()[0]
                 log = logs / f"{system}-{r}.log" if logs else None
                 try:
-                    res = (run_zoo(r, args.limit, log, task, system) if system in ZOO_SETS
-                           else run_cleanrl(r, args.limit, log, args.peer_threads, task))
+                    res = (run_zoo(seed, args.limit, log, task, system) if system in ZOO_SETS
+                           else run_cleanrl(seed, args.limit, log, args.peer_threads, task))
                 except OSError as exc:
                     res = {"error": f"could not run: {exc}"}
                 label = (task.cleanrl_label if system == "cleanrl" else
                          task.zoo_label if system == "zoo" and task.zoo_label else LABELS[system])
-                row = {"task": task.name, "steps": task.steps, "round": r, "seed": r, "system": system, "label": label, "load_average": load,
+                row = {"task": task.name, "steps": task.steps, "round": r, "seed": seed, "system": system, "label": label,
+                       "load_average": load,
                        "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
                        **({"peer_threads": args.peer_threads} if system == "cleanrl" else {}), **res}
                 rows.append(row)
