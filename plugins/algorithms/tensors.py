@@ -36,7 +36,7 @@ def adam(params: Any, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
             denominator term.
     """
     params = list(params)
-    fused = bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+    fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
     return torch.optim.Adam(params, lr=lr, eps=eps, fused=True if fused else None)
 
 

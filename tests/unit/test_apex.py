@@ -513,3 +513,17 @@ def test_experiments_apex_cannot_run_are_refused_before_anything_starts(tmp_path
                                           r"transition\), more than the 1.0 MiB available") as info:
         build()
     assert info.value.field == "algo.capacity"
+
+
+def test_adam_is_fused_for_float_parameters_on_the_cpu_and_steps_as_adam():
+    import torch
+
+    from zoo.plugins.algorithms.tensors import adam
+
+    w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    opt = adam([w], lr=0.1)
+    assert opt.param_groups[0]["fused"] is True and opt.param_groups[0]["eps"] == 1e-8
+    w.grad = torch.tensor([0.5, -4.0])
+    opt.step()
+    # Adam's first step moves each weight by lr x sign(grad) (m_hat / sqrt(v_hat) = g / |g|, eps aside)
+    assert torch.allclose(w.detach(), torch.tensor([0.9, -1.9]), atol=1e-6)
