@@ -588,7 +588,7 @@ def build_config(
     _user_layers(scratch, file_data, config_file, overrides, base)
     finish(scratch)
     mixed_spaces(scratch)
-    validate(scratch, registry, check_budget=False)
+    validate(scratch, registry, check_budget=False, presets_pending=True)  # the presets' rules: pass 2
     spec = _probe_spec(env_component, env_arg, scratch.env, scratch.seed, env_name)
 
     # Pass 2: the real order, with presets for this spec.
@@ -751,8 +751,17 @@ def inline_problems(cfg: ExperimentConfig) -> list[tuple[str, str]]:
     return problems
 
 
-def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True) -> None:
+def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_budget: bool = True,
+             presets_pending: bool = False) -> None:
     """Check cross-field rules; every problem is reported at once.
+
+    ``presets_pending``: ``cfg`` holds the user's layers on the dataclass defaults, before the
+    algorithm's presets (:func:`resolve_config`'s first pass, which only needs the env options to
+    probe the spec). The rules whose verdict the presets can change are left to the second pass:
+    those reading ``actors.count``, ``actors.envs_per_actor`` or ``actors.ring_size`` (the presets
+    set them) and the algorithm Config's own cross-field checks (the presets set ``algo.*``, e.g.
+    r2d2's ``sequence_length`` and ``burn_in``). Judged on the defaults they would refuse a setting
+    the presets make valid (``--set actors.envs_per_actor=1`` with sac's ``actors.ring_size=1``).
 
     Rules: every option within its own range, declared by its ``bounded`` metadata
     (:func:`zoo.core.options.bound_problems`: counts and lengths >= 1, ``0 <= seed < 2**32``,
@@ -801,11 +810,11 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
     problems += bound_problems(cfg)  # every option's own range (its ``bounded`` metadata; floats finite)
     a, p, t = cfg.actors, cfg.policy, cfg.trainer
     for path, count, who in (("policy.count", p.count, "policy worker"), ("trainer.count", t.count, "trainer")):
-        need(count <= max(a.count, 1), path,
+        need(presets_pending or count <= max(a.count, 1), path,
              f"{path}={count} is more than actors.count={a.count}: actor i goes to {who} i mod {path}, so "
              f"{count - a.count} {who}(s) would get no actor and wait forever; set --set {path}={a.count} "
              f"or --set actors.count={count}")
-    if a.envs_per_actor >= 1 and a.ring_size >= 1 and a.envs_per_actor % a.ring_size:
+    if not presets_pending and a.envs_per_actor >= 1 and a.ring_size >= 1 and a.envs_per_actor % a.ring_size:
         problems.append((
             "actors.envs_per_actor",
             f"actors.envs_per_actor={a.envs_per_actor} is not divisible by actors.ring_size={a.ring_size}; "
@@ -937,7 +946,7 @@ def validate(cfg: ExperimentConfig, registry: Registry | None = None, *, check_b
             problems.append((m.group(1) if (m := re.match(r"([\w.]+)=", text)) else "algo", text))
     for part in ("algo", "env"):
         sub = getattr(cfg, part)
-        if not dataclasses.is_dataclass(sub) or isinstance(sub, type):
+        if not dataclasses.is_dataclass(sub) or isinstance(sub, type) or (presets_pending and part == "algo"):
             continue
         if any(path.startswith(part + ".") for path, _ in problems):
             continue  # already reported by the bounds; __post_init__ would repeat the first one

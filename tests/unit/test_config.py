@@ -308,6 +308,27 @@ def test_algorithm_post_init_checks_run_on_final_values(reg):
     assert info.value.field == "algo"
 
 
+def test_rules_the_presets_decide_are_judged_after_the_presets():
+    # Before: the first pass (user layers on the dataclass defaults, to probe the spec) refused
+    # `--set actors.envs_per_actor=1` for sac (default ring_size 2; sac's presets set 1) and r2d2's
+    # `--set algo.sequence_length=30` (default burn_in 40; the vector presets set 4).
+    from zoo.core.plugins import get_registry
+
+    cfg = build_config(get_registry(), "sac", "Pendulum-v1", overrides=["actors.envs_per_actor=1"], steps=1000)
+    assert (cfg.actors.envs_per_actor, cfg.actors.ring_size) == (1, 1)
+    cfg = build_config(get_registry(), "r2d2", "CartPole-v1", overrides=["algo.sequence_length=30"], steps=1000)
+    assert (cfg.algo.sequence_length, cfg.algo.burn_in) == (30, 4)
+    # still refused after the presets, with the final values in the message
+    with pytest.raises(ConfigError) as info:
+        build_config(get_registry(), "r2d2", "CartPole-v1", overrides=["algo.sequence_length=3"], steps=1000)
+    assert str(info.value) == ("algo.burn_in=4 leaves no trained step in a sequence of algo.sequence_length=3; "
+                               "set --set algo.burn_in=1 or less")
+    with pytest.raises(ConfigError) as info:
+        build_config(get_registry(), "sac", "Pendulum-v1", overrides=["trainer.count=2"], steps=1000)
+    assert info.value.field == "trainer.count"
+    assert str(info.value).startswith("trainer.count=2 is more than actors.count=1: ")
+
+
 # ----------------------------------------------------------------------------- validate
 def test_validate_ring_divisibility(reg):
     cfg = fresh()
