@@ -66,7 +66,9 @@ the target line: Zoo's median seconds to 450 / CleanRL's median seconds to its b
 0.5 (CleanRL runs stopped at ``--limit`` before their 200k env steps are left out of it: their
 best is not the best within 200k; on a loaded machine give ``--limit`` room). In a median, a
 run that never reached 450 counts as later than every run that did (the median is "never"
-when most runs never did). ``--logs DIR`` keeps each run's output.
+when most runs never did). ``--logs DIR`` keeps each run's output. Ctrl-C, SIGTERM or SIGHUP
+stops the rounds: the running system's process group is stopped, its temporary folder removed,
+the rows of the runs that ended stay in ``--out``, and the exit status is 130, 143 or 129.
 """
 from __future__ import annotations
 
@@ -79,6 +81,7 @@ import os
 import platform
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,6 +93,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers import HERE, PEERS_DIR, _stop, _venv_python, median  # noqa: E402
+
+from zoo.core.stopping import STOPS, signals_stop_the_run  # noqa: E402
 
 ENV = "CartPole-v1"
 STEPS = 200_000
@@ -533,29 +538,41 @@ def main() -> None:
           f"limit {args.limit:g} s per run; CleanRL's OMP threads: {args.peer_threads or 'its default'}; "
           f"results -> {args.out}", flush=True)
     rows = []
-    with open(args.out, "a") as out:
-        for r in range(1, args.repeats + 1):
-            seed = args.first_seed + r - 1
-            for system in systems:
-                load = os.getloadavg()[0]
-                log = logs / f"{system}-{r}.log" if logs else None
-                try:
-                    res = (run_zoo(seed, args.limit, log, task, system) if system in ZOO_SETS
-                           else run_cleanrl(seed, args.limit, log, args.peer_threads, task))
-                except OSError as exc:
-                    res = {"error": f"could not run: {exc}"}
-                label = (task.cleanrl_label if system == "cleanrl" else
-                         task.zoo_label if system == "zoo" and task.zoo_label else LABELS[system])
-                row = {"task": task.name, "steps": task.steps, "round": r, "seed": seed, "system": system, "label": label,
-                       "load_average": load,
-                       "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
-                       **({"peer_threads": args.peer_threads} if system == "cleanrl" else {}), **res}
-                rows.append(row)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                print(f"round {r} {system:8} load {load:4.1f}: {_summary(res, task.target)}", flush=True)
+    try:  # SIGTERM and SIGHUP stop the rounds as Ctrl-C does: each run's process group and folder go
+        with open(args.out, "a") as out, signals_stop_the_run():
+            run_rounds(args, task, systems, logs, out, rows)
+    except KeyboardInterrupt as exc:
+        name, code = STOPS.get(getattr(exc, "signum", signal.SIGINT), ("Ctrl-C", 130))
+        print(f"stopped by {name} after {len(rows)} run(s); their rows are in {args.out}", flush=True)
+        sys.exit(code)
     print()
     print(format_table(rows))
+
+
+def run_rounds(args: argparse.Namespace, task: Task, systems: list[str], logs: Path | None, out: Any,
+               rows: list[dict]) -> None:
+    """The rounds of :func:`main`: each system once per round, a row per run appended to ``rows``
+    and written to ``out``."""
+    for r in range(1, args.repeats + 1):
+        seed = args.first_seed + r - 1
+        for system in systems:
+            load = os.getloadavg()[0]
+            log = logs / f"{system}-{r}.log" if logs else None
+            try:
+                res = (run_zoo(seed, args.limit, log, task, system) if system in ZOO_SETS
+                       else run_cleanrl(seed, args.limit, log, args.peer_threads, task))
+            except OSError as exc:
+                res = {"error": f"could not run: {exc}"}
+            label = (task.cleanrl_label if system == "cleanrl" else
+                     task.zoo_label if system == "zoo" and task.zoo_label else LABELS[system])
+            row = {"task": task.name, "steps": task.steps, "round": r, "seed": seed, "system": system, "label": label,
+                   "load_average": load,
+                   "time_utc": time.strftime("%H:%M:%S", time.gmtime()),
+                   **({"peer_threads": args.peer_threads} if system == "cleanrl" else {}), **res}
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(f"round {r} {system:8} load {load:4.1f}: {_summary(res, task.target)}", flush=True)
 
 
 if __name__ == "__main__":

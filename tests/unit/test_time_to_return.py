@@ -1,11 +1,18 @@
 """``benchmarks/peers/time_to_return.py``: the mean-20 tracker, the two line parsers, the file
-tail, the medians and the table, each with hand-worked values (no process is started here)."""
+tail, the medians and the table, each with hand-worked values; and a stop signal's clean-up (one
+child process)."""
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "peers"))
@@ -223,3 +230,51 @@ def test_cleanrl_env_puts_its_sources_on_the_path():
     src = str(ttr.PEERS_DIR / "cleanrl-mujoco" / "src")
     assert env == {"PYTHONPATH": src + ":/x", "HOME": "/h", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     assert ttr.cleanrl_env({}, sac) == {"PYTHONPATH": src}
+
+
+# ----------------------------------------------------------------------------- stop signals
+CHILD = """
+import os, sys
+sys.path.insert(0, {peers!r})
+import time_to_return as ttr
+sleeper = ("import os, pathlib, time; pathlib.Path({pid_file!r}).write_text(str(os.getpid())); "
+           "time.sleep(600)")
+ttr.zoo_command = lambda *args: [sys.executable, "-c", sleeper]
+sys.argv = ["time_to_return.py", "--task", "sac-hopper", "--systems", "zoo", "--repeats", "2", "--limit", "600",
+            "--out", {out!r}]
+ttr.main()
+"""
+
+
+@pytest.mark.parametrize("signum,code,name", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
+def test_a_stop_signal_removes_the_run_folder_and_its_processes(tmp_path, signum, code, name):
+    # Before: SIGTERM (pkill) mid-run left the Zoo run's temporary folder (ttr-zoo-*) behind.
+    tmp, pid_file, out = tmp_path / "tmp", tmp_path / "run.pid", tmp_path / "rows.jsonl"
+    tmp.mkdir()
+    peers = str(Path(__file__).resolve().parents[2] / "benchmarks" / "peers")
+    script = CHILD.format(peers=peers, pid_file=str(pid_file), out=str(out))
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(tmp)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.is_file() or not pid_file.read_text():  # the run started in its folder
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the run did not start within 120 s"
+            time.sleep(0.05)
+        assert [p.name.startswith("ttr-zoo-") for p in tmp.iterdir()] == [True]
+        run_pid = int(pid_file.read_text())
+        proc.send_signal(signum)
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, text
+    assert f"stopped by {name} after 0 run(s); their rows are in {out}" in text
+    assert list(tmp.iterdir()) == []  # the run's folder is gone
+    try:
+        os.kill(run_pid, 0)
+        state = Path(f"/proc/{run_pid}/stat").read_text().split(")")[-1].split()[0]
+        assert state == "Z", f"the run's process {run_pid} is still alive ({state})"
+    except (ProcessLookupError, FileNotFoundError):
+        pass  # gone: stopped by peers._stop before the folder was removed
