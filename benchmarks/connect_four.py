@@ -26,7 +26,9 @@ Usage::
     python benchmarks/connect_four.py run --runs-dir RUNS --steps 500000 --seed 1
     python benchmarks/connect_four.py report --runs-dir RUNS --games 500 --out benchmarks/connect_four.png
 
-``run`` trains the two variants one after the other (``python -m zoo train mappo ...``; ``--set
+``--algo ppo`` (both subcommands) trains both policies with ppo instead of mappo: its encoder reads
+the ``[2, 6, 7]`` board planes with a small CNN where mappo's presets flatten them into a 2x64 MLP;
+its runs are named ``c4-ppo-<variant>-s<seed>``. ``run`` trains the two variants one after the other (``python -m zoo train mappo ...``; ``--set
 KEY=VALUE`` for both); a run whose ``status.json`` says finished is skipped, so an interrupted
 ``run`` continues (a run folder left unfinished stops it, naming the folder: ``zoo resume`` it,
 or remove it). ``report`` loads each variant's final policy (``checkpoints/learner/latest.pt``)
@@ -56,14 +58,17 @@ import numpy as np
 ENV = "pettingzoo:pettingzoo.classic.connect_four_v3"
 MODULE = "pettingzoo.classic.connect_four_v3"
 VARIANTS = ("pfsp", "latest")
+ALGOS = ("mappo", "ppo")
+"""``--algo``: mappo's presets give a 2x64 MLP on the flattened board; ppo's encoder a small CNN on the
+``[2, 6, 7]`` planes (two 3x3 convolutions of 32 and 64 channels, dense 256)."""
 BASELINES = ("random", "lookahead")
 CONFIG = """\
 # written by benchmarks/connect_four.py: self-play against {pick} versions of the learner
 [policies.learner]
-algo = "mappo"
+algo = "{algo}"
 trainer.history.every_updates = {every_updates}
 [policies.opponent]
-algo = "mappo"
+algo = "{algo}"
 opponent = {{source = "learner", pick = "{pick}", every = "episode", cache = 8}}
 [[agents]]
 match = "player_0"
@@ -81,15 +86,17 @@ past_versions = 2
 """
 
 
-def config_text(variant: str, every_updates: int = 10, eval_episodes: int = 20) -> str:
-    """The TOML of ``variant`` (``pfsp`` or ``latest``)."""
+def config_text(variant: str, every_updates: int = 10, eval_episodes: int = 20, algo: str = "mappo") -> str:
+    """The TOML of ``variant`` (``pfsp`` or ``latest``) with ``algo`` (``mappo`` or ``ppo``) for both policies."""
     if variant not in VARIANTS:
         raise ValueError(f"variant {variant!r} is not one of {', '.join(VARIANTS)}")
-    return CONFIG.format(pick=variant, every_updates=every_updates, eval_episodes=eval_episodes)
+    if algo not in ALGOS:
+        raise ValueError(f"algo {algo!r} is not one of {', '.join(ALGOS)}")
+    return CONFIG.format(pick=variant, every_updates=every_updates, eval_episodes=eval_episodes, algo=algo)
 
 
-def run_name(variant: str, seed: int) -> str:
-    return f"c4-{variant}-s{seed}"
+def run_name(variant: str, seed: int, algo: str = "mappo") -> str:
+    return f"c4-{variant}-s{seed}" if algo == "mappo" else f"c4-{algo}-{variant}-s{seed}"
 
 
 def finished(run_dir: Path) -> bool:
@@ -104,7 +111,7 @@ def train(args: argparse.Namespace) -> int:
     runs = Path(args.runs_dir).resolve()
     runs.mkdir(parents=True, exist_ok=True)
     for variant in args.variants:
-        name = run_name(variant, args.seed)
+        name = run_name(variant, args.seed, args.algo)
         if finished(runs / name):
             print(f"{name}: finished already, skipped", flush=True)
             continue
@@ -112,8 +119,8 @@ def train(args: argparse.Namespace) -> int:
             print(f"{runs / name} exists but did not finish: zoo resume it, or remove it", file=sys.stderr)
             return 2
         config = runs / f"{name}.toml"
-        config.write_text(config_text(variant, args.every_updates, args.eval_episodes))
-        cmd = [sys.executable, "-m", "zoo", "train", "mappo", "--env", ENV, "--config", str(config),
+        config.write_text(config_text(variant, args.every_updates, args.eval_episodes, args.algo))
+        cmd = [sys.executable, "-m", "zoo", "train", args.algo, "--env", ENV, "--config", str(config),
                "--steps", str(args.steps), "--seed", str(args.seed), "--name", name, "--set", f"runs_dir={runs}",
                "--set", "log.tensorboard=false"]
         for extra in args.set or []:
@@ -201,7 +208,7 @@ def version_ratings(run_dir: Path, policy: str = "learner") -> list[tuple[int, i
 
 
 def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, deterministic: bool,
-                  index: int, envs: int = 8) -> list[tuple[int, float, float]]:
+                  index: int, envs: int = 8, algo_name: str = "mappo") -> list[tuple[int, float, float]]:
     """``games`` games of the policy in ``checkpoint`` against ``baseline``: the first
     ``ceil(games / 2)`` as the first player (seat 0), the rest as the second;
     ``(seat, policy's return, baseline's return)`` per game."""
@@ -215,10 +222,10 @@ def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, determ
     pool = [make(MODULE, PettingZooConfig(), seed + i) for i in range(envs)]
     spec = pool[0].spec
     seat_spec = spec.subset([spec.agents[0]])
-    algo = reg.get("algorithm", "mappo").load()
+    algo = reg.get("algorithm", algo_name).load()
     from zoo.core.config import algorithm_config_class
 
-    options = algorithm_config_class(reg.get("algorithm", "mappo"))(**(ckpt["algorithm"].get("config") or {}))
+    options = algorithm_config_class(reg.get("algorithm", algo_name))(**(ckpt["algorithm"].get("config") or {}))
     net = algo.build_policy(options, seat_spec)  # the learner's own agent, as its trainer built it
     net.load_state_dict(ckpt["algorithm"]["policy"])
     net.eval()
@@ -306,22 +313,23 @@ def final_steps(run_dir: Path) -> int | None:
 
 def report(args: argparse.Namespace) -> int:
     runs = Path(args.runs_dir).resolve()
-    present = [v for v in args.variants if (runs / run_name(v, args.seed) / "checkpoints" / "learner"
+    present = [v for v in args.variants if (runs / run_name(v, args.seed, args.algo) / "checkpoints" / "learner"
                                             / "latest.pt").is_file()]
     if not present:
-        print(f"no run {run_name('pfsp', args.seed)} (or latest) with a final checkpoint in {runs}", file=sys.stderr)
+        print(f"no run {run_name('pfsp', args.seed, args.algo)} (or latest) with a final checkpoint in {runs}",
+              file=sys.stderr)
         return 2
     results: dict[str, dict[str, Tally]] = {}
     correlations: dict[str, tuple[float, int]] = {}
     curves: dict[str, list[tuple[int, int, float]]] = {}
     steps: dict[str, int | None] = {}
     for variant in present:
-        run = runs / run_name(variant, args.seed)
+        run = runs / run_name(variant, args.seed, args.algo)
         ckpt = run / "checkpoints" / "learner" / "latest.pt"
         steps[variant] = final_steps(run)
         results[variant] = {}
         for b, baseline in enumerate(BASELINES):
-            games = play_baseline(ckpt, baseline, args.games, args.seed, args.deterministic, b)
+            games = play_baseline(ckpt, baseline, args.games, args.seed, args.deterministic, b, algo_name=args.algo)
             results[variant][baseline] = tally(games)
         rows = version_ratings(run)
         curves[variant] = rows
@@ -343,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--steps", type=int, default=500_000, help="budget in env steps of each run")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    r.add_argument("--algo", choices=ALGOS, default="mappo", help="the learner's (and its opponent's) algorithm")
     r.add_argument("--every-updates", type=int, default=10, help="keep a learner version every N updates")
     r.add_argument("--eval-episodes", type=int, default=20, help="games per eval-manager match")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="zoo train --set for every run")
@@ -351,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs-dir", required=True)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    p.add_argument("--algo", choices=ALGOS, default="mappo", help="the runs' algorithm (as given to run)")
     p.add_argument("--games", type=int, default=500, help="games against each baseline, half in each seat")
     p.add_argument("--deterministic", action="store_true", help="argmax actions instead of sampled ones")
     p.add_argument("--out", default=os.path.join("benchmarks", "connect_four.png"))

@@ -94,3 +94,14 @@ def test_each_variant_differs_in_the_pick_only(bench):
     assert cfg["workers"]["eval"]["baselines"] == ["random", "lookahead"]
     with pytest.raises(ValueError, match="^variant 'uniform' is not one of pfsp, latest$"):
         bench.config_text("uniform")
+
+
+def test_the_algorithm_is_both_policies_and_names_the_run(bench):
+    import tomllib
+
+    cfg = tomllib.loads(bench.config_text("pfsp", algo="ppo"))
+    assert (cfg["policies"]["learner"]["algo"], cfg["policies"]["opponent"]["algo"]) == ("ppo", "ppo")
+    assert tomllib.loads(bench.config_text("pfsp"))["policies"]["learner"]["algo"] == "mappo"
+    assert (bench.run_name("pfsp", 1), bench.run_name("latest", 2, "ppo")) == ("c4-pfsp-s1", "c4-ppo-latest-s2")
+    with pytest.raises(ValueError, match="^algo 'sac' is not one of mappo, ppo$"):
+        bench.config_text("pfsp", algo="sac")
