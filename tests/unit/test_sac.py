@@ -1,6 +1,7 @@
 """SAC: the tanh-Gaussian log-probability correction, soft targets with terminated and truncated
 steps, Polyak averaging, the temperature loss's sign, action scaling, warm-up, the rate limiter,
-the non-finite guard, exact resume and the refusals, with hand-worked values."""
+the non-finite guard, exact resume and the refusals, with hand-worked values; and gradient steps
+against an independent reference written from the paper in CleanRL's order."""
 import copy
 import io
 import math
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from torch.nn import functional as F
 
 from tests.unit.fakes import assert_same_state
 from tests.unit.replay_fakes import sac_batch as batch
@@ -208,3 +210,85 @@ def test_discrete_and_unbounded_actions_are_refused_before_anything_starts(tmp_p
     assert cfg.trainer.count == 2  # data-parallel trainers, a replay shard each
     with pytest.raises(ValueError, match=r"algo.learning_starts=2,000 is more than algo.capacity=1,000"):
         SACConfig(capacity=1000, learning_starts=2000)
+
+
+def _reference_steps(nets, samples, generator_state, cfg, target_entropy):
+    """Gradient steps written from arXiv 1812.05905 in CleanRL's ``sac_continuous_action.py`` order
+    (Q step, policy step, temperature step, Polyak averaging; ``policy_frequency`` 1), on copies of
+    ``nets``, with the squashed Gaussian written out (``torch.distributions.Normal`` and
+    ``log(1 - tanh(u)^2 + 1e-6)``, CleanRL's form): an independent oracle for :meth:`SAC.update`.
+    The temperature uses the policy step's own log-probabilities (Zoo, as softlearning; CleanRL
+    draws a fresh sample after the policy step)."""
+    q, q_target, policy = copy.deepcopy(nets.q), copy.deepcopy(nets.q_target), copy.deepcopy(nets.policy)
+    log_alpha = torch.nn.Parameter(nets.log_alpha.detach().clone())
+    q_opt = torch.optim.Adam(q.parameters(), lr=cfg.q_lr, foreach=False)
+    pi_opt = torch.optim.Adam(policy.parameters(), lr=cfg.policy_lr, foreach=False)
+    a_opt = torch.optim.Adam([log_alpha], lr=cfg.alpha_lr, foreach=False)
+    gen = torch.Generator()
+    gen.set_state(generator_state)
+
+    def sample(obs):
+        x = policy.torso({"obs": obs})
+        mean = policy.mean(x)
+        log_std = cfg.log_std_min + 0.5 * (cfg.log_std_max - cfg.log_std_min) * (torch.tanh(policy.log_std(x)) + 1)
+        std = log_std.exp()
+        u = mean + std * torch.randn(mean.shape, generator=gen)  # rsample with the trainer's generator
+        a = torch.tanh(u)
+        logp = torch.distributions.Normal(mean, std).log_prob(u) - torch.log(1 - a.pow(2) + 1e-6)
+        return a, logp.sum(1)
+
+    def qs(net, obs, a):
+        return [head(torch.cat([obs, a], 1)).view(-1) for head in net.heads]
+
+    for s in samples:
+        obs, boot = torch.as_tensor(s["obs"]["obs"]), torch.as_tensor(s["boot_obs"]["obs"])
+        act = torch.as_tensor(s["action"]).reshape(len(obs), -1)  # bounds [-1, 1]: the env's scale is the policy's
+        with torch.no_grad():
+            a2, logp2 = sample(boot)
+            q1t, q2t = qs(q_target, boot, a2)
+            y = torch.as_tensor(s["ret"]) + torch.as_tensor(s["disc"]) * (
+                torch.min(q1t, q2t) - log_alpha.exp() * logp2)
+        q1, q2 = qs(q, obs, act)
+        q_loss = F.mse_loss(q1, y) + F.mse_loss(q2, y)
+        q_opt.zero_grad()
+        q_loss.backward()
+        q_opt.step()
+        pi, logp = sample(obs)
+        q1p, q2p = qs(q, obs, pi)
+        pi_loss = (log_alpha.detach().exp() * logp - torch.min(q1p, q2p)).mean()
+        pi_opt.zero_grad()
+        pi_loss.backward()
+        pi_opt.step()
+        a_loss = (-log_alpha.exp() * (logp.detach() + target_entropy)).mean()
+        a_opt.zero_grad()
+        a_loss.backward()
+        a_opt.step()
+        with torch.no_grad():
+            for tp, p in zip(q_target.parameters(), q.parameters()):
+                tp.copy_(cfg.tau * p + (1 - cfg.tau) * tp)
+    return q, q_target, policy, log_alpha
+
+
+def test_gradient_steps_match_an_independent_reference():
+    cfg = small(learning_starts=16, samples_per_insert=8.0, batch_size=8, gamma=0.9, q_lr=3e-3, policy_lr=1e-3,
+                alpha_lr=1e-2)
+    algo = SAC(cfg, spec(spaces.Box(-1.0, 1.0, (2,), np.float32)), seed=3)
+
+    def in_bounds(b, seed):
+        b["action"] = np.random.default_rng(seed).uniform(-1, 1, (*b["reward"].shape, 2)).astype(np.float32)
+        return b
+
+    assert algo.update(in_bounds(batch(4, 4, 0), 0))["gradient_steps"] == 0.0  # the replay reaches learning_starts
+    before = copy.deepcopy(algo.nets)
+    state = algo.generator.get_state()
+    samples, sample = [], algo.replay.sample
+    algo.replay.sample = lambda *a: samples.append(sample(*a)) or samples[-1]
+    # the credit of the first 16 transitions (granted once the replay held learning_starts) and of these 4
+    assert algo.update(in_bounds(batch(2, 2, 1), 1))["gradient_steps"] == 20.0
+    q, q_target, policy, log_alpha = _reference_steps(before, samples, state, cfg, algo.target_entropy)
+    for mine, ref in ((algo.nets.q, q), (algo.nets.q_target, q_target), (algo.policy, policy)):
+        for (name, a), b in zip(mine.named_parameters(), ref.parameters(), strict=True):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), name
+    assert torch.allclose(algo.nets.log_alpha, log_alpha, rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(algo.nets.log_alpha, before.log_alpha)  # 4 steps moved everything
+    assert not torch.allclose(algo.policy.mean.weight, before.policy.mean.weight)
