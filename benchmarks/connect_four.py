@@ -28,16 +28,17 @@ Usage::
 
 ``--algo ppo`` (both subcommands) trains both policies with ppo instead of mappo: its encoder reads
 the ``[2, 6, 7]`` board planes with a small CNN where mappo's presets flatten them into a 2x64 MLP;
-its runs are named ``c4-ppo-<variant>-s<seed>``. ``run`` trains the two variants one after the other (``python -m zoo train mappo ...``; ``--set
-KEY=VALUE`` for both); a run whose ``status.json`` says finished is skipped, so an interrupted
+its runs are named ``c4-ppo-<variant>-s<seed>``. ``run`` trains the two variants one after the
+other (``python -m zoo train mappo ...``; ``--set KEY=VALUE`` for both); a run whose ``status.json`` says finished is skipped, so an interrupted
 ``run`` continues (a run folder left unfinished stops it, naming the folder: ``zoo resume`` it,
 or remove it). ``report`` loads each variant's final policy (``checkpoints/learner/latest.pt``)
 and plays ``--games`` games against each baseline, the first half with the policy as the first
 player, the rest as the second (``--deterministic``: the argmax action instead of a sample),
 counts wins, draws and losses, computes the Spearman rank correlation between version and eval
 rating of the kept versions (``eval_ratings`` of ``history.sqlite``), prints a markdown table,
-writes it to ``--out`` with the suffix ``.md`` and the eval rating of each kept version over the
-env steps it was kept at to ``--out`` (png). Seeds: the games of baseline b in seat s reset
+writes it to ``--out`` with the suffix ``.md``, and to ``--out`` (png) the eval rating of each
+kept version over the env steps it was kept at and, below, each version's eval win rate against
+``random`` and ``lookahead`` (a running mean of 5 versions) with the targets. Seeds: the games of baseline b in seat s reset
 their envs with ``seed + k`` (game k) from ``--seed``'s ``1000 * (2 * b + s)``; the baseline and
 torch are seeded likewise.
 """
@@ -277,15 +278,43 @@ def table(results: dict[str, dict[str, Tally]], correlations: dict[str, tuple[fl
     return "\n".join(out)
 
 
-def plot(curves: dict[str, list[tuple[int, int, float]]], out: Path) -> None:
-    """Each variant's eval rating of its kept versions against the env steps they were kept at."""
+def baseline_win_rates(run_dir: Path, policy: str = "learner") -> dict[str, list[tuple[int, float]]]:
+    """``{baseline: [(env steps, win rate), ...]}``: each rated version's eval-manager win rate
+    (``(wins + draws / 2) / games``) against each baseline, by version (``zoo league``'s rows)."""
+    from zoo.commands.league import league_rows
+
+    try:
+        rows = league_rows(run_dir).get(policy, [])
+    except Exception:  # noqa: BLE001 - no store, or one that cannot be read: no curves
+        return {}
+    out: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        ev = row.get("eval")
+        if row.get("version") is None or not ev or row.get("env_steps") is None:
+            continue
+        for opponent, r in ev["vs"].items():
+            if opponent in BASELINES and r.get("win_rate") is not None:
+                out.setdefault(opponent, []).append((int(row["env_steps"]), float(r["win_rate"])))
+    return out
+
+
+def running_mean(values: list[float], window: int) -> list[float]:
+    """The mean of each value and up to ``window - 1`` values before it."""
+    return [float(np.mean(values[max(0, i + 1 - window):i + 1])) for i in range(len(values))]
+
+
+def plot(curves: dict[str, list[tuple[int, int, float]]], out: Path,
+         wins: dict[str, dict[str, list[tuple[int, float]]]] | None = None, window: int = 5) -> None:
+    """Each variant's eval rating of its kept versions against the env steps they were kept at;
+    with ``wins`` (variant -> :func:`baseline_win_rates`) a second panel: the win rate against each
+    baseline, the running mean of ``window`` versions, and the targets (95%, 60%)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 4.2))
-    ax = fig.add_subplot(1, 1, 1)
+    fig = Figure(figsize=(7, 7.6 if wins else 4.2))
+    ax = fig.add_subplot(2 if wins else 1, 1, 1)
     for i, (variant, rows) in enumerate(curves.items()):
         if rows:
             ax.plot([r[1] for r in rows], [r[2] for r in rows], marker="o", ms=3, lw=1.2, color=f"C{i}",
@@ -295,6 +324,23 @@ def plot(curves: dict[str, list[tuple[int, int, float]]], out: Path) -> None:
     ax.set_title("connect four: learner versions rated against random, lookahead and each other", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    if wins:
+        bx = fig.add_subplot(2, 1, 2)
+        for i, (variant, per) in enumerate(wins.items()):
+            for baseline, style in (("random", ":"), ("lookahead", "-")):
+                pts = per.get(baseline) or []
+                if pts:
+                    bx.plot([p[0] for p in pts], running_mean([p[1] for p in pts], window), ls=style, lw=1.4,
+                            color=f"C{i}", label=f"{variant} vs {baseline}")
+        for goal in (0.95, 0.60):
+            bx.axhline(goal, color="grey", lw=0.8, ls="--")
+        bx.set_ylim(0, 1.02)
+        bx.set_xlabel("env steps when the version was kept (calls to env.step)")
+        bx.set_ylabel(f"eval win rate (mean of {window} versions)")
+        bx.set_title("win rate of each kept version against the baselines (eval manager); targets 95% and 60%",
+                     fontsize=9)
+        bx.grid(alpha=0.3)
+        bx.legend(fontsize=8)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
@@ -322,6 +368,7 @@ def report(args: argparse.Namespace) -> int:
     results: dict[str, dict[str, Tally]] = {}
     correlations: dict[str, tuple[float, int]] = {}
     curves: dict[str, list[tuple[int, int, float]]] = {}
+    wins: dict[str, dict[str, list[tuple[int, float]]]] = {}
     steps: dict[str, int | None] = {}
     for variant in present:
         run = runs / run_name(variant, args.seed, args.algo)
@@ -333,11 +380,12 @@ def report(args: argparse.Namespace) -> int:
             results[variant][baseline] = tally(games)
         rows = version_ratings(run)
         curves[variant] = rows
+        wins[variant] = baseline_win_rates(run)
         correlations[variant] = (spearman([r[0] for r in rows], [r[2] for r in rows]), len(rows))
     text = table(results, correlations, steps, args.deterministic)
     print(text)
     out = Path(args.out)
-    plot(curves, out)
+    plot(curves, out, wins)
     out.with_suffix(".md").write_text(text + "\n")
     print(f"ratings: {out}; table: {out.with_suffix('.md')}")
     return 0

@@ -62,6 +62,18 @@ def test_version_ratings_reads_the_eval_managers_ratings_of_kept_versions(bench,
                                                          (3, 60_000, 983.264)]
     assert bench.spearman([r[0] for r in rows], [r[2] for r in rows]) == pytest.approx(-0.5)
     assert bench.version_ratings(tmp_path / "nothing") == []
+    # the win rates against the baselines, from the version's side: v1 1 of 1 against random, v3 0 of 1
+    # (v2 played v1 only, a past version, not a baseline)
+    assert bench.baseline_win_rates(tmp_path) == {"random": [(20_000, 1.0), (60_000, 0.0)]}
+    assert bench.baseline_win_rates(tmp_path / "nothing") == {}
+
+
+def test_running_mean_and_the_two_panel_plot(bench, tmp_path):
+    assert bench.running_mean([0.0, 1.0, 0.5, 0.25], 2) == [0.0, 0.5, 0.75, 0.375]
+    assert bench.running_mean([], 5) == []
+    out = tmp_path / "c4.png"
+    bench.plot({"pfsp": [(1, 20_000, 999.0)]}, out, {"pfsp": {"random": [(20_000, 1.0)], "lookahead": []}})
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_table_says_which_targets_are_met(bench, tmp_path):
