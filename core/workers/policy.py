@@ -339,9 +339,13 @@ class OpponentVersions:
     an episode: its env gets a new pick (once per env per batch), which it keeps until the next.
     ``pick()`` returns a kept version, or None (no version kept yet): the env plays the
     source's current weights, ``live.policy`` (version ``live.version``, which follows the
-    source's parameter stream). Kept versions are loaded with ``load(version)`` (a network in
+    source's parameter stream). Kept versions are loaded with ``load(version, into)`` (a network in
     eval mode, or None when its file is gone: the env then plays the current weights) into an
-    LRU cache of ``cache`` networks. Rows of one version run through its network together.
+    LRU cache of ``cache`` networks; once the cache is full, a miss evicts the least recently
+    used network and passes it as ``into``, to take the new version's weights in place (every
+    version has the source's architecture: building a network, with its orthogonal initialisation,
+    cost as much as the inference itself when pfsp drew from more versions than the cache holds).
+    Rows of one version run through its network together.
 
     Attributes:
         assigned: ``{env: version}`` (:data:`LIVE` for the current weights).
@@ -361,11 +365,10 @@ class OpponentVersions:
         if version in self.nets:
             self.nets.move_to_end(version)
             return self.nets[version]
-        net = self.load(version)
+        spare = self.nets.popitem(last=False)[1] if len(self.nets) >= self.cache else None
+        net = self.load(version, spare)
         if net is not None:
             self.nets[version] = net
-            while len(self.nets) > self.cache:
-                self.nets.popitem(last=False)
         return net
 
     def versions(self, batch: list) -> list[np.ndarray]:
@@ -421,7 +424,7 @@ def opponent_versions(ctx: WorkerContext, net: Inference, opp: Any) -> OpponentV
     """The :class:`OpponentVersions` of a policy worker of an opponent policy: picks by
     ``opp.pick`` from ``opp.source``'s kept versions in the run's store (read-only; it may not
     exist yet), seeded per worker, and loads a version's weights file into a network built as
-    ``net.policy`` was."""
+    ``net.policy`` was, or into the network the full cache evicted."""
     from zoo.core.checkpoint import CheckpointError, load_checkpoint
     from zoo.core.history import Picker, VersionStore, log, parse_query
 
@@ -437,7 +440,7 @@ def opponent_versions(ctx: WorkerContext, net: Inference, opp: Any) -> OpponentV
         got = picker.pick(opp.source, query)
         return None if got.version is None else got.version.version
 
-    def load(version: int) -> Any:
+    def load(version: int, into: Any = None) -> Any:
         row = store.get(opp.source, version)
         try:
             if row is None or not row.kept:
@@ -447,9 +450,11 @@ def opponent_versions(ctx: WorkerContext, net: Inference, opp: Any) -> OpponentV
             log.warning("opponent %s: cannot load version %d of policy %s (%s); playing its current weights",
                         ctx.policy, version, opp.source, exc)
             return None
-        policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(net.device)
-        policy.eval()
-        cast_for_precision(policy, net.precision)
+        policy = into
+        if policy is None:  # the cache is not full yet: a new network (else the evicted one takes the weights)
+            policy = algo_cls.build_policy(cfg.algo, ctx.spec).to(net.device)
+            policy.eval()
+            cast_for_precision(policy, net.precision)
         policy.load_state_dict(ckpt["algorithm"]["policy"])
         return policy
 

@@ -1,6 +1,7 @@
 """`zoo train` with a learner and an opponent served from its history (docs/history.md,
 "Opponents from the history"): mpe2's simple_spread_v3, agents 0 and 1 the learner, agent 2
-the opponent, which plays a uniformly picked kept version of the learner each episode."""
+the opponent, which plays a uniformly picked kept version of the learner each episode (a cache of
+2 networks for many kept versions: the evicted network takes the next version's weights)."""
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ algo = "mappo"
 trainer.history.every_updates = 1
 [policies.opponent]
 algo = "mappo"
-opponent = {source = "learner", pick = "uniform", every = "episode"}
+opponent = {source = "learner", pick = "uniform", every = "episode", cache = 2}
 [[agents]]
 match = "agent_2"
 policy = "opponent"

@@ -137,13 +137,22 @@ def _router(picks, agents=1, cache=4):
     live = types.SimpleNamespace(policy=Scale(1000.0), version=7, device="cpu", states=None, env_index=None,
                                  autocast=torch.no_grad())
     loads: list[int] = []
+    built: list[Scale] = []
 
-    def load(version):
+    def load(version, into=None):
         loads.append(version)
-        return None if version == 99 else Scale(float(version))
+        if version == 99:
+            return None
+        if into is None:
+            built.append(Scale(0.0))
+            into = built[-1]
+        into.k = float(version)  # the version's weights, in place
+        return into
 
     queue = list(picks)
-    return OpponentVersions(live, lambda: queue.pop(0), load, agents, cache), loads, queue
+    router = OpponentVersions(live, lambda: queue.pop(0), load, agents, cache)
+    router.built = built
+    return router, loads, queue
 
 
 def test_each_row_acts_with_its_envs_version_and_rows_of_one_version_run_together():
@@ -173,6 +182,12 @@ def test_an_env_keeps_its_version_until_its_next_episode_and_the_cache_drops_the
     back = router.act([(0, _request([1], [0], [True]), {"rows": 1, "group": 1})])
     assert back[0][PLAYED_VERSION].tolist() == [5] and loads == [2, 3, 4, 5]
     assert list(router.nets) == [4, 5]
+    # Before: every miss built a network (with its orthogonal init: half the opponent worker's time
+    # under pfsp over 100 kept versions). Two networks were built to fill the cache of 2; versions 4
+    # and 5 took the weights of the evicted 2 and 3 in place.
+    assert len(router.built) == 2
+    assert [id(n) for n in router.nets.values()] == [id(router.built[0]), id(router.built[1])]
+    assert [n.k for n in router.nets.values()] == [4.0, 5.0]
 
 
 def test_a_version_whose_file_is_gone_plays_the_current_weights():
