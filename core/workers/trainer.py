@@ -207,6 +207,7 @@ class Trainer(PopulationMember, EpisodeIntake):
         self.warned_fields: set[tuple[str, str]] = set()  # (option, field): condition fields the episodes lack
         # stop_when: ends the run like its budget once it held (every rank, the same episodes)
         self.early_stop = EarlyStop(cfg.stop_when, cfg.stop_over_episodes) if getattr(cfg, "stop_when", "") else None
+        self.counted = 0  # env steps counted at the last update point (:meth:`budget_reached`)
         self.republish = Republisher(self.publish if self.lead else None, REPUBLISH_S)
         self.sync: SoloSync | GroupSync = (SoloSync() if K == 1
                                            else GroupSync(rank, K, lambda: _join_group(self, devices)))
@@ -255,6 +256,7 @@ class Trainer(PopulationMember, EpisodeIntake):
     def loop(self) -> bool:
         """Receive, update, publish, log, keep a version (``trainer.history.*``), checkpoint, until
         the run ends. Returns whether it finished (the env-step budget reached) rather than stopped."""
+        self.counted = self.state.env_steps  # what the budget is judged on (:meth:`budget_reached`)
         while True:
             if (finished := self.sync.ended(self.ctx.stop, self.budget_reached())) is not None:
                 return finished
@@ -276,6 +278,7 @@ class Trainer(PopulationMember, EpisodeIntake):
             if meeting is None:
                 return False  # asked to stop while waiting for the others, who are being stopped too
             self.account(meeting.shares)
+            self.counted = self.state.env_steps  # every env step received up to this batch's last sample
             self.record_games()  # this batch's episodes' games, one write (also the last batch, before the end)
             self.observe_eval()  # curriculum.source = "eval": the eval manager's episodes since the last point
             point = meeting.point
@@ -350,8 +353,14 @@ class Trainer(PopulationMember, EpisodeIntake):
         return ready
 
     def budget_reached(self) -> bool:
-        """The env-step budget reached, or ``stop_when`` held (:class:`~zoo.core.workers.episodes.EarlyStop`)."""
-        return self.state.env_steps >= self.budget_steps or (self.early_stop is not None and self.early_stop.held)
+        """The env-step budget reached, or ``stop_when`` held (:class:`~zoo.core.workers.episodes.EarlyStop`).
+
+        The env steps are those counted at the last update point (the loop's start before the
+        first), not the running count, which grows as each sample of the next batch arrives: a
+        batch that completes past the budget is trained whether its samples came together or one
+        by one, so a run makes ``ceil(budget / env steps per update)`` updates (a named policy's
+        last batch was trained or dropped by the timing of its arrival)."""
+        return self.counted >= self.budget_steps or (self.early_stop is not None and self.early_stop.held)
 
     # ------------------------------------------------------------------ update
     def test_delay(self) -> bool:

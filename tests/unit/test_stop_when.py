@@ -56,6 +56,7 @@ def test_the_trainer_ends_at_its_budget_or_once_the_condition_held_and_warns_onc
     t.budget_steps = 1_000
     t.early_stop = EarlyStop("mean_return >= 450", over=2)
     t.account([_share([500.0])])
+    t.counted = t.state.env_steps  # an update point: the budget is judged on what it counted
     assert not t.budget_reached()  # 10 env steps of 1,000, 1 episode of a window of 2
     t.account([_share([300.0, 500.0])])
     t.account([_share([460.0], env_steps=20)])
@@ -74,7 +75,9 @@ def test_the_trainer_ends_at_its_budget_or_once_the_condition_held_and_warns_onc
     warnings = [m for kind, m in t.ctx.sent if kind == "warning"]
     assert [w["key"] for w in warnings] == ["stop-when-field"]
     assert "no numeric field 'win'" in warnings[0]["message"] and "return, length" in warnings[0]["message"]
-    assert not t.early_stop.held and t.budget_reached()  # 20 env steps
+    assert not t.early_stop.held and not t.budget_reached()  # 20 env steps, but no update point since 0
+    t.counted = t.state.env_steps  # an update point
+    assert t.budget_reached()  # 20 env steps
     assert [r["return"] for r in rows] == [1.0, 2.0, 3.0]
 
 

@@ -98,6 +98,28 @@ def test_two_updates_to_the_budget_then_a_resume_that_ends_at_once(tmp_path):
     assert load_checkpoint(os.path.join(run_dir, "checkpoints", "latest.pt"))["resumes"] == 1
 
 
+def test_a_batch_that_completes_past_the_budget_is_trained_even_when_its_samples_come_one_by_one(tmp_path):
+    # Before: the budget was judged on the running count, so the third sample (96 of 80 env steps)
+    # ended the run before the fourth completed the second batch: 1 update when the samples came
+    # one by one, 2 when they came together (a named policy's test counted 2 or 3 updates by timing).
+    host = fake_host()
+    cfg = dataclasses.replace(trainer_config(host, "ppo", str(tmp_path), 1, OVERRIDES), env_steps=80)
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    t = TrainerThread(host, cfg, run_dir)
+    t.push(*make_sample(0, T, ENVS, 1))
+    t.push(*make_sample(1, T, ENVS, 1))
+    t.wait_status(updates=1, env_steps=64)
+    t.push(*make_sample(2, T, ENVS, 1))
+    t.wait_status(updates=1, env_steps=96)  # counted past the budget, half a batch waiting
+    t.push(*make_sample(3, T, ENVS, 1))
+    t.join()
+    assert t.error is None
+    got = rows(run_dir)
+    assert [(r["type"], r["env_steps"]) for r in got if r["type"] != "episode"] == [
+        ("update", 64), ("update", 128), ("end", 128)]  # ceil(80 / 64) = 2 updates
+
+
 def test_a_rate_limited_algorithm_s_rows_and_status_carry_its_waits_and_replay_counters(tmp_path):
     """apex-dqn: each batch is pushed only after the trainer has asked for it (a status from an
     empty receive shows it asked), so the learner waited for both: rate_limit_waits 1, then 2. The

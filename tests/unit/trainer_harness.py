@@ -184,5 +184,5 @@ def accounting_trainer(curriculum: Curriculum, eval_feed: EvalFeed | None = None
     t = object.__new__(Trainer)
     t.__dict__.update(ctx=SentControls(), spec=StagedCorridorEnv(3).spec, state=TrainerState(), metrics=None,
                       history=history, sync=SimpleNamespace(data_parallel=False), stage_changed=False,
-                      warned_fields=set(), curriculum=curriculum, eval_feed=eval_feed, early_stop=None)
+                      warned_fields=set(), curriculum=curriculum, eval_feed=eval_feed, early_stop=None, counted=0)
     return t
