@@ -356,10 +356,12 @@ class Trainer(PopulationMember, EpisodeIntake):
         """The env-step budget reached, or ``stop_when`` held (:class:`~zoo.core.workers.episodes.EarlyStop`).
 
         The env steps are those counted at the last update point (the loop's start before the
-        first), not the running count, which grows as each sample of the next batch arrives: a
-        batch that completes past the budget is trained whether its samples came together or one
-        by one, so a run makes ``ceil(budget / env steps per update)`` updates (a named policy's
-        last batch was trained or dropped by the timing of its arrival)."""
+        first), not the running count, which grows as each sample of the next batch arrives: with
+        one trainer a batch that completes past the budget is trained whether its samples came
+        together or one by one, so a run makes ``ceil(budget / env steps per update)`` updates (a
+        named policy's last batch was trained or dropped by the timing of its arrival).
+        Data-parallel trainers judge it at each sync point on the exchanged counts and end there,
+        before that point's batches (:meth:`GroupSync.end_at`)."""
         return self.counted >= self.budget_steps or (self.early_stop is not None and self.early_stop.held)
 
     # ------------------------------------------------------------------ update
