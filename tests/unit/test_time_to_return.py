@@ -234,7 +234,8 @@ def test_cleanrl_env_puts_its_sources_on_the_path():
 
 # ----------------------------------------------------------------------------- stop signals
 CHILD = """
-import os, sys
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job starts with SIGINT ignored
 sys.path.insert(0, {peers!r})
 import time_to_return as ttr
 sleeper = ("import os, pathlib, time; pathlib.Path({pid_file!r}).write_text(str(os.getpid())); "
