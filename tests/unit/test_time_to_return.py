@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "peers"))
 import time_to_return as ttr  # noqa: E402
 
@@ -267,9 +266,14 @@ def test_a_stop_signal_removes_the_run_folder_and_its_processes(tmp_path, signum
         proc.send_signal(signum)
         text, _ = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
+        if proc.poll() is None:  # a failed test leaves nothing running: the script, then its run
             proc.kill()
             proc.wait()
+            if pid_file.is_file() and pid_file.read_text():
+                try:
+                    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
     assert proc.returncode == code, text
     assert f"stopped by {name} after 0 run(s); their rows are in {out}" in text
     assert list(tmp.iterdir()) == []  # the run's folder is gone
