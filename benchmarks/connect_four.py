@@ -34,10 +34,12 @@ other (``python -m zoo train mappo ...``; ``--set KEY=VALUE`` for both); a run w
 or remove it). ``report`` loads each variant's final policy (``checkpoints/learner/latest.pt``)
 and plays ``--games`` games against each baseline, the first half with the policy as the first
 player, the rest as the second (``--deterministic``: the argmax action instead of a sample),
-counts wins, draws and losses, computes the Spearman rank correlation between version and eval
-rating of the kept versions (``eval_ratings`` of ``history.sqlite``), prints a markdown table,
-writes it to ``--out`` with the suffix ``.md``, and to ``--out`` (png) the eval rating of each
-kept version over the env steps it was kept at and, below, each version's eval win rate against
+counts wins, draws and losses and the forced moves the policy took (a win it could play, a
+block it had to play: :class:`Tactics`), computes the Spearman rank correlation between version
+and each rating of the kept versions (:data:`RATINGS`: the eval manager's ratings fitted to all
+its games, its one-game-at-a-time Elo ratings, the training games' Elo ratings), prints a
+markdown table, writes it to ``--out`` with the suffix ``.md``, and to ``--out`` (png) the fitted
+eval rating of each kept version over the env steps it was kept at and, below, each version's eval win rate against
 ``random`` and ``lookahead`` (a running mean of 5 versions) with the targets. Seeds: the games of baseline b in seat s reset
 their envs with ``seed + k`` (game k) from ``--seed``'s ``1000 * (2 * b + s)``; the baseline and
 torch are seeded likewise.
@@ -48,7 +50,6 @@ import argparse
 import json
 import math
 import os
-import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -191,28 +192,88 @@ def spearman(x: list[float], y: list[float]) -> float:
     return float((rx * ry).sum() / den) if den > 0 else float("nan")
 
 
-def version_ratings(run_dir: Path, policy: str = "learner") -> list[tuple[int, int, float]]:
-    """``(version, env steps, eval rating)`` of the kept versions the eval manager rated, by
-    version (read from ``history.sqlite``'s ``versions`` and ``eval_ratings``)."""
+RATINGS = {"fit": "eval, fitted to all games (Bradley-Terry)", "elo": "eval, Elo one game at a time",
+           "training": "training games, Elo (the learner's when kept)"}
+"""The ratings :func:`version_ratings` reads, by ``kind``: the eval manager's fitted ones
+(``zoo league``'s ``fit rating``), its sequential Elo ones (``rating``), and each version's Elo rating
+from the training games against the learner (``versions.rating``: the learner's rating when the
+version was kept, moved by its games as an opponent since)."""
+
+
+def version_ratings(run_dir: Path, policy: str = "learner", kind: str = "fit") -> list[tuple[int, int, float]]:
+    """``(version, env steps, rating)`` of the kept versions with a rating of ``kind`` (one of
+    :data:`RATINGS`), by version (read from ``history.sqlite``); ``[]`` without a store.
+
+    Raises:
+        ValueError: an unknown ``kind``."""
+    if kind not in RATINGS:
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(RATINGS)}")
     db = run_dir / "history.sqlite"
     if not db.is_file():
         return []
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        rows = con.execute(
-            "SELECT v.version, v.env_steps, r.rating FROM versions v JOIN eval_ratings r "
-            "ON r.policy = v.policy AND r.player = 'v' || v.version "
-            "WHERE v.policy = ? AND v.kept = 1 AND r.rating IS NOT NULL ORDER BY v.version", (policy,)).fetchall()
-    finally:
-        con.close()
-    return [(int(v), int(s), float(r)) for v, s, r in rows]
+    from zoo.core.history import VersionStore
+
+    with VersionStore(run_dir, readonly=True) as store:
+        kept = [v for v in store.versions(policy) if v.kept]
+        if kind == "training":
+            rated = {v.version: v.rating for v in kept}
+        elif kind == "elo":
+            rated = {s.version: s.rating for s in store.standings(policy) if s.version is not None}
+        else:
+            fitted = store.fitted_ratings(policy)
+            rated = {v.version: fitted.get(f"v{v.version}") for v in kept}
+    return [(v.version, v.env_steps, float(r)) for v in kept if (r := rated.get(v.version)) is not None]
+
+
+@dataclass
+class Tactics:
+    """What the policy did where a one-step lookahead sees a forced move
+    (:func:`zoo.plugins.envs.pettingzoo.baselines.lookahead_choices` on its own board): ``wins``
+    positions where it could connect four and ``taken`` of them where it did; ``blocks``
+    positions where the opponent threatened to connect four next (and it could not win) and
+    ``blocked`` of them where it played there."""
+
+    wins: int = 0
+    taken: int = 0
+    blocks: int = 0
+    blocked: int = 0
+
+
+class TacticsCounter:
+    """A policy wrapper for :func:`zoo.evaluate.play` that counts :class:`Tactics` of each action."""
+
+    def __init__(self, net: object, tactics: Tactics) -> None:
+        self.net, self.tactics = net, tactics
+
+    def eval(self) -> TacticsCounter:
+        return self
+
+    def act(self, obs: dict, deterministic: bool = False, **kw: object) -> dict:
+        from zoo.plugins.envs.pettingzoo.baselines import BOARD_KEY, MASK_KEY, lookahead_choices
+
+        out = self.net.act(obs, deterministic)  # type: ignore[attr-defined]
+        boards = np.asarray(obs[BOARD_KEY])
+        masks = np.asarray(obs[MASK_KEY], bool).reshape(boards.shape[0], -1)
+        actions = np.asarray(out["action"]).reshape(-1)
+        for board, mask, action in zip(boards, masks, actions, strict=True):
+            board = np.moveaxis(board, -1, 0) if board.shape[-1] == 2 else board
+            reason, columns = lookahead_choices(board, mask)
+            if reason == "win":
+                self.tactics.wins += 1
+                self.tactics.taken += int(action) in columns
+            elif reason == "block":
+                self.tactics.blocks += 1
+                self.tactics.blocked += int(action) in columns
+        return out
 
 
 def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, deterministic: bool,
-                  index: int, envs: int = 8, algo_name: str = "mappo") -> list[tuple[int, float, float]]:
+                  index: int, envs: int = 8, algo_name: str = "mappo",
+                  tactics: Tactics | None = None) -> list[tuple[int, float, float]]:
     """``games`` games of the policy in ``checkpoint`` against ``baseline``: the first
     ``ceil(games / 2)`` as the first player (seat 0), the rest as the second;
-    ``(seat, policy's return, baseline's return)`` per game."""
+    ``(seat, policy's return, baseline's return)`` per game. ``tactics``: counts the policy's
+    forced moves taken (:class:`Tactics`)."""
     from zoo.core.checkpoint import load_checkpoint
     from zoo.core.plugins import get_registry
     from zoo.evaluate import Seat, play
@@ -238,7 +299,8 @@ def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, determ
                 continue
             s = seed + 1000 * (2 * index + seat)
             player = reg.get("baseline", baseline).load()(seat_spec, s)
-            seats = [Seat("policy", "", net, np.array([seat], np.int64)),
+            policy = net if tactics is None else TacticsCounter(net, tactics)
+            seats = [Seat("policy", "", policy, np.array([seat], np.int64)),
                      Seat("baseline", "", player, np.array([1 - seat], np.int64))]
             for r in play(seats, pool[:min(len(pool), count)], count, s, deterministic=deterministic):
                 out.append((seat, float(r["policy_returns"].get("policy", 0.0)),
@@ -253,10 +315,16 @@ def _pct(x: float) -> str:
     return "-" if math.isnan(x) else f"{100 * x:.1f}%"
 
 
-def table(results: dict[str, dict[str, Tally]], correlations: dict[str, tuple[float, int]],
-          steps: dict[str, int | None], deterministic: bool) -> str:
-    """The markdown report: per variant and baseline, win/draw/loss rates (and per seat), the
-    targets, the Spearman correlation of version and rating."""
+def _of(n: int, total: int) -> str:
+    return f"{n} of {total} ({100 * n / total:.1f}%)" if total else "-"
+
+
+def table(results: dict[str, dict[str, Tally]], correlations: dict[str, dict[str, tuple[float, int]]],
+          steps: dict[str, int | None], deterministic: bool,
+          tactics: dict[str, dict[str, Tactics]] | None = None) -> str:
+    """The markdown report: per variant and baseline, win/draw/loss rates (and per seat) and the
+    targets; per variant and rating kind (:data:`RATINGS`), the Spearman correlation of version
+    and rating; with ``tactics``, the forced moves the policy took in those games."""
     target = {"random": 0.95, "lookahead": 0.60}
     out = ["| variant | env steps | opponent | games | win | draw | loss | win as 1st / 2nd | target | met |",
            "|---|---|---|---|---|---|---|---|---|---|"]
@@ -270,11 +338,19 @@ def table(results: dict[str, dict[str, Tally]], correlations: dict[str, tuple[fl
             out.append(f"| {variant} | {'-' if n is None else f'{n:,}'} | {baseline} | {t.games} | "
                        f"{_pct(t.rate('wins'))} | {_pct(t.rate('draws'))} | {_pct(t.rate('losses'))} | "
                        f"{_pct(w1)} / {_pct(w2)} | {'-' if goal is None else f'>= {100 * goal:.0f}% wins'} | {met} |")
-    out += ["", f"Actions: {'argmax (deterministic)' if deterministic else 'sampled'}.", "",
-            "| variant | versions rated | Spearman(version, eval rating) | target | met |", "|---|---|---|---|---|"]
-    for variant, (rho, n) in correlations.items():
-        met = "-" if math.isnan(rho) else ("yes" if rho >= 0.8 else "no")
-        out.append(f"| {variant} | {n} | {'-' if math.isnan(rho) else f'{rho:.3f}'} | >= 0.8 | {met} |")
+    out += ["", f"Actions: {'argmax (deterministic)' if deterministic else 'sampled'}."]
+    if tactics:
+        out += ["", "| variant | opponent | could connect four: did | had to block: did |", "|---|---|---|---|"]
+        for variant, per_t in tactics.items():
+            for baseline, k in per_t.items():
+                out.append(f"| {variant} | {baseline} | {_of(k.taken, k.wins)} | {_of(k.blocked, k.blocks)} |")
+    out += ["", "| variant | rating | versions rated | Spearman(version, rating) | target | met |",
+            "|---|---|---|---|---|---|"]
+    for variant, kinds in correlations.items():
+        for kind, (rho, n) in kinds.items():
+            met = "-" if math.isnan(rho) else ("yes" if rho >= 0.8 else "no")
+            out.append(f"| {variant} | {RATINGS.get(kind, kind)} | {n} | {'-' if math.isnan(rho) else f'{rho:.3f}'} "
+                       f"| >= 0.8 | {met} |")
     return "\n".join(out)
 
 
@@ -320,7 +396,7 @@ def plot(curves: dict[str, list[tuple[int, int, float]]], out: Path,
             ax.plot([r[1] for r in rows], [r[2] for r in rows], marker="o", ms=3, lw=1.2, color=f"C{i}",
                     label=f"{variant} ({len(rows)} versions)")
     ax.set_xlabel("env steps when the version was kept (calls to env.step)")
-    ax.set_ylabel("eval manager's Elo rating")
+    ax.set_ylabel("eval rating (Bradley-Terry fit, Elo scale)")
     ax.set_title("connect four: learner versions rated against random, lookahead and each other", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -366,7 +442,8 @@ def report(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     results: dict[str, dict[str, Tally]] = {}
-    correlations: dict[str, tuple[float, int]] = {}
+    tactics: dict[str, dict[str, Tactics]] = {}
+    correlations: dict[str, dict[str, tuple[float, int]]] = {}
     curves: dict[str, list[tuple[int, int, float]]] = {}
     wins: dict[str, dict[str, list[tuple[int, float]]]] = {}
     steps: dict[str, int | None] = {}
@@ -374,15 +451,19 @@ def report(args: argparse.Namespace) -> int:
         run = runs / run_name(variant, args.seed, args.algo)
         ckpt = run / "checkpoints" / "learner" / "latest.pt"
         steps[variant] = final_steps(run)
-        results[variant] = {}
+        results[variant], tactics[variant], correlations[variant] = {}, {}, {}
         for b, baseline in enumerate(BASELINES):
-            games = play_baseline(ckpt, baseline, args.games, args.seed, args.deterministic, b, algo_name=args.algo)
+            tactics[variant][baseline] = Tactics()
+            games = play_baseline(ckpt, baseline, args.games, args.seed, args.deterministic, b, algo_name=args.algo,
+                                  tactics=tactics[variant][baseline])
             results[variant][baseline] = tally(games)
-        rows = version_ratings(run)
-        curves[variant] = rows
+        for kind in RATINGS:
+            rows = version_ratings(run, kind=kind)
+            correlations[variant][kind] = (spearman([r[0] for r in rows], [r[2] for r in rows]), len(rows))
+            if kind == "fit":
+                curves[variant] = rows
         wins[variant] = baseline_win_rates(run)
-        correlations[variant] = (spearman([r[0] for r in rows], [r[2] for r in rows]), len(rows))
-    text = table(results, correlations, steps, args.deterministic)
+    text = table(results, correlations, steps, args.deterministic, tactics)
     print(text)
     out = Path(args.out)
     plot(curves, out, wins)

@@ -194,6 +194,20 @@ class EvalTables(HistoryDB):
         order = {p: (v is not None, v or 0) for p, *_, v in rows}
         return sorted(out, key=lambda e: (order[e.player], e.player, e.opponent or ""))
 
+    def fitted_ratings(self, policy: str) -> dict[str, float]:
+        """``{player: rating}``, Elo points: ``policy``'s eval games with an opponent fitted all at
+        once (:func:`zoo.core.ratings.bradley_terry`, its prior centred on the games' initial
+        rating), every player that played one; ``{}`` without such games. Unlike the standings'
+        one-game-at-a-time Elo ratings, independent of the order the games were played in."""
+        from zoo.core.ratings import INITIAL_RATING, bradley_terry
+
+        rows = self._rows("SELECT player, opponent, score, initial FROM eval_games WHERE policy = ? AND "
+                          "opponent IS NOT NULL AND score IS NOT NULL ORDER BY id", (policy,))
+        if not rows:
+            return {}
+        initial = float(rows[0][3]) if rows[0][3] is not None else INITIAL_RATING
+        return bradley_terry(((str(p), str(o), float(sc)) for p, o, sc, _ in rows), initial=initial)
+
     def evaluated(self, policy: str) -> set[int]:
         """The versions of ``policy`` that played an eval game as the player."""
         return {int(r[0]) for r in self._rows("SELECT DISTINCT player_version FROM eval_games WHERE policy = ? AND "

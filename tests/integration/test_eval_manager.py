@@ -76,8 +76,10 @@ def test_the_eval_manager_rates_kept_versions_and_zoo_league_prints_them(tmp_pat
     league = zoo("league", str(run), env={"COLUMNS": "200"}, timeout=120)
     assert league.returncode == 0, league.stderr
     lines = [" ".join(line.replace("│", " ").replace("┃", " ").split()) for line in league.stdout.splitlines()]
-    assert "player env steps rating games vs random mean return" in lines
-    v1 = f"v1 {training[0].env_steps:,} {standings['v1'].rating:.1f} {standings['v1'].games}"
+    assert "player env steps rating fit rating games vs random mean return" in lines
+    with VersionStore(run, readonly=True) as store:
+        fit = store.fitted_ratings("default")["v1"]
+    v1 = f"v1 {training[0].env_steps:,} {standings['v1'].rating:.1f} {fit:.1f} {standings['v1'].games}"
     assert any(line.startswith(v1) for line in lines), lines
 
 

@@ -57,9 +57,17 @@ def test_version_ratings_reads_the_eval_managers_ratings_of_kept_versions(bench,
                           loaded=loaded)
         store.record_eval("learner", [EvalGame("v3", "random", 0, 0.0, -1.0, 1.0, 3, None)], k=32.0,
                           initial=1000.0, loaded=loaded)
-    rows = bench.version_ratings(tmp_path)
+    rows = bench.version_ratings(tmp_path, kind="elo")
     assert [(v, s, round(r, 3)) for v, s, r in rows] == [(1, 20_000, 999.264), (2, 40_000, 1016.736),
                                                          (3, 60_000, 983.264)]
+    # the fitted ratings are the store's fit of the three games (checked in test_eval_manager), by version
+    with VersionStore(tmp_path, readonly=True) as store:
+        fit = store.fitted_ratings("learner")
+    assert bench.version_ratings(tmp_path) == [(1, 20_000, fit["v1"]), (2, 40_000, fit["v2"]), (3, 60_000, fit["v3"])]
+    assert fit["v2"] > fit["v1"] > fit["v3"]  # v2 beat v1, who beat random, who beat v3
+    assert bench.version_ratings(tmp_path, kind="training") == []  # no training games rated them
+    with pytest.raises(ValueError, match="kind 'x' is not one of fit, elo, training"):
+        bench.version_ratings(tmp_path, kind="x")
     assert bench.spearman([r[0] for r in rows], [r[2] for r in rows]) == pytest.approx(-0.5)
     assert bench.version_ratings(tmp_path / "nothing") == []
     # the win rates against the baselines, from the version's side: v1 1 of 1 against random, v3 0 of 1
@@ -81,15 +89,20 @@ def test_the_table_says_which_targets_are_met(bench, tmp_path):
                            + [(1, -1.0, 1.0)] * 10)  # 480 of 500: 96%
     t_look = bench.tally([(0, 1.0, -1.0)] * 150 + [(0, -1.0, 1.0)] * 100 + [(1, 1.0, -1.0)] * 125
                          + [(1, -1.0, 1.0)] * 125)  # 275 of 500: 55%
-    text = bench.table({"pfsp": {"random": t_random, "lookahead": t_look}}, {"pfsp": (0.85, 40)},
-                       {"pfsp": 500_000}, deterministic=False)
+    tactics = {"pfsp": {"random": bench.Tactics(10, 9, 4, 1), "lookahead": bench.Tactics(0, 0, 8, 2)}}
+    text = bench.table({"pfsp": {"random": t_random, "lookahead": t_look}},
+                       {"pfsp": {"fit": (0.85, 40), "elo": (-0.25, 40)}}, {"pfsp": 500_000}, deterministic=False,
+                       tactics=tactics)
     lines = text.splitlines()
     assert lines[2] == ("| pfsp | 500,000 | random | 500 | 96.0% | 2.0% | 2.0% | 96.0% / 96.0% | >= 95% wins | "
                         "yes |")
     assert lines[3] == ("| pfsp | 500,000 | lookahead | 500 | 55.0% | 0.0% | 45.0% | 60.0% / 50.0% | >= 60% wins | "
                         "no |")
     assert "Actions: sampled." in lines
-    assert lines[-1] == "| pfsp | 40 | 0.850 | >= 0.8 | yes |"
+    assert "| pfsp | random | 9 of 10 (90.0%) | 1 of 4 (25.0%) |" in lines
+    assert "| pfsp | lookahead | - | 2 of 8 (25.0%) |" in lines
+    assert lines[-2] == "| pfsp | eval, fitted to all games (Bradley-Terry) | 40 | 0.850 | >= 0.8 | yes |"
+    assert lines[-1] == "| pfsp | eval, Elo one game at a time | 40 | -0.250 | >= 0.8 | no |"
     out = tmp_path / "c4.png"
     bench.plot({"pfsp": [(1, 20_000, 999.0), (2, 40_000, 1016.0)], "latest": []}, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -117,3 +130,30 @@ def test_the_algorithm_is_both_policies_and_names_the_run(bench):
     assert (bench.run_name("pfsp", 1), bench.run_name("latest", 2, "ppo")) == ("c4-pfsp-s1", "c4-ppo-latest-s2")
     with pytest.raises(ValueError, match="^algo 'sac' is not one of mappo, ppo$"):
         bench.config_text("pfsp", algo="sac")
+
+
+def test_the_tactics_counter_counts_forced_moves_taken(bench):
+    import numpy as np
+    import torch
+
+    boards = np.zeros((3, 2, 6, 7), np.float32)
+    boards[0, 0, 5, 0:3] = 1  # row 0: three of mine on the bottom row, column 3 connects four
+    boards[0, 1, 4, 0:3] = 1
+    boards[1, 1, 5, 2:5] = 1  # row 1: three of theirs from column 2, columns 1 and 5 block
+    boards[1, 0, 4, 2:4] = 1
+    boards[2, 0, 5, 0] = 1  # row 2: nothing forced
+    played = torch.tensor([3, 6, 4])  # row 0 takes its win, row 1 does not block
+
+    class Net:
+        def act(self, obs, deterministic=False):
+            assert obs["observation"] is boards and deterministic
+            return {"action": played}
+
+    t = bench.Tactics()
+    counter = bench.TacticsCounter(Net(), t)
+    out = counter.act({"observation": boards, "zoo:action_mask": np.ones((3, 7), bool)}, deterministic=True)
+    assert out["action"] is played and counter.eval() is counter
+    assert t == bench.Tactics(wins=1, taken=1, blocks=1, blocked=0)
+    played = torch.tensor([0, 5, 4])  # row 0 misses its win, row 1 blocks at 5
+    counter.act({"observation": boards, "zoo:action_mask": np.ones((3, 7), bool)}, deterministic=True)
+    assert t == bench.Tactics(wins=2, taken=1, blocks=2, blocked=1)

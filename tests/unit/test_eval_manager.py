@@ -16,6 +16,7 @@ from zoo.core.baselines import RandomBaseline
 from zoo.core.config import ConfigError, build_config
 from zoo.core.history import EvalGame, EvalResult, Standing, VersionStore
 from zoo.core.plugins import get_host, get_registry
+from zoo.core.ratings import bradley_terry
 
 TICTACTOE = "pettingzoo:pettingzoo.classic.tictactoe_v3"
 
@@ -64,6 +65,19 @@ def test_eval_games_move_elo_ratings_game_by_game(tmp_path):
         assert rows[0] == ("v1", "random", 0, 1.0, 1016.0, 984.0, 32.0, 1000.0)
         assert rows[1][4:6] == (pytest.approx(1014.530498, abs=1e-6), pytest.approx(985.469502, abs=1e-6))
         assert [(v.games, v.rating) for v in store.versions("learner")] == [(None, None), (None, None)]
+
+
+def test_fitted_ratings_fit_all_eval_games_at_once_around_their_initial_rating(tmp_path):
+    with store_with_versions(tmp_path) as store:
+        assert store.fitted_ratings("learner") == {}
+        # v1 beat random 5 times (test_league's worked case: x = 3), K = 16 and start 1200 (the
+        # prior's centre); a game without an opponent is not part of the fit
+        store.record_eval("learner", [EvalGame("v1", "random", i % 2, 1.0, 1.0, -1.0, 1) for i in range(5)]
+                          + [EvalGame("v2", None, 0, None, 3.0, None, 2)], k=16, initial=1200)
+        assert store.fitted_ratings("learner") == {"v1": pytest.approx(1390.848502, abs=1e-5),
+                                                   "random": pytest.approx(1009.151498, abs=1e-5)}
+        # the Elo standings moved one game at a time: 1200 + 8, then smaller steps
+        assert {s.player: s.rating for s in store.standings("learner")}["v1"] < 1240
 
 
 def test_k_and_the_initial_rating_are_the_games_own(tmp_path):
@@ -220,13 +234,15 @@ def test_zoo_league_prints_the_eval_managers_table_and_json(tmp_path):
     assert result.exit_code == 0, result.output
     lines = [" ".join(line.replace("│", " ").replace("┃", " ").split()) for line in result.output.splitlines()]
     assert "policy learner: eval manager, 2 versions rated" in lines
-    assert "player env steps rating games vs random mean return" in lines
-    assert "random - 985.5 2 - -0.50" in lines
-    assert "v1 100 1029.9 3 0.750 0.67" in lines
-    assert "v2 200 984.7 1 - -1.00" in lines
+    assert "player env steps rating fit rating games vs random mean return" in lines
+    fit = bradley_terry([("v1", "random", 1.0), ("v1", "random", 0.5), ("v2", "v1", 0.0)])
+    assert f"random - 985.5 {fit['random']:.1f} 2 - -0.50" in lines
+    assert f"v1 100 1029.9 {fit['v1']:.1f} 3 0.750 0.67" in lines
+    assert f"v2 200 984.7 {fit['v2']:.1f} 1 - -1.00" in lines
     data = json.loads(CliRunner().invoke(app, ["league", str(run), "--json"]).output)["learner"]
     assert data[0]["baseline"] == "random" and data[0]["version"] is None
     assert data[0]["eval"]["rating"] == pytest.approx(985.469502, abs=1e-6)
+    assert data[0]["eval"]["fit_rating"] == pytest.approx(fit["random"])
     v1 = data[1]
     assert v1["version"] == 1 and v1["eval"]["vs"]["random"] == {"games": 2, "wins": 1, "draws": 1, "losses": 0,
                                                                  "win_rate": 0.75, "mean_return": 0.5}

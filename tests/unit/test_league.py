@@ -14,7 +14,7 @@ import zoo.cli as cli
 from tests.unit.fakes import one_line_error
 from zoo.core.history import HistorySchedule, Query, VersionStore, query_weights
 from zoo.core.plugins import get_host
-from zoo.core.ratings import Game, elo_update, expected_score, games_in, learner_score
+from zoo.core.ratings import Game, bradley_terry, elo_update, expected_score, games_in, learner_score
 from zoo.core.workers.history import History
 
 
@@ -42,6 +42,36 @@ def test_elo_updates_of_a_few_games():
         elo_update(1000, 1000, 2)
     with pytest.raises(ValueError, match="k=-1"):
         elo_update(1000, 1000, 1, k=-1)
+
+
+def test_bradley_terry_fits_all_games_at_once():
+    # A beat B 5 times; 2 virtual draws each against a virtual player at 1000. By symmetry
+    # R_A - 1000 = 1000 - R_B; with x = 10 ** ((R_A - 1000) / 400) A's equation (wins = expected wins)
+    # is 5 + 1 = 5 x^2 / (x^2 + 1) + 2 x / (x + 1), which x = 3 solves (4.5 + 1.5), and B's
+    # 0 + 1 = 5 / 10 + 2 / 4: R_A = 1000 + 400 log10(3) = 1190.848502, R_B = 809.151498
+    fit = bradley_terry([("A", "B", 1.0)] * 5)
+    assert fit == {"A": pytest.approx(1190.848502, abs=1e-5), "B": pytest.approx(809.151498, abs=1e-5)}
+    # the same games as B's losses, in any order and seen from either side: the same fit
+    assert bradley_terry([("B", "A", 0.0)] * 2 + [("A", "B", 1.0)] * 3) == pytest.approx(fit, abs=1e-5)
+    # equal results, draws as half a win: everyone stays at the prior's centre
+    assert bradley_terry([("A", "B", 1.0), ("B", "A", 1.0), ("A", "C", 0.5)], initial=1500) == pytest.approx(
+        {"A": 1500.0, "B": 1500.0, "C": 1500.0}, abs=1e-5)
+    # a weaker prior (1 virtual draw) lets the results weigh more: A's equation 5 + 1/2 = 5 x^2/(x^2+1)
+    # + x/(x+1) (no closed form) holds to the fit's tolerance, with A further above 1000 than at x = 3
+    x = 10 ** ((bradley_terry([("A", "B", 1.0)] * 5, prior_draws=1.0)["A"] - 1000) / 400)
+    assert 5.5 - 5 * x * x / (x * x + 1) - x / (x + 1) == pytest.approx(0.0, abs=1e-6) and x > 3
+    assert bradley_terry([]) == {}
+
+
+def test_bradley_terry_refuses_bad_games_and_settings():
+    with pytest.raises(ValueError, match="score 2 of 'A' against 'B' must be in"):
+        bradley_terry([("A", "B", 2)])
+    with pytest.raises(ValueError, match="player 'A' plays itself"):
+        bradley_terry([("A", "A", 1.0)])
+    with pytest.raises(ValueError, match="prior_draws=0 must be a finite number > 0"):
+        bradley_terry([("A", "B", 1.0)], prior_draws=0)
+    with pytest.raises(ValueError, match="tol=0 must be > 0"):
+        bradley_terry([("A", "B", 1.0)], tol=0)
 
 
 # ----------------------------------------------------------------------------- counting games

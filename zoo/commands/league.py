@@ -12,10 +12,12 @@ win rate (the version's: ``(wins + draws / 2) / games``, what ``pfsp`` weighs) a
 **The eval manager's results** (docs/history.md, "The eval manager"), when the run had one:
 a second table per policy it evaluated, its players (baselines first, then every version it
 rated, kept or dropped, oldest first): player (``random``, ``v120``), env steps (a
-version's), rating (its eval Elo rating), games (all its eval games), win rate against
+version's), rating (its eval Elo rating, one game at a time in play order), fit rating (the
+Bradley-Terry rating fitted to all the policy's eval games at once, independent of their order:
+:func:`zoo.core.ratings.bradley_terry`), games (all its eval games), win rate against
 each baseline (``(wins + draws / 2) / games`` of its games against it) and mean return (over
 all its eval games). In ``--json`` each version row gains ``eval``: ``{"rating", "games",
-"wins", "draws", "losses", "mean_return", "vs": {opponent: {"games", "wins", "draws",
+"fit_rating", "wins", "draws", "losses", "mean_return", "vs": {opponent: {"games", "wins", "draws",
 "losses", "win_rate", "mean_return"}}}`` (null when the eval manager did not rate it; ``vs``
 from the version's side, one entry per baseline and past version it played), and the
 policy's list starts with one row per baseline: ``{"baseline": name, "version": null,
@@ -71,10 +73,12 @@ def eval_rows(store: Any, policy: str) -> dict[str, dict[str, Any]]:
             vs.setdefault(r.player, {})[r.opponent] = {"games": r.games, "wins": r.wins, "draws": r.draws,
                                                        "losses": r.losses, "win_rate": r.win_rate(),
                                                        "mean_return": r.mean_return}
+    fitted = store.fitted_ratings(policy)
     for s in store.standings(policy):
         row = store.get(policy, s.version) if s.version is not None else None
         out[s.player] = {"version": s.version, "env_steps": None if row is None else row.env_steps,
-                         "rating": s.rating, "games": s.games, "wins": s.wins, "draws": s.draws, "losses": s.losses,
+                         "rating": s.rating, "fit_rating": fitted.get(s.player), "games": s.games,
+                         "wins": s.wins, "draws": s.draws, "losses": s.losses,
                          "mean_return": s.mean_return, "vs": vs.get(s.player, {})}
     return out
 
@@ -110,10 +114,12 @@ def eval_table(policy: str, rows: list[dict[str, Any]]) -> Table:
     players += [(f"v{r['version']}", r["eval"]) for r in rows if r.get("version") is not None and r.get("eval")]
     table = Table(title=f"policy {policy}: eval manager, {len(players) - len(baselines)} versions rated",
                   title_justify="left")
-    for column in ("player", "env steps", "rating", "games", *(f"vs {b}" for b in baselines), "mean return"):
+    for column in ("player", "env steps", "rating", "fit rating", "games", *(f"vs {b}" for b in baselines),
+                   "mean return"):
         table.add_column(column, justify="right", no_wrap=True)
     for name, e in players:
-        table.add_row(name, _fmt(e["env_steps"], ","), _fmt(e["rating"], ".1f"), f"{e['games']:,}",
+        table.add_row(name, _fmt(e["env_steps"], ","), _fmt(e["rating"], ".1f"), _fmt(e.get("fit_rating"), ".1f"),
+                      f"{e['games']:,}",
                       *(_fmt((e["vs"].get(b) or {}).get("win_rate"), ".3f") for b in baselines),
                       _fmt(e["mean_return"], ".2f"))
     return table
