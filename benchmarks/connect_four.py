@@ -269,11 +269,12 @@ class TacticsCounter:
 
 def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, deterministic: bool,
                   index: int, envs: int = 8, algo_name: str = "mappo",
-                  tactics: Tactics | None = None) -> list[tuple[int, float, float]]:
+                  tactics: Tactics | None = None, env_options: dict | None = None) -> list[tuple[int, float, float]]:
     """``games`` games of the policy in ``checkpoint`` against ``baseline``: the first
     ``ceil(games / 2)`` as the first player (seat 0), the rest as the second;
     ``(seat, policy's return, baseline's return)`` per game. ``tactics``: counts the policy's
-    forced moves taken (:class:`Tactics`)."""
+    forced moves taken (:class:`Tactics`). ``env_options``: the run's ``env`` options (its
+    ``config.json``), of which ``kwargs`` and ``to_move`` (what the policy observes) are used."""
     from zoo.core.checkpoint import load_checkpoint
     from zoo.core.plugins import get_registry
     from zoo.evaluate import Seat, play
@@ -281,7 +282,9 @@ def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, determ
 
     reg = get_registry()
     ckpt = load_checkpoint(str(checkpoint))
-    pool = [make(MODULE, PettingZooConfig(), seed + i) for i in range(envs)]
+    opts = env_options or {}
+    env_config = PettingZooConfig(kwargs=str(opts.get("kwargs", "")), to_move=bool(opts.get("to_move", False)))
+    pool = [make(MODULE, env_config, seed + i) for i in range(envs)]
     spec = pool[0].spec
     seat_spec = spec.subset([spec.agents[0]])
     algo = reg.get("algorithm", algo_name).load()
@@ -452,10 +455,11 @@ def report(args: argparse.Namespace) -> int:
         ckpt = run / "checkpoints" / "learner" / "latest.pt"
         steps[variant] = final_steps(run)
         results[variant], tactics[variant], correlations[variant] = {}, {}, {}
+        env_options = json.loads((run / "config.json").read_text()).get("env") or {}
         for b, baseline in enumerate(BASELINES):
             tactics[variant][baseline] = Tactics()
             games = play_baseline(ckpt, baseline, args.games, args.seed, args.deterministic, b, algo_name=args.algo,
-                                  tactics=tactics[variant][baseline])
+                                  tactics=tactics[variant][baseline], env_options=env_options)
             results[variant][baseline] = tally(games)
         for kind in RATINGS:
             rows = version_ratings(run, kind=kind)

@@ -200,3 +200,44 @@ def test_the_eval_manager_builds_its_envs_without_random_seats_and_the_actors_wi
     assert cfg.env.random_seats is True  # the run's option is left as it was
     actor_env.close()
     eval_env.close()
+
+
+# ----------------------------------------------------------------------------- env.to_move
+def test_to_move_tells_each_player_whose_turn_it_is_in_every_seat_order():
+    from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, make
+
+    env = make("pettingzoo.classic.connect_four_v3", PettingZooConfig(random_seats=True, to_move=True), 0)
+    assert env.spec.observation_space["to_move"].shape == (1,)
+    seen = set()
+    for _ in range(20):
+        obs, _ = env.reset()
+        first = int(obs["zoo:action_mask"][1].all())  # 1: player_1 moves first
+        seen.add(first)
+        # the mover's entry is 1.0, the waiting player's 0.0; one move later the other way round
+        assert obs["to_move"].tolist() == ([[1.0], [0.0]] if first == 0 else [[0.0], [1.0]])
+        assert obs["to_move"].dtype == np.float32
+        obs, *_ = env.step(np.array([3, 3]))
+        assert obs["to_move"].tolist() == ([[0.0], [1.0]] if first == 0 else [[1.0], [0.0]])
+    assert seen == {0, 1}
+    env.close()
+    plain = make("pettingzoo.classic.connect_four_v3", PettingZooConfig(random_seats=True), 0)
+    assert "to_move" not in plain.spec.observation_space and "to_move" not in plain.reset()[0]
+    plain.close()
+
+
+def test_to_move_on_a_parallel_env_or_without_dict_observations_is_refused():
+    from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, TurnBasedParallel, make
+
+    with pytest.raises(ValueError, match=r"^env.to_move: --env pettingzoo:mpe2.simple_spread_v3 is a Parallel env"):
+        make("mpe2.simple_spread_v3", PettingZooConfig(to_move=True), 0)
+    from gymnasium import spaces
+
+    class BoxObs:
+        possible_agents = ["a", "b"]
+
+        def observation_space(self, agent):
+            return spaces.Box(0, 1, (3,))
+
+    with pytest.raises(ValueError, match=r"^env.to_move: agent a's observations are Box\(0.0, 1.0, \(3,\), float32\), "
+                                         r"not a dict"):
+        TurnBasedParallel(BoxObs(), to_move=True)

@@ -31,6 +31,13 @@ class PettingZooConfig:
     an opponent policy mapped to the other agent, docs/history.md). The draw is seeded by the
     env's seed (and by a seed given to ``reset``). The eval manager's envs play without it: it
     seats its players itself. Refused for a Parallel env."""
+    to_move: bool = False
+    """Turn-based games only: add an observation entry ``"to_move"`` (float32 ``[1]``, 1.0 for
+    the player to move, 0.0 for a waiting one) to every agent's observation. A board seen from
+    its own side does not say whose turn it is once the order of play is drawn
+    (``random_seats``: equal piece counts mean either player may be to move), and a value
+    estimate of the same board differs by the turn (a threat of one's own is a win on one's own
+    move and is blocked on the opponent's). Refused for a Parallel env."""
 
 
 def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv | PaddedSpaces:
@@ -51,13 +58,16 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv 
         raise ValueError(f"--env pettingzoo:{arg}: cannot import {arg!r} ({exc}); "
                          "install the package that provides it") from None
     random_seats = bool(getattr(config, "random_seats", False))
+    to_move = bool(getattr(config, "to_move", False))
     if hasattr(module, "parallel_env"):
-        if random_seats:
-            raise ValueError(f"env.random_seats: --env pettingzoo:{arg} is a Parallel env (its agents move at once); "
-                             "random_seats is for turn-based games (a module with an AEC env()); leave it out")
+        for name, on in (("random_seats", random_seats), ("to_move", to_move)):
+            if on:
+                raise ValueError(f"env.{name}: --env pettingzoo:{arg} is a Parallel env (its agents move at once); "
+                                 f"{name} is for turn-based games (a module with an AEC env()); leave it out")
         parallel = module.parallel_env(**parse_kwargs(config.kwargs))
     elif hasattr(module, "env"):
-        parallel = TurnBasedParallel(module.env(**parse_kwargs(config.kwargs)), random_seats=random_seats, seed=seed)
+        parallel = TurnBasedParallel(module.env(**parse_kwargs(config.kwargs)), random_seats=random_seats, seed=seed,
+                                     to_move=to_move)
     else:
         raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env() (nor an AEC env())")
     mixed = bool(getattr(config, "mixed_spaces", False))
@@ -86,9 +96,16 @@ class TurnBasedParallel:
     the draw; the AEC's first agent moves first): the agents keep their names, observations,
     rewards and flags are those of the AEC agent each plays. False: ``seats`` is always
     ``possible_agents``.
+
+    ``to_move``: every observation gains ``"to_move"``, float32 ``[1]``: 1.0 for the player to
+    move, 0.0 for a waiting one. Needs an AEC env
+    whose observations are dicts (PettingZoo classic's).
+
+    Raises:
+        ValueError: ``to_move`` with an env whose observation space is not a Dict.
     """
 
-    def __init__(self, aec: Any, random_seats: bool = False, seed: int | None = None) -> None:
+    def __init__(self, aec: Any, random_seats: bool = False, seed: int | None = None, to_move: bool = False) -> None:
         import numpy as np
 
         self.aec = aec
@@ -100,9 +117,24 @@ class TurnBasedParallel:
         self.seats = list(self.possible_agents)
         self.to_aec = {a: a for a in self.possible_agents}
         self.from_aec = dict(self.to_aec)
+        self.to_move = bool(to_move)
+        if self.to_move:
+            from gymnasium import spaces
+
+            for a in self.possible_agents:
+                space = aec.observation_space(a)
+                if not isinstance(space, spaces.Dict):
+                    raise ValueError(f"env.to_move: agent {a}'s observations are {space}, not a dict; the "
+                                     "\"to_move\" entry needs dict observations (PettingZoo classic's); leave it out")
 
     def observation_space(self, agent: str) -> Any:
-        return self.aec.observation_space(agent)
+        space = self.aec.observation_space(agent)
+        if not self.to_move:
+            return space
+        import numpy as np
+        from gymnasium import spaces
+
+        return spaces.Dict({**space.spaces, "to_move": spaces.Box(0.0, 1.0, (1,), np.float32)})
 
     def action_space(self, agent: str) -> Any:
         return self.aec.action_space(agent)
@@ -112,10 +144,13 @@ class TurnBasedParallel:
 
         agent = self.to_aec[name]
         obs = self.aec.observe(agent)
+        moving = agent == self.aec.agent_selection
         if agent != self.aec.agent_selection and isinstance(obs, dict) and "action_mask" in obs:
             mask = np.zeros_like(np.asarray(obs["action_mask"]))
             mask.reshape(-1)[0] = 1
             obs = {**obs, "action_mask": mask}
+        if self.to_move:
+            obs = {**obs, "to_move": np.array([1.0 if moving else 0.0], np.float32)}
         return obs
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
