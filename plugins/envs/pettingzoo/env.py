@@ -98,8 +98,8 @@ class TurnBasedParallel:
     ``possible_agents``.
 
     ``to_move``: every observation gains ``"to_move"``, float32 ``[1]``: 1.0 for the player to
-    move, 0.0 for a waiting one. Needs an AEC env
-    whose observations are dicts (PettingZoo classic's).
+    move, 0.0 for a waiting one. Needs an AEC env whose observations are dicts (PettingZoo
+    classic's).
 
     Raises:
         ValueError: ``to_move`` with an env whose observation space is not a Dict.
