@@ -143,8 +143,11 @@ def test_a_killed_actor_ends_the_run_naming_it_and_its_node(ray_cluster, tmp_pat
                  "--set", "supervision.max_restarts=0")
     wait_for(lambda: rows(tmp_path / "r", "update"), RUN_S, "the first update row (every worker past its start-up)",
              proc)
+    # the first update may hold actor 0's samples alone: on a loaded machine Ray can start actor 1's
+    # worker process long after it (a Ray worker, then the worker's own interpreter), so wait as long
+    # as a run's start-up may take, not a minute
     actor = wait_for(lambda: next((p for p in run_processes(proc.pid) if title(p).startswith("zoo: actor 1 ")), None),
-                     60, "actor 1", proc)
+                     RUN_S, "actor 1", proc)
     os.kill(actor, signal.SIGKILL)
     code, out, err = finish(proc, 120)
     assert code == 1, err[-3000:]
