@@ -94,6 +94,67 @@ def scatter_final_values(final_index: Array, final_values: Array, like: Array) -
     return out
 
 
+def _prepare(rewards: Array, values: Array, terminated: Array, truncated: Array, gamma: float, gae_lambda: float,
+             final_value: Array | None, final_index: Array | None, final_values: Array | None,
+             active: Array | None, fn: str) -> tuple[Any, ...]:
+    """:func:`gae`'s and :func:`decision_gae`'s checks and conversions (see :func:`gae`'s Raises):
+    ``(where, rewards, values, terminated, truncated, active, final_value)``, every array of
+    ``values``' kind and device, ``final_value`` ``[T, B]`` (0 where no truncated step reads it)."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"{fn}: gamma={gamma} must be in [0, 1]")
+    if not 0.0 <= gae_lambda <= 1.0:
+        raise ValueError(f"{fn}: gae_lambda={gae_lambda} must be in [0, 1]")
+    torch_mode = _is_torch(values)
+    if not torch_mode:
+        rewards, values = np.asarray(rewards), np.asarray(values)
+    if rewards.ndim != 2:
+        raise ValueError(f"{fn}: 'rewards' has shape {tuple(rewards.shape)}, expected time-major [T, B]")
+    T, B = rewards.shape
+    _check_shape("values", values, (T + 1, B), fn)
+    _check_shape("terminated", terminated, (T, B), fn)
+    _check_shape("truncated", truncated, (T, B), fn)
+    if torch_mode:
+        import torch
+
+        active = torch.ones((T, B), dtype=torch.bool, device=values.device) if active is None else active.bool()
+        terminated, truncated = terminated.bool(), truncated.bool()
+        rewards = rewards.to(values.dtype)
+        where: Callable[..., Any] = torch.where
+    else:
+        if not np.issubdtype(values.dtype, np.floating):
+            values = values.astype(np.float64)
+        active = np.ones((T, B), dtype=bool) if active is None else np.asarray(active, dtype=bool)
+        terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
+        rewards = np.asarray(rewards).astype(values.dtype)
+        where = np.where
+    _check_shape("active", active, (T, B), fn)
+
+    needs_final = truncated & ~terminated & active
+    if final_value is not None and final_index is not None:
+        raise ValueError(f"{fn}: give either 'final_value' [T, B] or 'final_index' + 'final_values', not both")
+    if final_index is not None:
+        if final_values is None:
+            raise ValueError(f"{fn}: 'final_index' needs 'final_values' (the value of each final observation)")
+        ones = torch.ones_like(final_values) if torch_mode else np.ones_like(final_values)
+        covered = scatter_final_values(final_index, ones, values[:T]) > 0
+        missing = needs_final & ~covered
+        if bool(missing.any()):
+            t, b = _first_true(missing)
+            raise ValueError(f"{fn}: truncated step (t={t}, b={b}) has no row in 'final_index'; "
+                             "every truncated step needs the value of its final observation")
+        final_value = scatter_final_values(final_index, final_values, values[:T])
+    elif final_value is None:
+        if bool(needs_final.any()):
+            raise ValueError(f"{fn}: a step is truncated but neither 'final_value' nor 'final_index' + "
+                             "'final_values' was given; truncation bootstraps from the final observation")
+        final_value = _zeros_like(values[:T])
+    else:
+        _check_shape("final_value", final_value, (T, B), fn)
+        final_value = final_value.to(values.dtype) if torch_mode else np.asarray(final_value).astype(values.dtype)
+
+    return where, rewards, values, terminated, truncated, active, final_value
+
+
 def gae(
     rewards: Array,
     values: Array,
@@ -136,58 +197,10 @@ def gae(
             neither final-value forms are given while an active step is truncated (and
             not terminated), or such a step has no entry in ``final_index``.
     """
-    if not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gae: gamma={gamma} must be in [0, 1]")
-    if not 0.0 <= gae_lambda <= 1.0:
-        raise ValueError(f"gae: gae_lambda={gae_lambda} must be in [0, 1]")
-    torch_mode = _is_torch(values)
-    if not torch_mode:
-        rewards, values = np.asarray(rewards), np.asarray(values)
-    if rewards.ndim != 2:
-        raise ValueError(f"gae: 'rewards' has shape {tuple(rewards.shape)}, expected time-major [T, B]")
-    T, B = rewards.shape
-    _check_shape("values", values, (T + 1, B))
-    _check_shape("terminated", terminated, (T, B))
-    _check_shape("truncated", truncated, (T, B))
-    if torch_mode:
-        import torch
-
-        active = torch.ones((T, B), dtype=torch.bool, device=values.device) if active is None else active.bool()
-        terminated, truncated = terminated.bool(), truncated.bool()
-        rewards = rewards.to(values.dtype)
-        where: Callable[..., Any] = torch.where
-    else:
-        if not np.issubdtype(values.dtype, np.floating):
-            values = values.astype(np.float64)
-        active = np.ones((T, B), dtype=bool) if active is None else np.asarray(active, dtype=bool)
-        terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
-        rewards = np.asarray(rewards).astype(values.dtype)
-        where = np.where
-    _check_shape("active", active, (T, B))
-
-    needs_final = truncated & ~terminated & active
-    if final_value is not None and final_index is not None:
-        raise ValueError("gae: give either 'final_value' [T, B] or 'final_index' + 'final_values', not both")
-    if final_index is not None:
-        if final_values is None:
-            raise ValueError("gae: 'final_index' needs 'final_values' (the value of each final observation)")
-        ones = torch.ones_like(final_values) if torch_mode else np.ones_like(final_values)
-        covered = scatter_final_values(final_index, ones, values[:T]) > 0
-        missing = needs_final & ~covered
-        if bool(missing.any()):
-            t, b = _first_true(missing)
-            raise ValueError(f"gae: truncated step (t={t}, b={b}) has no row in 'final_index'; "
-                             "every truncated step needs the value of its final observation")
-        final_value = scatter_final_values(final_index, final_values, values[:T])
-    elif final_value is None:
-        if bool(needs_final.any()):
-            raise ValueError("gae: a step is truncated but neither 'final_value' nor 'final_index' + "
-                             "'final_values' was given; truncation bootstraps from the final observation")
-        final_value = _zeros_like(values[:T])
-    else:
-        _check_shape("final_value", final_value, (T, B))
-        final_value = final_value.to(values.dtype) if torch_mode else np.asarray(final_value).astype(values.dtype)
-
+    where, rewards, values, terminated, truncated, active, final_value = _prepare(
+        rewards, values, terminated, truncated, gamma, gae_lambda, final_value, final_index, final_values, active,
+        "gae")
+    T = rewards.shape[0]
     advantages = _zeros_like(values[:T])
     next_value = values[T]             # V of the successor observation of the step being scanned
     next_adv = _zeros_like(values[T])  # A of the successor step (0 at the bootstrap row)
@@ -202,3 +215,105 @@ def gae(
         next_value = where(active[t], values[t], next_value)
         next_adv = where(active[t], adv, next_adv)
     return advantages, advantages + values[:T]
+
+
+def decision_gae(
+    rewards: Array,
+    values: Array,
+    terminated: Array,
+    truncated: Array,
+    passive: Array,
+    *,
+    gamma: float,
+    gae_lambda: float,
+    final_value: Array | None = None,
+    final_index: Array | None = None,
+    final_values: Array | None = None,
+    final_passive: Array | None = None,
+    active: Array | None = None,
+) -> tuple[Array, Array, Array]:
+    """GAE over the *decisions* of a sample: rows where the agent had no choice (``passive``:
+    one legal action, as a waiting player's rows in a turn-based game) are not steps of the
+    decision process but part of the transition between two decisions (a semi-MDP, Sutton,
+    Precup and Singh, "Between MDPs and semi-MDPs", Artificial Intelligence 112, 1999).
+
+    For a decision row ``d`` followed by ``k`` passive rows and then the next decision ``d'``
+    of the same episode (``d' = d + k + 1``), with the rewards ``r_d .. r_{d+k}``::
+
+        delta_d = sum_{j=0..k} gamma^j r_{d+j} + gamma^{k+1} V(s_{d'}) - V(s_d)
+        A_d     = delta_d + (gamma^{k+1} lambda) A_{d'}
+        G_d     = A_d + V(s_d)
+
+    which is :func:`gae` (arXiv 1506.02438 eq. 16) with ``lambda`` = 1 on every transition into a
+    passive row, where ``V`` of the passive rows cancels; with no passive row it is exactly
+    :func:`gae`. The value of a passive observation is never used: its network is not trained
+    on such rows. Episode ends inside a run of passive rows: a termination ends the sum there
+    (no bootstrap); a truncation bootstraps from ``final_value`` of its final observation,
+    ``gamma^{j+1} V(final)``. A decision whose bootstrap would be a passive observation (the
+    sample ends in passive rows and ``obs[T]`` is passive; a truncation whose final observation
+    is passive, ``final_passive``) cannot be valued: it is left out (``trained`` False) and its
+    value becomes the bootstrap of the decisions before it, as ``V(obs[T])`` is for the last row
+    of :func:`gae`. Inactive rows are skipped as in :func:`gae`.
+
+    Args:
+        rewards, values, terminated, truncated, gamma, gae_lambda, final_value, final_index,
+        final_values, active: as in :func:`gae`.
+        passive: bool ``[T + 1, B]``, the agent had no choice at the row (row ``T``: the
+            bootstrap observation).
+        final_passive: bool ``[T, B]``, the final observation of the truncated step at the row
+            is passive (read only where a step is truncated and not terminated; default none).
+
+    Returns:
+        ``(advantages, returns, trained)``, ``[T, B]`` each: advantages and value targets of the
+        rows that enter the losses, ``trained`` (bool) those rows: active, not passive, and
+        valued. Elsewhere ``advantages = 0`` and ``returns = values[t]``.
+
+    Raises:
+        ValueError: as :func:`gae`, or ``passive`` / ``final_passive`` has the wrong shape.
+    """
+    where, rewards, values, terminated, truncated, active, final_value = _prepare(
+        rewards, values, terminated, truncated, gamma, gae_lambda, final_value, final_index, final_values, active,
+        "decision_gae")
+    T, B = rewards.shape
+    torch_mode = _is_torch(values)
+    if torch_mode:
+        passive = passive.bool().to(values.device)
+        final_passive = (passive[:T] & False) if final_passive is None else final_passive.bool().to(values.device)
+    else:
+        passive = np.asarray(passive, dtype=bool)
+        final_passive = np.zeros((T, B), bool) if final_passive is None else np.asarray(final_passive, dtype=bool)
+    _check_shape("passive", passive, (T + 1, B), "decision_gae")
+    _check_shape("final_passive", final_passive, (T, B), "decision_gae")
+
+    zero = _zeros_like(values[T])
+    advantages = _zeros_like(values[:T])
+    trained = passive[:T] & False
+    next_value = values[T]       # V of the next decision row (or of obs[T])
+    next_adv = zero              # its advantage (0 at a bootstrap)
+    run_reward = zero            # discounted rewards of the passive rows between this row and the next decision
+    run_discount = zero + 1.0    # gamma^k over those k rows; 0 once an episode end cuts the run
+    unresolved = passive[T]      # the run ends on a passive observation's value
+    for t in range(T - 1, -1, -1):
+        on, pas = active[t], passive[t]
+        term, trunc = terminated[t], truncated[t] & ~terminated[t]
+        cut = term | trunc
+        end_value = where(trunc, final_value[t], zero)           # the bootstrap at an episode end
+        end_unresolved = trunc & final_passive[t]
+        # a passive row: its reward joins the run, its value is skipped
+        p_reward = where(cut, rewards[t] + gamma * end_value, rewards[t] + gamma * run_reward)
+        p_discount = where(cut, zero, gamma * run_discount)
+        p_unresolved = where(cut, end_unresolved, unresolved)
+        # a decision row
+        follow = run_reward + run_discount * (next_value + gae_lambda * next_adv)
+        d_adv = where(cut, rewards[t] + gamma * end_value, rewards[t] + gamma * follow) - values[t]
+        d_unresolved = where(cut, end_unresolved, unresolved)
+        decide = on & ~pas
+        valued = decide & ~d_unresolved
+        advantages[t] = where(valued, d_adv, zero)
+        trained[t] = valued
+        next_value = where(decide, values[t], next_value)
+        next_adv = where(valued, d_adv, where(decide, zero, next_adv))
+        run_reward = where(decide, zero, where(on, p_reward, run_reward))
+        run_discount = where(decide, zero + 1.0, where(on, p_discount, run_discount))
+        unresolved = where(decide, passive[T] & False, where(on, p_unresolved, unresolved))
+    return advantages, advantages + values[:T], trained

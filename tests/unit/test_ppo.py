@@ -305,7 +305,51 @@ def test_every_gae_value_comes_from_the_current_network_not_the_recorded_one():
     batch["truncated"][1, 0] = True
     batch["final_obs"] = {"obs": np.ones((1, 4), np.float32)}
     batch["final_index"] = np.array([[1, 0]], np.int64)
-    values, adv, ret = algo._targets(batch, algo._obs(batch["obs"]))
+    values, adv, ret, trained = algo._targets(batch, algo._obs(batch["obs"]))
+    assert trained[:, 0].tolist() == [True, True, True]
     assert values[:, 0].tolist() == [5.0, 5.0, 5.0]
     assert adv[:, 0].tolist() == [-2.125, -2.5, -0.5]
     assert ret[:, 0].tolist() == [2.875, 2.5, 4.5]
+
+
+# -- algo.skip_forced -------------------------------------------------------------------
+
+def masked_spec():
+    obs = {"obs": spaces.Box(-np.inf, np.inf, (4,), np.float32),
+           "zoo:action_mask": spaces.Box(0, 1, (2,), bool)}
+    return EnvSpec("ToyTurns-v0", ("agent_0",), obs, spaces.Discrete(2))
+
+
+def test_skip_forced_trains_the_decision_on_the_forced_rows_reward():
+    # row 0: a decision (both actions legal); row 1: forced (action 0 only), where the opponent's
+    # move ends the game with reward 1 to this agent. gamma 0.95, lambda 0, V = 0.76 everywhere.
+    batch = two_step_batch()
+    batch["obs"]["zoo:action_mask"] = np.array([[[True, True]], [[True, False]], [[True, True]]])
+    batch["logp"][:] = -LN2
+    batch["logp"][1] = 0.0  # one legal action: probability 1
+    cfg = dict(lr=0.1, gamma=0.95, gae_lambda=0.0, epochs=1, minibatches=1, clip_coef=0.2, clip_vloss=False)
+
+    def run(skip):
+        algo = PPO(PPOConfig(**cfg, skip_forced=skip), masked_spec(), seed=0)
+        flat_policy(algo, value_bias=0.76)
+        return algo.update(batch)
+
+    # the decision's target: 0 + 0.95 * 1 (the forced row's reward, one step later) = 0.95;
+    # v_loss = 0.5 * (0.76 - 0.95)^2 = 0.01805, one agent step
+    stats = run(True)
+    assert stats["agent_steps"] == 1.0
+    assert stats["v_loss"] == pytest.approx(0.5 * 0.19 ** 2, rel=1e-5)
+    # without it both rows train: targets 0.95 * 0.76 = 0.722 and 1.0 (test_update_stats_by_hand...)
+    stats = run(False)
+    assert stats["agent_steps"] == 2.0
+    assert stats["v_loss"] == pytest.approx(0.014761, rel=1e-5)
+
+
+def test_skip_forced_is_refused_before_the_run_without_action_masks():
+    from types import SimpleNamespace
+
+    with pytest.raises(ValueError, match=r"^algo.skip_forced=true needs action masks, and Toy-v0's observations "
+                                         r"have no 'zoo:action_mask' entry \(keys: obs\); leave it out$"):
+        PPOConfig(skip_forced=True).check_experiment(SimpleNamespace(spec=vector_spec()))
+    PPOConfig(skip_forced=True).check_experiment(SimpleNamespace(spec=masked_spec()))  # accepted
+    PPOConfig().check_experiment(SimpleNamespace(spec=vector_spec()))

@@ -130,3 +130,80 @@ def test_bad_shapes_and_coefficients_raise():
         gae(col(1.0), col(0.0), col(F, dtype=bool), col(F, dtype=bool), gamma=0.5, gae_lambda=1.0)
     with pytest.raises(ValueError, match="gamma"):
         gae(col(1.0), col(0.0, 0.0), col(F, dtype=bool), col(F, dtype=bool), gamma=1.5, gae_lambda=1.0)
+
+
+# -- decision_gae: GAE over the decisions, forced rows passed through ---------------------------
+
+from zoo.plugins.algorithms.returns import decision_gae  # noqa: E402
+
+# Rows d0, p1, d2, p3 (p: forced, one legal action), bootstrap row 4; gamma 0.5, lambda 0.5.
+# The forced rows' values (9) must never count.
+V5 = col(1, 9, 2, 9, 4)
+R4 = col(0, 1, 0, -1)
+NO = col(F, F, F, F, dtype=bool)
+
+
+def dg(rewards=R4, values=V5, terminated=NO, truncated=NO, passive=(F, T_, F, T_, F), **kw):
+    return decision_gae(rewards, values, terminated, truncated, col(*passive, dtype=bool), gamma=0.5,
+                        gae_lambda=0.5, **kw)
+
+
+def test_decision_gae_credits_forced_rows_rewards_to_the_decision_before_them():
+    adv, ret, trained = dg()
+    # d2: delta = r2 + g r3 + g^2 V4 - V2 = 0 - 0.5 + 0.25 * 4 - 2 = -1.5; A2 = delta (nothing after)
+    # d0: delta = r0 + g r1 + g^2 V2 - V0 = 0 + 0.5 + 0.5 - 1 = 0; A0 = 0 + g^2 lambda A2 = 0.125 * -1.5
+    assert adv[:, 0].tolist() == [-0.1875, 0.0, -1.5, 0.0]
+    assert ret[:, 0].tolist() == [0.8125, 9.0, 0.5, 9.0]  # forced rows: target = value (no loss)
+    assert trained[:, 0].tolist() == [True, False, True, False]
+
+
+def test_decision_gae_leaves_out_a_decision_whose_bootstrap_is_a_forced_row():
+    # obs[4] forced: d2 cannot be valued; V2 = 2 bootstraps d0: A0 = 0 + 0.5 + 0.25 * 2 - 1 = 0
+    adv, ret, trained = dg(passive=(F, T_, F, T_, T_))
+    assert adv[:, 0].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert ret[:, 0].tolist() == [1.0, 9.0, 2.0, 9.0]
+    assert trained[:, 0].tolist() == [True, False, False, False]
+
+
+def test_decision_gae_ends_the_sum_at_a_termination_on_a_forced_row():
+    # p1 terminates (the opponent won: -1); d2 starts the next episode
+    adv, ret, trained = dg(rewards=col(0, -1, 0, 1), terminated=col(F, T_, F, F, dtype=bool))
+    # d2: 0 + 0.5 * 1 + 0.25 * 4 - 2 = -0.5; d0: 0 + 0.5 * -1 - 1 = -1.5 (nothing from d2)
+    assert adv[:, 0].tolist() == [-1.5, 0.0, -0.5, 0.0]
+    assert trained[:, 0].tolist() == [True, False, True, False]
+
+
+def test_decision_gae_truncation_on_a_forced_row_bootstraps_from_its_final_observation():
+    # p1 truncated, final observation a decision of value 6: d0 = 0 + 0.5 * 1 + 0.25 * 6 - 1 = 1
+    adv, ret, trained = dg(truncated=col(F, T_, F, F, dtype=bool), final_value=col(0, 6, 0, 0))
+    assert adv[0, 0] == 1.0 and bool(trained[0, 0])
+    # the same truncation with a forced final observation: d0 cannot be valued
+    adv, ret, trained = dg(truncated=col(F, T_, F, F, dtype=bool), final_value=col(0, 6, 0, 0),
+                           final_passive=col(F, T_, F, F, dtype=bool))
+    assert trained[:, 0].tolist() == [False, False, True, False] and adv[0, 0] == 0.0
+
+
+def test_decision_gae_without_forced_rows_is_gae():
+    rng = np.random.default_rng(3)
+    T, B = 12, 5
+    r, v = rng.normal(size=(T, B)), rng.normal(size=(T + 1, B))
+    term, trunc, act = rng.random((T, B)) < 0.15, rng.random((T, B)) < 0.15, rng.random((T, B)) < 0.8
+    fv = rng.normal(size=(T, B))
+    a1, g1 = gae(r, v, term, trunc, gamma=0.9, gae_lambda=0.7, final_value=fv, active=act)
+    a2, g2, trained = decision_gae(r, v, term, trunc, np.zeros((T + 1, B), bool), gamma=0.9, gae_lambda=0.7,
+                                   final_value=fv, active=act)
+    np.testing.assert_allclose(a2, a1, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(g2, g1, rtol=0, atol=1e-12)
+    assert (trained == act).all()
+
+
+def test_decision_gae_torch_equals_numpy():
+    adv, ret, trained = dg()
+    t_adv, t_ret, t_trained = decision_gae(torch.tensor(R4), torch.tensor(V5), torch.tensor(NO), torch.tensor(NO),
+                                           torch.tensor(col(F, T_, F, T_, F, dtype=bool)), gamma=0.5, gae_lambda=0.5)
+    assert t_adv[:, 0].tolist() == adv[:, 0].tolist() and t_trained[:, 0].tolist() == trained[:, 0].tolist()
+
+
+def test_decision_gae_refuses_a_passive_mask_without_the_bootstrap_row():
+    with pytest.raises(ValueError, match=r"decision_gae: 'passive' has shape \(4, 1\), expected \(5, 1\)"):
+        decision_gae(R4, V5, NO, NO, NO, gamma=0.5, gae_lambda=0.5)

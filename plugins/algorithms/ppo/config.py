@@ -4,10 +4,11 @@ no torch import. :mod:`zoo.plugins.algorithms.ppo.ppo` re-exports it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from zoo.core.devices import training_precision_field
 from zoo.core.options import bounded, check_bounds
+from zoo.core.spaces import ACTION_MASK_KEY
 
 
 @dataclass
@@ -55,12 +56,29 @@ class PPOConfig:
     """Scale rewards by the running std of the discounted return (SB3 VecNormalize / CleanRL continuous PPO)."""
     norm_clip: float = field(default=10.0, metadata=bounded(gt=0))
     """Clip normalised observations and rewards to [-norm_clip, norm_clip]."""
+    skip_forced: bool = False
+    """Leave forced moves out of training: rows whose action mask allows one action (a waiting
+    player's rows in a turn-based game, ``env.random_seats`` or not) are not decisions; GAE runs
+    over the decisions, each forced row's reward credited to the decision before it
+    (:func:`~zoo.plugins.algorithms.returns.decision_gae`), and the losses, statistics and
+    ``agent_steps`` count the decisions only. Needs action masks (``"zoo:action_mask"``)."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
     precision: Literal["auto", "float32", "bfloat16"] = training_precision_field()
 
     def __post_init__(self) -> None:
         check_bounds(self, "algo.")
+
+    def check_experiment(self, cfg: Any) -> None:
+        """Called by config validation before anything starts (:mod:`zoo.core.algorithm`).
+
+        Raises:
+            ValueError: ``skip_forced`` on an env without action masks (no row would be forced).
+        """
+        spec = getattr(cfg, "spec", None)
+        if self.skip_forced and spec is not None and ACTION_MASK_KEY not in spec.observation_space:
+            raise ValueError(f"algo.skip_forced=true needs action masks, and {spec.env_id}'s observations have no "
+                             f"{ACTION_MASK_KEY!r} entry (keys: {', '.join(spec.observation_space)}); leave it out")
 
     def check_batch(self, agent_steps: int, text: str) -> None:
         """Called by config validation with one trainer's batch: at least one step per minibatch.

@@ -41,12 +41,13 @@ from torch import nn
 from zoo.core import distributed as zdist
 from zoo.core.algorithm import Batch
 from zoo.core.env import EnvSpec
+from zoo.core.spaces import ACTION_MASK_KEY
 from zoo.core.workers.receiver import ON_POLICY_MAX_LAG
 from zoo.plugins.algorithms.normalization import RewardNorm, scaled_rewards
 from zoo.plugins.algorithms.ppo.config import PPOConfig  # torch-free, loaded first by zoo train
 from zoo.plugins.algorithms.ppo.networks import ActorCritic, has_images
 from zoo.plugins.algorithms.precision import TrainingPrecision, explain
-from zoo.plugins.algorithms.returns import gae
+from zoo.plugins.algorithms.returns import decision_gae, gae, scatter_final_values
 from zoo.plugins.algorithms.tensors import UpdateGuard, annealed_lr, explained_variance, to_tensor
 
 REQUIRED_KEYS = ("obs", "action", "reward", "terminated", "truncated", "logp")
@@ -180,9 +181,36 @@ class PPO:
     def _obs(self, obs: dict[str, Any]) -> dict[str, torch.Tensor]:
         return {k: to_tensor(v, self.device) for k, v in obs.items()}
 
-    def _targets(self, batch: Batch, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _forced(self, batch: Batch, obs: dict[str, torch.Tensor], final_index: torch.Tensor,
+                like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``algo.skip_forced``: bool ``[T + 1, B]``, the rows whose action mask allows one action
+        (one per component of a MultiDiscrete action), and bool ``[T, B]``, the truncated steps whose
+        final observation is such a row.
+
+        Raises:
+            KeyError: the observations have no ``"zoo:action_mask"`` entry.
+        """
+        from gymnasium import spaces
+
+        if ACTION_MASK_KEY not in obs:
+            raise KeyError(f"algo.skip_forced=true needs action masks: the batch has no {ACTION_MASK_KEY!r} "
+                           "observation entry")
+        space = self.spec.action_space
+        one = len(space.nvec) if isinstance(space, spaces.MultiDiscrete) else 1
+        forced = obs[ACTION_MASK_KEY].reshape(*obs[ACTION_MASK_KEY].shape[:2], -1).sum(-1) <= one
+        final_forced = torch.zeros_like(like, dtype=torch.bool)
+        if final_index.shape[0] > 0:
+            mask = to_tensor(batch["final_obs"][ACTION_MASK_KEY], self.device)
+            flags = (mask.reshape(mask.shape[0], -1).sum(-1) <= one).to(like.dtype)
+            final_forced = scatter_final_values(final_index, flags, like) > 0
+        return forced, final_forced
+
+    def _targets(self, batch: Batch, obs: dict[str, torch.Tensor]
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Values ``[T, B]`` (the current network's, float32 whatever ``algo.precision``), advantages
-        and value targets (GAE, float32) under no_grad."""
+        and value targets (GAE, float32) under no_grad, and the rows that enter the losses (bool
+        ``[T, B]``: the active rows; with ``algo.skip_forced`` the valued decisions,
+        :func:`~zoo.plugins.algorithms.returns.decision_gae`)."""
         c, dev, value = self.config, self.device, self.precision.forward
         reward = to_tensor(batch["reward"], dev, torch.float32)
         T, B = reward.shape
@@ -198,13 +226,17 @@ class PPO:
                 final_values = value(self.policy.value, self._obs(batch["final_obs"]))
             else:
                 final_values = torch.zeros(0, device=dev)
-            adv, ret = gae(
-                reward, torch.cat([values, bootstrap[None]]),
-                to_tensor(batch["terminated"], dev, torch.bool), to_tensor(batch["truncated"], dev, torch.bool),
-                gamma=c.gamma, gae_lambda=c.gae_lambda, final_index=final_index, final_values=final_values,
-                active=to_tensor(batch["active"], dev, torch.bool) if "active" in batch else None,
-            )
-        return values, adv, ret
+            args = (reward, torch.cat([values, bootstrap[None]]), to_tensor(batch["terminated"], dev, torch.bool),
+                    to_tensor(batch["truncated"], dev, torch.bool))
+            kwargs: dict[str, Any] = {"gamma": c.gamma, "gae_lambda": c.gae_lambda, "final_index": final_index,
+                      "final_values": final_values, "active": active}
+            if c.skip_forced:
+                forced, final_forced = self._forced(batch, obs, final_index, values)
+                adv, ret, trained = decision_gae(*args, forced, final_passive=final_forced, **kwargs)
+            else:
+                adv, ret = gae(*args, **kwargs)
+                trained = torch.ones(T, B, dtype=torch.bool, device=dev) if active is None else active
+        return values, adv, ret, trained
 
     # -- the update ----------------------------------------------------------------
     def update(self, batch: Batch) -> dict[str, float]:
@@ -222,7 +254,9 @@ class PPO:
         setup (recompute the advantages, here once per update); without lag the current network
         is the behaviour network, as in CleanRL's ``ppo.py``. The value clipping and
         ``explained_variance`` use these values too (the prediction before this update). Only
-        active steps enter the losses and statistics.
+        active steps enter the losses and statistics; with ``algo.skip_forced`` only the
+        decisions (:func:`~zoo.plugins.algorithms.returns.decision_gae`: not the forced moves,
+        nor a decision whose bootstrap would be the value of a forced move's observation).
 
         Returns:
             Means over the minibatch steps taken on this trainer's data (empty parts of
@@ -247,13 +281,9 @@ class PPO:
                            "'logp' and 'value' must be stored in every sample (see zoo.core.algorithm)")
         c, dev = self.config, self.device
         obs = self._obs(batch["obs"])
-        values, adv, ret = self._targets(batch, obs)
+        values, adv, ret, trained = self._targets(batch, obs)
         T, B = values.shape
-        if "active" in batch:
-            active = to_tensor(batch["active"], dev, torch.bool)
-        else:
-            active = torch.ones(T, B, dtype=torch.bool, device=dev)
-        idx = active.reshape(-1).nonzero().squeeze(-1)
+        idx = trained.reshape(-1).nonzero().squeeze(-1)
         n = int(idx.numel())
         n_all = zdist.global_count(n)  # active steps of every trainer (n when trainer.count = 1)
         data_parallel = zdist.world_size() > 1
