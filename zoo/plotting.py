@@ -12,7 +12,8 @@ plus ``"|band"``.
   hide-and-seek's ``hider_return`` and ``seeker_return``), else ``return``.
 - **ratings**: ``rating``, the eval manager's Elo rating of each kept version it rated
   (docs/history.md, "The eval manager"), one point per version at the env steps it was kept
-  at, and ``training_rating``, each kept version's rating from training games (the store's
+  at, ``fit_rating``, its eval rating fitted to all the eval games at once (the one to compare
+  versions by), and ``training_rating``, each kept version's rating from training games (the store's
   ``versions.rating``): read from the run's ``history.sqlite`` (rows of type ``rating``, one
   per version and policy, ordered by env steps; not smoothed unless ``smooth`` is given). A
   run of named policies draws each selected policy's versions as its own line.
@@ -126,23 +127,30 @@ def load_run(run_dir: str | os.PathLike) -> RunCurves:
 
 def rating_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     """One row per version of each policy in the run's history store, ordered by env steps:
-    ``{"type": "rating", "policy", "version", "env_steps", "time_s", "rating",
+    ``{"type": "rating", "policy", "version", "env_steps", "time_s", "rating", "fit_rating",
     "training_rating"}`` (``rating``: the eval manager's, left out when it did not rate the
-    version; ``training_rating`` from training games, left out when None). ``[]`` without a
+    version; ``fit_rating``: the rating fitted to all its eval games at once,
+    :meth:`~zoo.core.history.VersionStore.fitted_ratings`, left out when it played none;
+    ``training_rating`` from training games, left out when None). ``[]`` without a
     store, or when no version has either rating."""
     from zoo.core.history import DB_NAME, VersionStore
 
     if not os.path.isfile(os.path.join(os.fspath(run_dir), DB_NAME)):
         return []
     out = []
+    from zoo.core.history_eval import player_name
+
     with VersionStore(run_dir, readonly=True) as store:
         for policy in store.policies():
             rated = {s.version: s.rating for s in store.standings(policy) if s.version is not None}
+            fitted = store.fitted_ratings(policy)
             for v in store.versions(policy, kept_only=False):
                 row: dict[str, Any] = {"type": "rating", "policy": policy, "version": v.version,
                                        "env_steps": v.env_steps, "time_s": v.time_s}
                 if rated.get(v.version) is not None:
                     row["rating"] = rated[v.version]
+                if fitted.get(player_name(v.version)) is not None:
+                    row["fit_rating"] = fitted[player_name(v.version)]
                 if v.rating is not None:
                     row["training_rating"] = v.rating
                 if len(row) > 5:
@@ -183,6 +191,8 @@ def y_label(metric: str) -> str:
         return f"{metric.removesuffix('_return')} return per episode (mean over the team's agents)"
     if metric == "rating":
         return "eval manager's Elo rating of each kept version"
+    if metric == "fit_rating":
+        return "eval rating of each kept version, fitted to all eval games at once (Bradley-Terry)"
     if metric == "training_rating":
         return "Elo rating of each kept version from training games"
     if metric == "length":
@@ -244,7 +254,8 @@ def _selected(run: RunCurves, policies: Sequence[str]) -> list[str]:
 
 def plan_curves(run: RunCurves, metrics: Sequence[str] | None, policies: Sequence[str] = ()) -> list[Curve]:
     """The lines of ``run`` for ``metrics`` (default: :func:`default_metrics`, or ``return``
-    for a run of named policies) and the selected ``policies`` (module docstring).
+    for a run of named policies) and the selected ``policies`` (module docstring). Without
+    ``policies``, an update-row or rating metric is drawn for the policies that logged it.
 
     Raises:
         RunError: a policy the run does not have (listing its policies).
@@ -258,7 +269,10 @@ def plan_curves(run: RunCurves, metrics: Sequence[str] | None, policies: Sequenc
         if m == "return":
             out += [Curve(f"{p}_return", None, p) for p in selected]
         elif kinds.get(m) in ("update", "rating"):
-            out += [Curve(m, p, p) for p in selected]
+            # a policy left to the default that never logged it (a frozen opponent has no update
+            # rows and no ratings) is left out; a policy named with --policy must have it
+            having = selected if policies else [p for p in selected if m in available_metrics(run, p)]
+            out += [Curve(m, p, p) for p in having or selected]
         else:
             out.append(Curve(m))
     return out

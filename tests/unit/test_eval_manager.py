@@ -258,6 +258,10 @@ def test_rating_rows_give_each_versions_rating_at_its_env_steps(tmp_path):
     rows = rating_rows(tmp_path)
     assert [(r["version"], r["env_steps"], round(r["rating"], 6)) for r in rows] == [
         (1, 100, 1029.861734), (2, 200, 984.668764)]  # version 3 has no rating of either kind
+    # the fit to all the games at once, as zoo league's "fit rating" column
+    fit = bradley_terry([("v1", "random", 1.0), ("v1", "random", 0.5), ("v2", "v1", 0.0)])
+    assert [r["fit_rating"] for r in rows] == [fit["v1"], fit["v2"]]
+    assert fit["v1"] > fit["v2"]  # v2 lost its one game to v1
 
 
 def test_a_resumed_trainer_cuts_the_eval_managers_games_of_versions_after_its_checkpoint(tmp_path):

@@ -148,6 +148,8 @@ def test_every_named_policy_is_its_own_line_with_a_legend(tmp_path):
     fig = plot_runs([run], ["v_loss"], smooth=1)
     assert drawn(fig) == {"teams|v_loss@lead": [[20, 0.9], [40, 0.7]], "teams|v_loss@rest": [[20, 0.5], [40, 0.25]]}
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["teams: lead v_loss", "teams: rest v_loss"]
+    # one only rest logged: lead (as a frozen opponent, which has no update rows or ratings) is left out
+    assert drawn(plot_runs([run], ["kl"], smooth=1)) == {"teams|kl@rest": [[40, 0.1]]}
 
 
 def test_policy_draws_only_that_policys_rows(tmp_path, app):
