@@ -58,6 +58,7 @@ from zoo.core.spaces import (
     check_action_space,
     mask_size,
 )
+from zoo.core.symmetry import Symmetry
 
 __all__ = ["OBS_KEY", "ACTION_MASK_KEY", "GLOBAL_STATE_KEY", "EnvSpec", "Env", "VectorEnv", "GymnasiumEnv",
            "PettingZooEnv", "close_envs", "CLOSE_BUDGET_S", "SLOW_CLOSE_S", "same_spaces", "describe_difference"]
@@ -84,6 +85,10 @@ class EnvSpec:
 
     ``stages``: the names of the env's curriculum stages (empty: it has none); an env with
     stages has ``set_curriculum_stage(stage)`` (module docstring, docs/curriculum.md).
+
+    ``symmetries``: maps of the env onto itself that its plugin declares
+    (:class:`zoo.core.symmetry.Symmetry`; connect four's left-right mirror), for algorithms that
+    train on the images of their samples too (PPO's ``algo.augment_symmetries``).
     """
 
     env_id: str
@@ -95,6 +100,7 @@ class EnvSpec:
     resolved: dict[str, Any] = field(default_factory=dict)  # written to the run's config
     agent_spaces: dict[str, tuple[dict[str, Any], Any]] | None = None  # per agent, when they differ
     stages: tuple[str, ...] = ()  # curriculum stage names (0 ..); non-empty: the env has set_curriculum_stage
+    symmetries: tuple[Symmetry, ...] = ()  # maps of the env onto itself (zoo.core.symmetry), declared by its plugin
 
     @property
     def num_agents(self) -> int:

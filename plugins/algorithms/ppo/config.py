@@ -62,6 +62,13 @@ class PPOConfig:
     over the decisions, each forced row's reward credited to the decision before it
     (:func:`~zoo.plugins.algorithms.returns.decision_gae`), and the losses, statistics and
     ``agent_steps`` count the decisions only. Needs action masks (``"zoo:action_mask"``)."""
+    augment_symmetries: bool = False
+    """Train on the images of each update's samples under the env's symmetries as well
+    (``EnvSpec.symmetries``, :mod:`zoo.core.symmetry`; connect four's left-right mirror): every
+    trained row gains one row per symmetry with its observation and action mapped and the same
+    advantage and value target; the image's behaviour log-probability and value are the
+    network's at the start of the update (its ratio starts at 1). Minibatches grow by that
+    factor, their number stays. Needs an env that declares a symmetry."""
     device: str = "cpu"
     """Torch device the trainer's copy of the network lives on."""
     precision: Literal["auto", "float32", "bfloat16"] = training_precision_field()
@@ -73,12 +80,17 @@ class PPOConfig:
         """Called by config validation before anything starts (:mod:`zoo.core.algorithm`).
 
         Raises:
-            ValueError: ``skip_forced`` on an env without action masks (no row would be forced).
+            ValueError: ``skip_forced`` on an env without action masks (no row would be forced);
+                ``augment_symmetries`` on an env that declares no symmetry.
         """
         spec = getattr(cfg, "spec", None)
         if self.skip_forced and spec is not None and ACTION_MASK_KEY not in spec.observation_space:
             raise ValueError(f"algo.skip_forced=true needs action masks, and {spec.env_id}'s observations have no "
                              f"{ACTION_MASK_KEY!r} entry (keys: {', '.join(spec.observation_space)}); leave it out")
+        if self.augment_symmetries and spec is not None and not getattr(spec, "symmetries", ()):
+            raise ValueError(f"algo.augment_symmetries=true needs an env that declares its symmetries, and "
+                             f"{spec.env_id} declares none (EnvSpec.symmetries: connect four's mirror is one); "
+                             "leave it out")
 
     def check_batch(self, agent_steps: int, text: str) -> None:
         """Called by config validation with one trainer's batch: at least one step per minibatch.

@@ -205,6 +205,22 @@ class PPO:
             final_forced = scatter_final_values(final_index, flags, like) > 0
         return forced, final_forced
 
+    def _with_images(self, obs: dict[str, torch.Tensor], action: torch.Tensor, logp: torch.Tensor,
+                     values: torch.Tensor, adv: torch.Tensor, returns: torch.Tensor) -> tuple[Any, ...]:
+        """``algo.augment_symmetries``: the trained rows followed by their images under each of the
+        env's symmetries (:mod:`zoo.core.symmetry`), in that order: observations and actions mapped,
+        advantages and value targets the same, the images' log-probabilities and values the current
+        network's (before any step of this update)."""
+        parts = [(obs, action, logp, values)]
+        for sym in self.spec.symmetries:
+            o, a = sym.observation(obs), sym.action(action)
+            with torch.no_grad():
+                lp, _, v = self.precision.forward(self.policy.evaluate, o, a)
+            parts.append((o, a, lp.float(), v.float()))
+        k = len(parts)
+        return ({key: torch.cat([p[0][key] for p in parts]) for key in obs}, torch.cat([p[1] for p in parts]),
+                torch.cat([p[2] for p in parts]), torch.cat([p[3] for p in parts]), adv.repeat(k), returns.repeat(k))
+
     def _targets(self, batch: Batch, obs: dict[str, torch.Tensor]
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Values ``[T, B]`` (the current network's, float32 whatever ``algo.precision``), advantages
@@ -301,6 +317,11 @@ class PPO:
         b_action = action.reshape(T * B, *action.shape[2:])[idx]
         b_logp = to_tensor(batch["logp"], dev, torch.float32).reshape(-1)[idx]
         b_values, b_adv, b_returns = values.reshape(-1)[idx], adv.reshape(-1)[idx], ret.reshape(-1)[idx]
+        stats_obs = b_obs  # the observation statistics (norm_obs) count the env's rows only
+        if c.augment_symmetries:
+            b_obs, b_action, b_logp, b_values, b_adv, b_returns = self._with_images(
+                b_obs, b_action, b_logp, b_values, b_adv, b_returns)
+            n = int(b_action.shape[0])
 
         sums = {k: 0.0 for k in ("pg_loss", "v_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")}
         steps = taken = 0  # every optimiser step; the ones on this rank's data (the statistics' count)
@@ -369,7 +390,7 @@ class PPO:
         self.agent_steps += n_all
         self.updates += 1
         if c.norm_obs:  # after the update, which used the behaviour policy's statistics
-            self.policy.update_obs_stats(b_obs)
+            self.policy.update_obs_stats(stats_obs)
         stats.update({k: v / max(1, taken) for k, v in sums.items()})  # empty parts add nothing
         stats["explained_variance"] = explained_variance(b_values, b_returns)
         return stats

@@ -3,11 +3,14 @@ are, turn-based AEC envs (a module with ``env()`` and no ``parallel_env()``, suc
 ``pettingzoo.classic.tictactoe_v3`` and ``connect_four_v3``) through :class:`TurnBasedParallel`."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from typing import Any
 
 from zoo.core.env import PaddedSpaces, PettingZooEnv
+from zoo.core.spaces import ACTION_MASK_KEY
+from zoo.core.symmetry import Symmetry
 from zoo.plugins.envs.kwargs import parse_kwargs  # noqa: F401 - also importable from here
 
 
@@ -72,7 +75,31 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv 
         raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env() (nor an AEC env())")
     mixed = bool(getattr(config, "mixed_spaces", False))
     env = PettingZooEnv(parallel, arg, mixed_spaces=mixed)
+    symmetries = known_symmetries(arg, env.spec.observation_space, env.spec.action_space)
+    if symmetries:
+        env.spec = dataclasses.replace(env.spec, symmetries=symmetries)
     return PaddedSpaces(env) if env.spec.mixed else env
+
+
+def known_symmetries(module: str, observation_space: dict[str, Any], action_space: Any) -> tuple[Symmetry, ...]:
+    """The symmetries of the games this plugin knows (``EnvSpec.symmetries``), for the spec's
+    observation layout; ``()`` for any other env.
+
+    ``connect_four_v3``: the left-right mirror. Its ``"observation"`` is two 6 x 7 planes (the
+    mover's pieces and the other player's, in whichever axis order the spec has them): the axis
+    of the 7 columns is reversed, as is the action mask, and column ``c`` is played as ``6 - c``.
+    A game's win, loss or draw is the same in its mirror image.
+    """
+    if module.rsplit(".", 1)[-1] == "connect_four_v3":
+        board = observation_space.get("observation")
+        shape = tuple(getattr(board, "shape", ()))
+        if getattr(action_space, "n", None) != 7 or sorted(shape) != [2, 6, 7]:
+            return ()  # a layout this table does not describe
+        flip: tuple[tuple[str, tuple[int, ...]], ...] = (("observation", (shape.index(7) - len(shape),)),)
+        if ACTION_MASK_KEY in observation_space:
+            flip += ((ACTION_MASK_KEY, (-1,)),)
+        return (Symmetry("left-right mirror", flip, tuple(range(6, -1, -1))),)
+    return ()
 
 
 class TurnBasedParallel:
