@@ -52,6 +52,14 @@ def _zeros_like(x: Array) -> Array:
     return np.zeros_like(x)
 
 
+def _ones_like(x: Array) -> Array:
+    if _is_torch(x):
+        import torch
+
+        return torch.ones_like(x)
+    return np.ones_like(x)
+
+
 def _check_shape(name: str, x: Array, shape: tuple[int, ...], fn: str = "gae") -> None:
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{fn}: {name!r} has shape {tuple(x.shape)}, expected {tuple(shape)}")
@@ -94,6 +102,48 @@ def scatter_final_values(final_index: Array, final_values: Array, like: Array) -
     return out
 
 
+def resolve_final_values(fn: str, values: Array, needs_final: Array, final_value: Array | None,
+                         final_index: Array | None, final_values: Array | None) -> Array:
+    """The value of each truncated step's final observation on the ``[T, B]`` grid of
+    ``values[:T]`` (0 where none is read), from either form :func:`gae` accepts; shared by the
+    return estimators (:func:`gae`, :func:`decision_gae`, V-trace). ``fn`` names the caller in
+    messages; ``needs_final``: bool ``[T, B]``, the steps that read one (active, truncated and
+    not terminated).
+
+    Raises:
+        ValueError: both forms given, ``final_index`` without ``final_values``, a step of
+            ``needs_final`` without a value, or a shape that does not match.
+    """
+    T, B = values.shape[0] - 1, values.shape[1]
+    torch_mode = _is_torch(values)
+
+    def scatter(v: Array) -> Array:
+        try:
+            return scatter_final_values(final_index, v, values[:T])
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("gae:", f"{fn}:", 1)) from None
+
+    if final_value is not None and final_index is not None:
+        raise ValueError(f"{fn}: give either 'final_value' [T, B] or 'final_index' + 'final_values', not both")
+    if final_index is not None:
+        if final_values is None:
+            raise ValueError(f"{fn}: 'final_index' needs 'final_values' (the value of each final observation)")
+        ones = _ones_like(final_values)
+        missing = needs_final & ~(scatter(ones) > 0)
+        if bool(missing.any()):
+            t, b = _first_true(missing)
+            raise ValueError(f"{fn}: truncated step (t={t}, b={b}) has no row in 'final_index'; "
+                             "every truncated step needs the value of its final observation")
+        return scatter(final_values)
+    if final_value is None:
+        if bool(needs_final.any()):
+            raise ValueError(f"{fn}: a step is truncated but neither 'final_value' nor 'final_index' + "
+                             "'final_values' was given; truncation bootstraps from the final observation")
+        return _zeros_like(values[:T])
+    _check_shape("final_value", final_value, (T, B), fn)
+    return final_value.to(values.dtype) if torch_mode else np.asarray(final_value).astype(values.dtype)
+
+
 def _prepare(rewards: Array, values: Array, terminated: Array, truncated: Array, gamma: float, gae_lambda: float,
              final_value: Array | None, final_index: Array | None, final_values: Array | None,
              active: Array | None, fn: str) -> tuple[Any, ...]:
@@ -130,28 +180,7 @@ def _prepare(rewards: Array, values: Array, terminated: Array, truncated: Array,
     _check_shape("active", active, (T, B), fn)
 
     needs_final = truncated & ~terminated & active
-    if final_value is not None and final_index is not None:
-        raise ValueError(f"{fn}: give either 'final_value' [T, B] or 'final_index' + 'final_values', not both")
-    if final_index is not None:
-        if final_values is None:
-            raise ValueError(f"{fn}: 'final_index' needs 'final_values' (the value of each final observation)")
-        ones = torch.ones_like(final_values) if torch_mode else np.ones_like(final_values)
-        covered = scatter_final_values(final_index, ones, values[:T]) > 0
-        missing = needs_final & ~covered
-        if bool(missing.any()):
-            t, b = _first_true(missing)
-            raise ValueError(f"{fn}: truncated step (t={t}, b={b}) has no row in 'final_index'; "
-                             "every truncated step needs the value of its final observation")
-        final_value = scatter_final_values(final_index, final_values, values[:T])
-    elif final_value is None:
-        if bool(needs_final.any()):
-            raise ValueError(f"{fn}: a step is truncated but neither 'final_value' nor 'final_index' + "
-                             "'final_values' was given; truncation bootstraps from the final observation")
-        final_value = _zeros_like(values[:T])
-    else:
-        _check_shape("final_value", final_value, (T, B), fn)
-        final_value = final_value.to(values.dtype) if torch_mode else np.asarray(final_value).astype(values.dtype)
-
+    final_value = resolve_final_values(fn, values, needs_final, final_value, final_index, final_values)
     return where, rewards, values, terminated, truncated, active, final_value
 
 

@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zoo.plugins.algorithms.returns import _check_shape as _check_shape_as
-from zoo.plugins.algorithms.returns import _first_true, _is_torch, _zeros_like, scatter_final_values
+from zoo.plugins.algorithms.returns import _is_torch, _zeros_like, resolve_final_values
 
 Array = Any  # np.ndarray or torch.Tensor
 
@@ -70,13 +70,6 @@ class VTraceReturns(NamedTuple):
 
 def _check_shape(name: str, x: Array, shape: tuple[int, ...]) -> None:
     _check_shape_as(name, x, shape, fn="vtrace")
-
-
-def _scatter(final_index: Array, final_values: Array, like: Array) -> Array:
-    try:
-        return scatter_final_values(final_index, final_values, like)
-    except ValueError as exc:
-        raise ValueError(str(exc).replace("gae:", "vtrace:", 1)) from None
 
 
 def vtrace(
@@ -167,26 +160,7 @@ def vtrace(
     _check_shape("active", active, (T, B))
 
     needs_final = truncated & ~terminated & active
-    if final_value is not None and final_index is not None:
-        raise ValueError("vtrace: give either 'final_value' [T, B] or 'final_index' + 'final_values', not both")
-    if final_index is not None:
-        if final_values is None:
-            raise ValueError("vtrace: 'final_index' needs 'final_values' (the value of each final observation)")
-        ones = torch.ones_like(final_values) if torch_mode else np.ones_like(final_values)
-        missing = needs_final & ~(_scatter(final_index, ones, values[:T]) > 0)
-        if bool(missing.any()):
-            t, b = _first_true(missing)
-            raise ValueError(f"vtrace: truncated step (t={t}, b={b}) has no row in 'final_index'; "
-                             "every truncated step needs the value of its final observation")
-        final_value = _scatter(final_index, final_values, values[:T])
-    elif final_value is None:
-        if bool(needs_final.any()):
-            raise ValueError("vtrace: a step is truncated but neither 'final_value' nor 'final_index' + "
-                             "'final_values' was given; truncation bootstraps from the final observation")
-        final_value = _zeros_like(values[:T])
-    else:
-        _check_shape("final_value", final_value, (T, B))
-        final_value = final_value.to(values.dtype) if torch_mode else np.asarray(final_value).astype(values.dtype)
+    final_value = resolve_final_values("vtrace", values, needs_final, final_value, final_index, final_values)
 
     vs = _zeros_like(values[:T])
     pg_adv = _zeros_like(values[:T])

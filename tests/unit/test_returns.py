@@ -207,3 +207,16 @@ def test_decision_gae_torch_equals_numpy():
 def test_decision_gae_refuses_a_passive_mask_without_the_bootstrap_row():
     with pytest.raises(ValueError, match=r"decision_gae: 'passive' has shape \(4, 1\), expected \(5, 1\)"):
         decision_gae(R4, V5, NO, NO, NO, gamma=0.5, gae_lambda=0.5)
+
+
+def test_decision_gae_names_itself_in_a_final_index_error():
+    with pytest.raises(ValueError, match=r"^decision_gae: 'final_index' has shape \(2,\), expected \[K, 2\]$"):
+        dg(truncated=col(F, T_, F, F, dtype=bool), final_index=np.array([1, 0]), final_values=np.array([6.0]))
+
+
+def test_a_nan_final_value_still_counts_as_given():
+    # a truncated step whose final observation's value is nan (a diverged critic): its row is
+    # present, so no "has no row in 'final_index'" error; the nan reaches the step's target
+    adv, ret = gae(col(1.0), col(0.0, 0.0), col(F, dtype=bool), col(T_, dtype=bool), gamma=0.5, gae_lambda=1.0,
+                   final_index=np.array([[0, 0]]), final_values=np.array([np.nan]))
+    assert np.isnan(ret[0, 0])
