@@ -101,3 +101,29 @@ def test_augment_symmetries_is_refused_before_the_run_on_an_env_without_one():
                                          r"and c4 declares none"):
         PPOConfig(augment_symmetries=True).check_experiment(SimpleNamespace(spec=c4_spec(symmetries=())))
     PPOConfig(augment_symmetries=True).check_experiment(SimpleNamespace(spec=c4_spec()))
+
+
+def test_augment_symmetries_reports_the_explained_variance_of_the_env_rows():
+    """Two one-move games (rewards 1 and 0) on lopsided boards, a critic that values a board and
+    its image differently: the explained variance is the env rows' with or without the images."""
+    board = np.zeros((2, 2, 2, 6, 7), np.int8)
+    board[:, 0, 0, 5, 0] = 1
+    board[:, 1, 1, 5, 1] = 1
+    batch = {"obs": {"observation": board, "zoo:action_mask": np.ones((2, 2, 7), bool)},
+             "action": np.zeros((1, 2), np.int64), "reward": np.array([[1.0, 0.0]], np.float32),
+             "terminated": np.ones((1, 2), bool), "truncated": np.zeros((1, 2), bool),
+             "logp": np.full((1, 2), -math.log(7), np.float32), "value": np.zeros((1, 2), np.float32),
+             "final_obs": {"observation": np.zeros((0, 2, 6, 7), np.int8), "zoo:action_mask": np.zeros((0, 7), bool)},
+             "final_index": np.zeros((0, 2), np.int64)}
+
+    def ev(augment):
+        algo = PPO(PPOConfig(epochs=1, minibatches=1, augment_symmetries=augment), c4_spec(), seed=0)
+        values = algo.policy.value(algo._obs({k: v[0] for k, v in batch["obs"].items()})).detach()
+        image = algo.policy.value(algo._obs(MIRROR.observation({k: v[0] for k, v in batch["obs"].items()}))).detach()
+        assert not torch.allclose(values, image)  # the images' values differ: mixing them in would show
+        returns = torch.tensor([1.0, 0.0])
+        expected = 1 - float(torch.var(returns - values)) / float(torch.var(returns))
+        return algo.update(batch)["explained_variance"], expected
+
+    (plain, expected), (augmented, _) = ev(False), ev(True)
+    assert plain == pytest.approx(expected, rel=1e-5) and augmented == pytest.approx(expected, rel=1e-5)

@@ -317,7 +317,7 @@ class PPO:
         b_action = action.reshape(T * B, *action.shape[2:])[idx]
         b_logp = to_tensor(batch["logp"], dev, torch.float32).reshape(-1)[idx]
         b_values, b_adv, b_returns = values.reshape(-1)[idx], adv.reshape(-1)[idx], ret.reshape(-1)[idx]
-        stats_obs = b_obs  # the observation statistics (norm_obs) count the env's rows only
+        stats_obs, n_env = b_obs, n  # the observation statistics and explained variance: the env's rows only
         if c.augment_symmetries:
             b_obs, b_action, b_logp, b_values, b_adv, b_returns = self._with_images(
                 b_obs, b_action, b_logp, b_values, b_adv, b_returns)
@@ -392,7 +392,7 @@ class PPO:
         if c.norm_obs:  # after the update, which used the behaviour policy's statistics
             self.policy.update_obs_stats(stats_obs)
         stats.update({k: v / max(1, taken) for k, v in sums.items()})  # empty parts add nothing
-        stats["explained_variance"] = explained_variance(b_values, b_returns)
+        stats["explained_variance"] = explained_variance(b_values[:n_env], b_returns[:n_env])
         return stats
 
     # -- checkpoints -----------------------------------------------------------------
