@@ -134,12 +134,11 @@ def rating_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     ``training_rating`` from training games, left out when None). ``[]`` without a
     store, or when no version has either rating."""
     from zoo.core.history import DB_NAME, VersionStore
+    from zoo.core.history_eval import player_name
 
     if not os.path.isfile(os.path.join(os.fspath(run_dir), DB_NAME)):
         return []
     out = []
-    from zoo.core.history_eval import player_name
-
     with VersionStore(run_dir, readonly=True) as store:
         for policy in store.policies():
             rated = {s.version: s.rating for s in store.standings(policy) if s.version is not None}
