@@ -456,8 +456,8 @@ def test_a_frozen_policy_is_built_with_the_options_its_checkpoint_was_trained_wi
     exc = _refused(registry, adv_spec, _with(adversary={"trainable": False, "weights": ppo}))
     assert exc.field == "policies.adversary.weights"
     assert str(exc) == (f"policies.adversary.weights: {Path(ppo).resolve()} was written by another algorithm than "
-                        "policies.adversary.algo = 'mappo' (its options anneal_lr, anneal_lr_steps, augment_symmetries are not "
-                        "mappo's); set policies.adversary.algo to the algorithm that trained it")
+                        "policies.adversary.algo = 'mappo' (its options anneal_lr, anneal_lr_steps, augment_symmetries "
+                        "are not mappo's); set policies.adversary.algo to the algorithm that trained it")
 
 
 def test_fitting_weights_resolve_from_a_file_a_run_folder_or_a_kept_version(registry, adv_spec, tmp_path):
