@@ -317,6 +317,7 @@ def decision_gae(
     zero = _zeros_like(values[T])
     advantages = _zeros_like(values[:T])
     trained = passive[:T] & False
+    no = passive[T] & False      # an all-False row
     next_value = values[T]       # V of the next decision row (or of obs[T])
     next_adv = zero              # its advantage (0 at a bootstrap)
     run_reward = zero            # discounted rewards of the passive rows between this row and the next decision
@@ -327,22 +328,21 @@ def decision_gae(
         term, trunc = terminated[t], truncated[t] & ~terminated[t]
         cut = term | trunc
         end_value = where(trunc, final_value[t], zero)           # the bootstrap at an episode end
-        end_unresolved = trunc & final_passive[t]
+        # the row's continuation needs a passive observation's value (either kind of row)
+        row_unresolved = where(cut, trunc & final_passive[t], unresolved)
         # a passive row: its reward joins the run, its value is skipped
         p_reward = where(cut, rewards[t] + gamma * end_value, rewards[t] + gamma * run_reward)
         p_discount = where(cut, zero, gamma * run_discount)
-        p_unresolved = where(cut, end_unresolved, unresolved)
         # a decision row
         follow = run_reward + run_discount * (next_value + gae_lambda * next_adv)
         d_adv = where(cut, rewards[t] + gamma * end_value, rewards[t] + gamma * follow) - values[t]
-        d_unresolved = where(cut, end_unresolved, unresolved)
         decide = on & ~pas
-        valued = decide & ~d_unresolved
+        valued = decide & ~row_unresolved
         advantages[t] = where(valued, d_adv, zero)
         trained[t] = valued
         next_value = where(decide, values[t], next_value)
         next_adv = where(valued, d_adv, where(decide, zero, next_adv))
         run_reward = where(decide, zero, where(on, p_reward, run_reward))
         run_discount = where(decide, zero + 1.0, where(on, p_discount, run_discount))
-        unresolved = where(decide, passive[T] & False, where(on, p_unresolved, unresolved))
+        unresolved = where(decide, no, where(on, row_unresolved, unresolved))
     return advantages, advantages + values[:T], trained
