@@ -83,25 +83,24 @@ class SumTree:
         rev_unique, rev_first = np.unique(idx[::-1], return_index=True)
         nodes = rev_unique + self.size
         self.tree[nodes] = values[::-1][rev_first]
-        nodes = np.unique(nodes >> 1)
-        while nodes.size and nodes[-1] >= 1:
-            self.tree[nodes] = self.tree[2 * nodes] + self.tree[2 * nodes + 1]
-            if nodes[-1] == 1:
-                break
-            nodes = np.unique(nodes >> 1)
+        pairs = self.tree.reshape(-1, 2)  # pairs[k] = (tree[2k], tree[2k + 1]), a view
+        for _ in range(self.depth):  # one level up at a time; a repeated parent is written twice with one sum
+            nodes = nodes >> 1
+            self.tree[nodes] = pairs[nodes].sum(axis=1)
 
     def find(self, mass: np.ndarray) -> np.ndarray:
         """The leaf whose prefix-sum range holds each ``mass`` (float ``[m]``, in ``[0, total)``):
         leaf ``i`` with ``sum(leaves[:i]) <= mass < sum(leaves[:i+1])``. Leaves of value 0 are
         never returned while the total is positive (rounding at a boundary goes to the non-empty
         side). Returns int64 ``[m]``."""
-        u = np.asarray(mass, np.float64).copy()
+        shape = np.shape(mass)
+        u = np.asarray(mass, np.float64).reshape(-1).copy()
         node = np.ones(u.shape, np.int64)
+        pairs = self.tree.reshape(-1, 2)
         for _ in range(self.depth):
-            left = self.tree[2 * node]
-            right = self.tree[2 * node + 1]
+            children = pairs[node]  # [m, 2]: the left and right child sums
+            left, right = children[:, 0], children[:, 1]
             go_right = ((u >= left) & (right > 0)) | (left <= 0)
-            u = np.where(go_right, u - left, u)
+            u -= np.where(go_right, left, 0.0)
             node = 2 * node + go_right
-        return node - self.size
-
+        return (node - self.size).reshape(shape)

@@ -40,6 +40,17 @@ def test_sum_tree_sums_finds_and_last_write_wins():
         tree.update(np.array([0]), np.array([np.nan]))
 
 
+def test_sum_tree_parents_are_exact_sums_after_updates_sharing_parents():
+    # leaves 0..5 of 8 (3 levels); updates whose indices share parents and repeat
+    tree = SumTree(6)
+    tree.update(np.array([0, 1, 1, 5, 4]), np.array([1.0, 9.0, 2.0, 8.0, 4.0]))  # 1: the last (2.0) wins
+    tree.update(np.array([5, 3]), np.array([0.25, 16.0]))
+    # leaves [1, 2, 0, 16, 4, 0.25, 0, 0]; level 2: [3, 16, 4.25, 0]; level 1: [19, 4.25]; root 23.25
+    assert tree.tree[1:].tolist() == [23.25, 19.0, 4.25, 3.0, 16.0, 4.25, 0.0,
+                                      1.0, 2.0, 0.0, 16.0, 4.0, 0.25, 0.0, 0.0]
+    assert tree.find(np.float64(22.0)).tolist() == 4 and tree.find(np.array([[3.0, 23.0]])).tolist() == [[3, 5]]
+
+
 def test_sum_tree_capacity_one():
     tree = SumTree(1)
     tree.update(np.array([0]), np.array([3.0]))
