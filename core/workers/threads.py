@@ -14,7 +14,9 @@ trainers' threads (unless ``trainer.threads`` > 0 sets them) depend on the netwo
 - **rate-limited (replay) algorithms** (``rate_limited = True``, :mod:`zoo.core.algorithm`:
   apex-dqn, r2d2, sac), whatever the network: likewise every core. Their rate limiter makes the
   learner the bottleneck by design (SAC: one gradient step of 256 per env step), and the actors
-  wait for it while it takes the steps it was granted.
+  wait for it while it takes the steps it was granted. (apex-dqn's and r2d2's presets for vector
+  observations set ``trainer.threads = 1``: their small networks lose more to a second spinning
+  thread than they gain.)
 - **otherwise** (MLPs on vectors): the cores the actors and policy workers leave,
   ``max(1, (cores - actors x actor threads - policy workers x policy.threads) // trainers)``.
   Small matrix products gain nothing from more threads, and the extra threads' spinning takes
@@ -26,7 +28,9 @@ threads 345 with the cores 99% busy; at CleanRL's CartPole workload (1 inline ac
 1 trainer thread 8,928, 2 threads 5,403. Rate-limited algorithms (2026-12-06, 2 cores, seed 1):
 SAC on HalfCheetah-v5 (1 actor x 4 envs, 1 policy worker; 12k env steps) 65 env steps/s after the
 warm-up with 1 trainer thread, 76 with 2; apex-dqn on CartPole-v1 (its presets, 30k env steps) 839
-env steps/s with 1, 906 with 2.
+env steps/s with 1, 906 with 2, but over 100k env steps (the replay full, linear exploration) 1,487
+with 1 and 978 with 2, and r2d2 on CartPole-v1 (15k) 394 with 1, 312 with 2 (2026-12-06 evening):
+hence their vector presets' one thread.
 
 With named policies (docs/policies.md) the counts are every policy's together: policy workers
 (each with its policy's ``policy.threads``), trainers of every trainable policy, and an actor

@@ -308,9 +308,10 @@ def test_loss_is_the_huber_or_the_squared_td_error(monkeypatch, delta):
 
 def test_vector_presets_use_the_squared_error_and_atari_presets_huber():
     presets = ApeX.presets(spec())
-    assert (presets["algo.huber_delta"], presets["algo.target_period"]) == (0.0, 100)
+    assert (presets["algo.huber_delta"], presets["algo.target_period"], presets["trainer.threads"]) == (0.0, 100, 1)
     image = EnvSpec("Pong", ("agent_0",), {"obs": spaces.Box(0, 255, (4, 84, 84), np.uint8)}, spaces.Discrete(6))
     assert "algo.huber_delta" not in ApeX.presets(image) and ApeXConfig().huber_delta == 1.0
+    assert "trainer.threads" not in ApeX.presets(image)  # a convolutional learner shares every core
 
 
 # -- guarded updates and exact resume ------------------------------------------------------

@@ -302,6 +302,7 @@ def test_presets_and_experiment_checks(tmp_path, monkeypatch):
 
     cfg = build()
     assert (cfg.sample_length, cfg.algo.sequence_length, cfg.algo.period, cfg.algo.burn_in) == (40, 20, 10, 4)
+    assert cfg.trainer.threads == 1 and build("trainer.threads=2").trainer.threads == 2  # presets, then --set
     with pytest.raises(ConfigError, match=r"algo.sequence_length=50 is longer than sample_length=40"):
         build("algo.sequence_length=50")
     assert build("trainer.count=2").trainer.count == 2  # data-parallel trainers, a replay shard each

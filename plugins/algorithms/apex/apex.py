@@ -122,7 +122,11 @@ class ApeX:
         CartPole-v1 (2 idle cores, 100k env steps, seed 1, benchmarks/RESULTS.md): the mean
         return of the last 100 episodes of all envs (the epsilon-0.4 env included) 396 at 100k
         env steps, against 224 with a target every 500 gradient steps; with ``algo.exploration
-        = linear`` 477-500 at 100k (seeds 1-3).
+        = linear`` 477-500 at 100k (seeds 1-3). One trainer thread (``trainer.threads`` 1): a rate-limited
+        learner gets every core otherwise (core/workers/threads.py), and this network's products of
+        64-128 rows are too small to gain from a second thread while its spinning takes the actors'
+        core: 1,487 env steps/s end to end with 1 thread against 978 with 2 (2 idle cores, 100k
+        env steps, seed 1, benchmarks/RESULTS.md).
         """
         try:
             cls.check_spec(spec)
@@ -140,7 +144,7 @@ class ApeX:
         algo = {"lr": 1e-3, "adam_eps": 1e-8, "gamma": 0.99, "n_step": 3, "batch_size": 64,
                 "samples_per_insert": 16.0, "capacity": 50_000, "learning_starts": 1_000, "target_period": 100,
                 "max_grad_norm": 10.0, "huber_delta": 0.0, "hidden": 128}
-        return {"sample_length": 16, "actors.envs_per_actor": 4, **layout,
+        return {"sample_length": 16, "actors.envs_per_actor": 4, "trainer.threads": 1, **layout,
                 **{f"algo.{k}": v for k, v in algo.items()}}
 
     def __init__(self, config: ApeXConfig, spec: EnvSpec, seed: int) -> None:
