@@ -30,6 +30,10 @@ def _wait_for(moment: str, proc, mark: str, started: float, run: Path) -> None:
         wait_for(lambda: len(marked_processes(mark)) >= 2, 300, "a first worker", proc, poll_s=0.02)
     else:  # "running": every worker is in its loop, the trainer has updated
         wait_for(lambda: rows(run, "update"), 300, "the first update row", proc, poll_s=0.02)
+        # the first update may hold one actor's samples alone while the other still imports (its
+        # title comes with its loop): wait for the 4 workers' titles too
+        wait_for(lambda: sum(title(p).startswith("zoo: ") for p in marked_processes(mark) if p != proc.pid) >= 4,
+                 300, "the 4 workers' titles", proc, poll_s=0.02)
 
 
 @pytest.mark.parametrize("moment", ["0.3s", "1s", "2s", "workers-starting", "running"])
