@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.raycluster import RayCluster, processes_in, unavailable_reason
+from zoo.core.testing.cli import wait_for
 
 pytestmark = pytest.mark.integration
 NODES = 3
@@ -173,13 +174,9 @@ def test_a_killed_actor_worker_ends_the_run_naming_it(cluster):
         assert proc.poll() is None, proc.communicate()[1][-4000:]
         # the first update may hold actor 0's samples alone while Ray still starts actor 1's process (a
         # Ray worker, then the worker's own interpreter): wait for it as long as a run's start-up may take
-        actor: list[int] = []
-        while time.monotonic() - began < RUN_TIMEOUT_S and proc.poll() is None:
-            actor = [pid for pid, title in processes_in(cluster.namespaces) if title == "zoo: actor 1 killed"]
-            if actor:
-                break
-            time.sleep(0.5)
-        assert len(actor) == 1, (actor, proc.poll(), [t for _, t in processes_in(cluster.namespaces)])
+        actor = wait_for(lambda: [pid for pid, title in processes_in(cluster.namespaces)
+                                  if title == "zoo: actor 1 killed"], RUN_TIMEOUT_S, "actor 1's process", proc)
+        assert len(actor) == 1, actor
         host = {(w["role"], w["index"]): w["host"]
                 for w in json.loads((cluster.runs / "killed" / "graph.json").read_text())["workers"]}
         os.kill(actor[0], signal.SIGKILL)
