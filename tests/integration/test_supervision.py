@@ -94,7 +94,9 @@ def test_sigterm_or_sigkill_of_the_controller_leaves_no_worker_and_no_segment(tm
     proc, mark = start(tmp_path, "ppo", "--env", "CartPole-v1", "--steps", "1000000", "--name", "victim")
     run = tmp_path / "victim"
     wait_for(lambda: rows(run, "update"), 300, "the first update", proc)
-    assert {"zoo-trainer-0", "zoo-policy-0", "zoo-actor-0", "zoo-actor-1"} <= set(workers(mark))
+    # the first update may hold one actor's samples alone while the other still starts: wait for all 4
+    wait_for(lambda: {"zoo-trainer-0", "zoo-policy-0", "zoo-actor-0", "zoo-actor-1"} <= set(workers(mark)), 300,
+             "the 4 workers", proc)
     proc.send_signal(getattr(signal, how))
     out, err = finish(proc, 300)
     nothing_left(proc, mark)  # every worker gone, segments removed
