@@ -50,6 +50,15 @@ class PPOConfig:
     """Stop the epochs of an update early once the approximate KL exceeds this (0: never)."""
     hidden: int = field(default=64, metadata=bounded(ge=1))
     """Hidden units per layer of the MLP (vector observations)."""
+    network: Literal["auto", "columns"] = "auto"
+    """``auto``: the encoder chosen from the observations (MLP, small CNN, Nature CNN);
+    ``columns``: for board games whose ``Discrete(W)`` moves are the ``W`` columns of one board
+    observation ``[C, H, W]`` (connect four), a tower of 3x3 convolutions keeping the board's
+    size and a policy head shared by every column (:mod:`zoo.plugins.algorithms.board`)."""
+    board_channels: int = field(default=64, metadata=bounded(ge=1))
+    """Channels of each convolution of the ``columns`` network's tower."""
+    board_layers: int = field(default=4, metadata=bounded(ge=1))
+    """3x3 convolutions in the ``columns`` network's tower (each cell then sees ``2 L + 1`` cells each way)."""
     norm_obs: bool = False
     """Running observation normalisation (SB3 VecNormalize; statistics merged over all actors, in checkpoints)."""
     norm_reward: bool = False
@@ -81,9 +90,17 @@ class PPOConfig:
 
         Raises:
             ValueError: ``skip_forced`` on an env without action masks (no row would be forced);
-                ``augment_symmetries`` on an env that declares no symmetry.
+                ``augment_symmetries`` on an env that declares no symmetry; ``network = "columns"``
+                on spaces it does not fit (:func:`zoo.plugins.algorithms.board_spaces.column_problem`).
         """
         spec = getattr(cfg, "spec", None)
+        if self.network == "columns" and spec is not None:
+            from zoo.plugins.algorithms.board_spaces import column_problem
+
+            problem = column_problem(spec.observation_space, spec.action_space)
+            if problem:
+                raise ValueError(f"algo.network=columns does not fit {spec.env_id}: {problem}; "
+                                 "use --set algo.network=auto")
         if self.skip_forced and spec is not None and ACTION_MASK_KEY not in spec.observation_space:
             raise ValueError(f"algo.skip_forced=true needs action masks, and {spec.env_id}'s observations have no "
                              f"{ACTION_MASK_KEY!r} entry (keys: {', '.join(spec.observation_space)}); leave it out")

@@ -9,7 +9,10 @@ Observation encoders (:mod:`zoo.plugins.algorithms.encoders`, chosen from
 - with image leaves (rank 3, ``[C, H, W]``, e.g. 4 stacked 84x84 frames): one encoder
   shared by the actor and critic heads (CleanRL's ``ppo_atari.py``): the Nature CNN (or a
   small CNN for small grids) per image, the vector leaves flattened next to it, then a
-  linear policy head and a linear value head.
+  linear policy head and a linear value head;
+- ``algo.network = "columns"`` (board games whose ``Discrete(W)`` moves are the columns of a
+  ``[C, H, W]`` board, such as connect four): :mod:`zoo.plugins.algorithms.board`'s tower of
+  3x3 convolutions with a policy head shared by every column and a small value head.
 
 Action heads and masks: :mod:`zoo.plugins.algorithms.distributions` (Discrete,
 MultiDiscrete, MultiBinary, Box; the observation key ``"zoo:action_mask"`` masks the
@@ -27,6 +30,7 @@ from torch import nn
 
 from zoo.core.env import EnvSpec
 from zoo.core.spaces import ACTION_MASK_KEY
+from zoo.plugins.algorithms.board import BoardValueHead, ColumnPolicyHead, ColumnTower
 from zoo.plugins.algorithms.distributions import (  # noqa: F401 - re-exported
     ActionHead,
     DiscreteHead,
@@ -63,8 +67,18 @@ class ActorCritic(nn.Module):
     entropies (nats) and values.
     """
 
-    def __init__(self, spec: EnvSpec, hidden: int = 64, norm_obs: bool = False, norm_clip: float = 10.0) -> None:
+    def __init__(self, spec: EnvSpec, hidden: int = 64, norm_obs: bool = False, norm_clip: float = 10.0,
+                 network: str = "auto", board_channels: int = 64, board_layers: int = 4) -> None:
+        """``network``: ``"auto"`` (the encoders above, chosen from the spaces) or ``"columns"``
+        (:mod:`zoo.plugins.algorithms.board`: a convolutional tower of ``board_layers`` layers of
+        ``board_channels`` channels whose policy head gives each column of the board its logit).
+
+        Raises:
+            ValueError: ``network`` is neither, or ``"columns"`` for spaces it does not fit.
+        """
         super().__init__()
+        if network not in ("auto", "columns"):
+            raise ValueError(f"algo.network={network!r} is not one of 'auto', 'columns'")
         # running observation normalisation (normalization.py): buffers, so checkpoints and the
         # policy workers carry the statistics; None when off
         self.obs_norm = ObsNorm(spec.observation_space, norm_clip) if norm_obs else None
@@ -72,10 +86,16 @@ class ActorCritic(nn.Module):
         self.head = make_head(spec.action_space)
         n_out = self.head.num_outputs
         self.masked = ACTION_MASK_KEY in spaces
-        encoder = ObsEncoder(spaces)
         self.encoder: nn.Module
         self.actor: nn.Module
         self.critic: nn.Module
+        if network == "columns":
+            tower = ColumnTower(spaces, spec.action_space, channels=board_channels, layers=board_layers)
+            self.encoder = tower
+            self.actor = ColumnPolicyHead(tower.channels, tower.height)
+            self.critic = BoardValueHead(tower.channels, tower.height, tower.width)
+            return
+        encoder = ObsEncoder(spaces)
         if encoder.has_images:
             # one image and nothing else (Atari): the Nature CNN itself, as CleanRL's ppo_atari
             # (then its out_dim is the ObsEncoder's)

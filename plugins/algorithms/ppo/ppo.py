@@ -104,13 +104,17 @@ class PPO:
 
     @classmethod
     def build_policy(cls, config: PPOConfig, spec: EnvSpec) -> ActorCritic:
-        """The actor-critic network for ``spec`` (MLP or Nature CNN; see networks.py).
+        """The actor-critic network for ``spec`` (MLP or Nature CNN, or ``algo.network = "columns"``'s
+        board network; see networks.py).
 
         Raises:
             TypeError: the action space is not Discrete, MultiDiscrete or Box.
-            ValueError: an image observation is under a key other than ``"obs"``.
+            ValueError: an image observation is under a key other than ``"obs"``; ``"columns"`` for
+                spaces it does not fit.
         """
-        return ActorCritic(spec, hidden=config.hidden, norm_obs=config.norm_obs, norm_clip=config.norm_clip)
+        return ActorCritic(spec, hidden=config.hidden, norm_obs=config.norm_obs, norm_clip=config.norm_clip,
+                           network=config.network, board_channels=config.board_channels,
+                           board_layers=config.board_layers)
 
     @classmethod
     def explain_precision(cls, config: PPOConfig, spec: EnvSpec) -> str:
