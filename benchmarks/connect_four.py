@@ -476,6 +476,103 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- probe
+def random_play_positions(games: int, seed: int) -> tuple[list[tuple[np.ndarray, np.ndarray, list[int]]],
+                                                           list[tuple[np.ndarray, np.ndarray, list[int]]]]:
+    """Positions of ``games`` games of uniformly random moves (numpy generator ``seed``), each
+    seen by the player to move (``[2, 6, 7]`` int8, channel 0 the mover's pieces, as the env
+    observes): ``(wins, blocks)``, lists of ``(board, legal bool [7], columns)`` where
+    :func:`~zoo.plugins.envs.pettingzoo.baselines.lookahead_choices` says the mover can connect
+    four (``columns`` the winning moves) or must block (no win, ``columns`` the blocks)."""
+    from zoo.plugins.envs.pettingzoo.baselines import COLUMNS, connects, drop_row, lookahead_choices
+
+    rng = np.random.default_rng(seed)
+    wins: list[tuple[np.ndarray, np.ndarray, list[int]]] = []
+    blocks: list[tuple[np.ndarray, np.ndarray, list[int]]] = []
+    for _ in range(games):
+        board = np.zeros((2, 6, COLUMNS), np.int8)
+        while True:
+            legal = np.array([drop_row(board, c) >= 0 for c in range(COLUMNS)])
+            if not legal.any():
+                break  # a draw
+            reason, columns = lookahead_choices(board, legal)
+            if reason in ("win", "block"):
+                (wins if reason == "win" else blocks).append((board.copy(), legal, list(columns)))
+            column = int(rng.choice(np.flatnonzero(legal)))
+            row = drop_row(board, column)
+            board[0, row, column] = 1
+            if connects(board[0].astype(bool), row, column):
+                break
+            board = board[::-1].copy()  # the other player's view: it moves next
+    return wins, blocks
+
+
+def probe_policy(net: object, cases: list[tuple[np.ndarray, np.ndarray, list[int]]],
+                 extra: dict[str, np.ndarray] | None = None) -> tuple[float, float, float]:
+    """``(mean probability of the right columns, share of argmax moves among them, mean entropy in
+    nats)`` of ``net`` (a PPO :class:`~zoo.plugins.algorithms.ppo.networks.ActorCritic`) over
+    ``cases`` (:func:`random_play_positions`); ``extra``: observation entries added to every case
+    (``to_move``)."""
+    import torch
+
+    boards = np.stack([b for b, _, _ in cases])
+    legal = np.stack([m for _, m, _ in cases])
+    obs = {"observation": torch.as_tensor(boards), "zoo:action_mask": torch.as_tensor(legal)}
+    for key, value in (extra or {}).items():
+        obs[key] = torch.as_tensor(np.broadcast_to(value, (len(cases), *np.shape(value))).copy())
+    with torch.no_grad():
+        logits, _ = net._forward(obs)  # type: ignore[attr-defined]
+        logp = torch.log_softmax(logits.masked_fill(~obs["zoo:action_mask"], -1e9), dim=-1)
+    p = logp.exp().numpy()
+    right = np.zeros(p.shape, bool)
+    for i, (_, _, columns) in enumerate(cases):
+        right[i, columns] = True
+    entropy = -(p * np.where(p > 0, logp.numpy(), 0.0)).sum(axis=1)
+    return float((p * right).sum(axis=1).mean()), float(right[np.arange(len(p)), p.argmax(axis=1)].mean()), \
+        float(entropy.mean())
+
+
+def probe(args: argparse.Namespace) -> int:
+    """Each kept version's win-taking and blocking on positions from random play (a table)."""
+    from zoo.core.checkpoint import load_checkpoint
+    from zoo.core.config import algorithm_config_class
+    from zoo.core.plugins import get_registry
+    from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, make
+
+    run = Path(args.run).resolve()
+    files = sorted((run / "history" / "learner").glob("v*.pt"))
+    if not files:
+        print(f"{run}: no kept versions in history/learner", file=sys.stderr)
+        return 2
+    picked = files[::max(1, args.every)]
+    if picked[-1] != files[-1]:
+        picked.append(files[-1])
+    env_options = json.loads((run / "config.json").read_text()).get("env") or {}
+    to_move = bool(env_options.get("to_move", False))
+    env = make(MODULE, PettingZooConfig(to_move=to_move), 0)
+    spec = env.spec.subset([env.spec.agents[0]])
+    env.close()
+    wins, blocks = random_play_positions(args.games, args.seed)
+    extra = {"to_move": np.ones(1, np.float32)} if to_move else None
+    reg = get_registry()
+    algo = reg.get("algorithm", args.algo).load()
+    config_class = algorithm_config_class(reg.get("algorithm", args.algo))
+    print(f"{run.name}: {len(wins):,} positions with a win, {len(blocks):,} with a block to play, from "
+          f"{args.games:,} games of random moves (seed {args.seed})\n")
+    print("| version | env steps | P(win) | argmax wins | P(block) | argmax blocks | entropy (nats) |")
+    print("|---|---|---|---|---|---|---|")
+    for file in picked:
+        ckpt = load_checkpoint(str(file))
+        net = algo.build_policy(config_class(**(ckpt["algorithm"].get("config") or {})), spec)
+        net.load_state_dict(ckpt["algorithm"]["policy"])
+        net.eval()
+        w, b = probe_policy(net, wins, extra), probe_policy(net, blocks, extra)
+        print(f"| {int(ckpt.get('policy_version', 0))} | {int(ckpt.get('env_steps', 0)):,} | {w[0]:.3f} | {w[1]:.3f} | "
+              f"{b[0]:.3f} | {b[1]:.3f} | {(w[2] * len(wins) + b[2] * len(blocks)) / (len(wins) + len(blocks)):.3f} |",
+              flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -497,8 +594,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--games", type=int, default=500, help="games against each baseline, half in each seat")
     p.add_argument("--deterministic", action="store_true", help="argmax actions instead of sampled ones")
     p.add_argument("--out", default=os.path.join("benchmarks", "connect_four.png"))
+    q = sub.add_parser("probe", help="each kept version's wins taken and blocks played on positions of random play")
+    q.add_argument("--run", required=True, help="a run folder (RUNS/c4-ppo-pfsp-s1)")
+    q.add_argument("--algo", choices=ALGOS, default="ppo", help="the run's algorithm")
+    q.add_argument("--every", type=int, default=5, help="every Nth kept version (and the last)")
+    q.add_argument("--games", type=int, default=1500, help="games of random moves to take positions from")
+    q.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    return train(args) if args.command == "run" else report(args)
+    return {"run": train, "report": report, "probe": probe}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -157,3 +157,46 @@ def test_the_tactics_counter_counts_forced_moves_taken(bench):
     played = torch.tensor([0, 5, 4])  # row 0 misses its win, row 1 blocks at 5
     counter.act({"observation": boards, "zoo:action_mask": np.ones((3, 7), bool)}, deterministic=True)
     assert t == bench.Tactics(wins=2, taken=1, blocks=2, blocked=1)
+
+
+def test_probe_policy_by_hand(bench):
+    """Two positions: the first's right column is 3 under uniform logits (P = 1/7, the argmax
+    column 0 is wrong); the second's are 1 and 5 with column 6 illegal and column 1's logit ln 2
+    (P = (2 + 1) / 7, argmax column 1 right). Means: P 2/7, argmax 1/2, entropy
+    (ln 7 + ln 7 - (2/7) ln 2) / 2."""
+    import numpy as np
+    import torch
+
+    legal = np.ones((2, 7), bool)
+    legal[1, 6] = False
+    cases = [(np.zeros((2, 6, 7), np.int8), legal[0], [3]), (np.zeros((2, 6, 7), np.int8), legal[1], [1, 5])]
+
+    class Net:
+        def _forward(self, obs):
+            assert obs["observation"].shape == (2, 2, 6, 7) and obs["to_move"].tolist() == [[1.0], [1.0]]
+            logits = torch.zeros(2, 7)
+            logits[1, 1] = math.log(2.0)
+            return logits, torch.zeros(2)
+
+    p, argmax, entropy = bench.probe_policy(Net(), cases, {"to_move": np.ones(1, np.float32)})
+    assert p == pytest.approx(2 / 7, rel=1e-6)
+    assert argmax == 0.5
+    assert entropy == pytest.approx(math.log(7) - math.log(2) / 7, rel=1e-6)
+
+
+def test_random_play_positions_are_wins_and_blocks_of_the_mover(bench):
+    import numpy as np
+
+    from zoo.plugins.envs.pettingzoo.baselines import connects, drop_row
+
+    wins, blocks = bench.random_play_positions(40, seed=3)
+    assert wins and blocks
+    for board, legal, columns in wins:
+        assert board.dtype == np.int8 and board.shape == (2, 6, 7)
+        assert board[0].sum() in (board[1].sum(), board[1].sum() - 1)  # the mover has as many or one fewer
+        assert all(connects(board[0].astype(bool), drop_row(board, c), c) for c in columns)
+        assert all(not connects(board[0].astype(bool), drop_row(board, c), c) for c in range(7)
+                   if legal[c] and c not in columns)
+    for board, legal, columns in blocks:
+        assert not any(connects(board[0].astype(bool), drop_row(board, c), c) for c in range(7) if legal[c])
+        assert all(connects(board[1].astype(bool), drop_row(board, c), c) for c in columns)
