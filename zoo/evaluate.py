@@ -60,8 +60,17 @@ import numpy as np
 
 from zoo.runinfo import RunError, read_config, resolve_run, resolve_target
 
-__all__ = ["Evaluation", "Seat", "load_evaluation", "parse_policy_swaps", "checkpoint_label", "output_stem", "play",
+__all__ = ["Evaluation", "Seat", "evaluation_options", "load_evaluation", "parse_policy_swaps", "checkpoint_label",
+           "output_stem", "play",
            "Recorder", "RenderError", "team_of", "summarise"]
+
+
+def evaluation_options(env_config: Any) -> Any:
+    """The env options an evaluation plays with: ``env_config.evaluation()`` where the env
+    plugin's config has that method (the ``pettingzoo`` plugin's leaves out ``opening_moves``),
+    else ``env_config`` itself."""
+    evaluation = getattr(env_config, "evaluation", None)
+    return evaluation() if callable(evaluation) else env_config
 
 
 def team_of(agent: str) -> str:
@@ -299,8 +308,10 @@ def load_evaluation(target: str | os.PathLike, run: str | os.PathLike | None = N
         raise RunError(f"checkpoint {str(checkpoint)!r} was written by {what}, but run {str(run_dir)!r} trains "
                        f"{algo.name}; evaluate it with its own run (or --run RUN of a run of its algorithm)")
 
+    env_options = evaluation_options(holder.env)
+
     def make_env(seed: int):
-        return env_component.load()(env_arg, holder.env, seed)
+        return env_component.load()(env_arg, env_options, seed)
 
     probe = make_env(0)
     try:
@@ -391,8 +402,10 @@ def _load_named(registry, run_dir: Path, config: dict[str, Any], file: Path | No
     except ConfigError as exc:
         raise RunError(str(exc).splitlines()[0]) from None
 
+    env_options = evaluation_options(env_holder.env)
+
     def make_env(seed: int):
-        return env_component.load()(env_arg, env_holder.env, seed)
+        return env_component.load()(env_arg, env_options, seed)
 
     probe = make_env(0)
     try:

@@ -187,7 +187,9 @@ def make_env(ctx: WorkerContext, seed: int, seated: bool = False):
 
     ``seated``: for a worker that seats its players itself (the eval manager), an env option
     ``random_seats`` (the ``pettingzoo`` plugin's: the order of play drawn each episode) is
-    turned off."""
+    turned off, and an env config with an ``evaluation()`` method is replaced by what it
+    returns (the options an evaluation plays with: the ``pettingzoo`` plugin's leave out
+    ``opening_moves``)."""
     import dataclasses
 
     from zoo.core.config import resolve_env
@@ -196,6 +198,9 @@ def make_env(ctx: WorkerContext, seed: int, seated: bool = False):
     env_cfg = ctx.cfg.env
     if seated and dataclasses.is_dataclass(env_cfg) and getattr(env_cfg, "random_seats", False):
         env_cfg = dataclasses.replace(env_cfg, random_seats=False)  # type: ignore[type-var]
+    evaluation = getattr(env_cfg, "evaluation", None) if seated else None
+    if callable(evaluation):
+        env_cfg = evaluation()
     return component.load()(arg, env_cfg, seed)
 
 

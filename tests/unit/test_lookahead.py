@@ -241,3 +241,93 @@ def test_to_move_on_a_parallel_env_or_without_dict_observations_is_refused():
     with pytest.raises(ValueError, match=r"^env.to_move: agent a's observations are Box\(0.0, 1.0, \(3,\), float32\), "
                                          r"not a dict"):
         TurnBasedParallel(BoxObs(), to_move=True)
+
+
+# ----------------------------------------------------------------------------- env.opening_moves
+class ScriptedRng:
+    """Stands in for the env's generator: ``integers`` returns the opening lengths in turn,
+    ``choice`` the columns in turn (each must be legal)."""
+
+    def __init__(self, lengths, columns):
+        self.lengths, self.columns = list(lengths), list(columns)
+
+    def integers(self, low, high):
+        n = self.lengths.pop(0)
+        assert low <= n < high
+        return n
+
+    def choice(self, legal):
+        c = self.columns.pop(0)
+        assert c in legal
+        return c
+
+
+def test_an_opening_of_three_moves_is_on_the_board_and_the_second_player_is_to_move():
+    from pettingzoo.classic import connect_four_v3
+
+    from zoo.plugins.envs.pettingzoo.env import TurnBasedParallel
+
+    env = TurnBasedParallel(connect_four_v3.env(), opening_moves=5)
+    env.rng = ScriptedRng([3], [0, 0, 4])  # player_0 column 0, player_1 column 0, player_0 column 4
+    obs, _ = env.reset()
+    assert env.agents == ["player_0", "player_1"]
+    p1 = obs["player_1"]
+    assert p1["action_mask"].tolist() == [1] * 7  # player_1 is to move
+    assert obs["player_0"]["action_mask"].tolist() == [1] + [0] * 6  # player_0 waits
+    assert np.argwhere(p1["observation"][:, :, 0]).tolist() == [[4, 0]]  # its own piece
+    assert np.argwhere(p1["observation"][:, :, 1]).tolist() == [[5, 0], [5, 4]]  # player_0's two
+    assert env.rng.lengths == [] and env.rng.columns == []
+    env.close()
+
+
+def test_an_opening_that_ends_the_game_is_drawn_again():
+    from pettingzoo.classic import connect_four_v3
+
+    from zoo.plugins.envs.pettingzoo.env import TurnBasedParallel
+
+    env = TurnBasedParallel(connect_four_v3.env(), opening_moves=9)
+    # 7 moves: player_0 stacks column 0 four times (player_1 plays column 1 between): a win, drawn again
+    env.rng = ScriptedRng([7, 1], [0, 1, 0, 1, 0, 1, 0] + [6])
+    obs, _ = env.reset()
+    assert env.agents == ["player_0", "player_1"]
+    board = obs["player_1"]["observation"]  # player_1 is to move after one opening move
+    assert int(board.sum()) == 1 and np.argwhere(board[:, :, 1]).tolist() == [[5, 6]]
+    env.close()
+
+
+def test_openings_are_seeded_and_evaluation_plays_from_the_start():
+    from types import SimpleNamespace
+
+    from zoo.core.config import build_config
+    from zoo.core.plugins import get_registry
+    from zoo.core.workers.base import make_env
+    from zoo.evaluate import evaluation_options
+    from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, make
+
+    def pieces(seed):
+        env = make("pettingzoo.classic.connect_four_v3", PettingZooConfig(opening_moves=6), seed)
+        out = [int(env.reset()[0]["observation"][0].sum()) for _ in range(30)]
+        env.close()
+        return out
+
+    a = pieces(7)
+    assert a == pieces(7) and set(a) == set(range(7))  # 0 .. 6 moves, each drawn in 30 openings
+    reg = get_registry()
+    cfg = build_config(reg, "ppo", "pettingzoo:pettingzoo.classic.connect_four_v3", name="x",
+                       overrides=["env.opening_moves=6"])
+    assert evaluation_options(cfg.env).opening_moves == 0 and cfg.env.opening_moves == 6
+    ctx = SimpleNamespace(cfg=cfg, registry=reg)
+    actor_env, eval_env = make_env(ctx, 0), make_env(ctx, 0, seated=True)
+    assert [int(eval_env.reset()[0]["observation"][0].sum()) for _ in range(10)] == [0] * 10
+    assert sum(int(actor_env.reset()[0]["observation"][0].sum()) for _ in range(10)) > 0
+    actor_env.close()
+    eval_env.close()
+
+
+def test_opening_moves_is_refused_for_a_parallel_env_and_below_zero():
+    from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, make
+
+    with pytest.raises(ValueError, match=r"^env.opening_moves: --env pettingzoo:mpe2.simple_spread_v3 is a Parallel"):
+        make("mpe2.simple_spread_v3", PettingZooConfig(opening_moves=4), 0)
+    with pytest.raises(ValueError, match=r"^env.opening_moves=-1 must be a whole number >= 0"):
+        make("pettingzoo.classic.connect_four_v3", PettingZooConfig(opening_moves=-1), 0)

@@ -41,6 +41,19 @@ class PettingZooConfig:
     (``random_seats``: equal piece counts mean either player may be to move), and a value
     estimate of the same board differs by the turn (a threat of one's own is a win on one's own
     move and is blocked on the opponent's). Refused for a Parallel env."""
+    opening_moves: int = 0
+    """Turn-based games only: start each episode from a random opening, ``k`` uniformly random legal
+    moves (the players in turn) with ``k`` drawn uniformly from ``0 .. opening_moves``, both by the
+    env's seeded generator; an opening that ends the game is drawn again. The opening's moves are
+    played inside ``reset``: no agent acts, no reward, no env step is counted. Self-play then meets
+    positions its own games would not reach (a policy trained only on its own games' positions may
+    miss the tactics of others: benchmarks/RESULTS.md, connect four). Evaluation plays from the
+    start: the eval manager's envs and ``zoo eval`` take :meth:`evaluation`'s options. Needs
+    dict observations with an ``"action_mask"`` (PettingZoo classic's); refused for a Parallel env."""
+
+    def evaluation(self) -> PettingZooConfig:
+        """The options an evaluation plays with: these, without the random opening."""
+        return dataclasses.replace(self, opening_moves=0)
 
 
 def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv | PaddedSpaces:
@@ -62,15 +75,19 @@ def make(arg: str | None, config: PettingZooConfig, seed: int) -> PettingZooEnv 
                          "install the package that provides it") from None
     random_seats = bool(getattr(config, "random_seats", False))
     to_move = bool(getattr(config, "to_move", False))
+    opening_moves = getattr(config, "opening_moves", 0)
+    if not isinstance(opening_moves, int) or isinstance(opening_moves, bool) or opening_moves < 0:
+        raise ValueError(f"env.opening_moves={opening_moves!r} must be a whole number >= 0 (0: every game from the "
+                         "start); set --set env.opening_moves=8, for example")
     if hasattr(module, "parallel_env"):
-        for name, on in (("random_seats", random_seats), ("to_move", to_move)):
+        for name, on in (("random_seats", random_seats), ("to_move", to_move), ("opening_moves", opening_moves > 0)):
             if on:
                 raise ValueError(f"env.{name}: --env pettingzoo:{arg} is a Parallel env (its agents move at once); "
                                  f"{name} is for turn-based games (a module with an AEC env()); leave it out")
         parallel = module.parallel_env(**parse_kwargs(config.kwargs))
     elif hasattr(module, "env"):
         parallel = TurnBasedParallel(module.env(**parse_kwargs(config.kwargs)), random_seats=random_seats, seed=seed,
-                                     to_move=to_move)
+                                     to_move=to_move, opening_moves=opening_moves)
     else:
         raise ValueError(f"--env pettingzoo:{arg}: module {arg!r} has no parallel_env() (nor an AEC env())")
     mixed = bool(getattr(config, "mixed_spaces", False))
@@ -128,11 +145,18 @@ class TurnBasedParallel:
     move, 0.0 for a waiting one. Needs an AEC env whose observations are dicts (PettingZoo
     classic's).
 
+    ``opening_moves``: each ``reset`` then plays ``k`` uniformly random legal moves (the AEC
+    env's ``"action_mask"``), ``k`` drawn uniformly from ``0 .. opening_moves`` (the generator
+    of ``random_seats``, drawn after the seats); an opening that ends the game (a win or a full
+    board) resets the AEC env and is drawn again, up to 100 times.
+
     Raises:
-        ValueError: ``to_move`` with an env whose observation space is not a Dict.
+        ValueError: ``to_move`` with an env whose observation space is not a Dict;
+            ``opening_moves`` with one whose observations have no ``"action_mask"``.
     """
 
-    def __init__(self, aec: Any, random_seats: bool = False, seed: int | None = None, to_move: bool = False) -> None:
+    def __init__(self, aec: Any, random_seats: bool = False, seed: int | None = None, to_move: bool = False,
+                 opening_moves: int = 0) -> None:
         import numpy as np
 
         self.aec = aec
@@ -145,6 +169,13 @@ class TurnBasedParallel:
         self.to_aec = {a: a for a in self.possible_agents}
         self.from_aec = dict(self.to_aec)
         self.to_move = bool(to_move)
+        self.opening_moves = int(opening_moves)
+        if self.opening_moves:
+            for a in self.possible_agents:
+                space = aec.observation_space(a)
+                if "action_mask" not in getattr(space, "spaces", {}):
+                    raise ValueError(f"env.opening_moves: agent {a}'s observations are {space}, without an "
+                                     "\"action_mask\" to draw legal moves from; leave it out")
         if self.to_move:
             from gymnasium import spaces
 
@@ -184,16 +215,35 @@ class TurnBasedParallel:
         import numpy as np
 
         self.aec.reset(seed=seed, options=options)
+        if seed is not None and (self.random_seats or self.opening_moves):
+            self.rng = np.random.default_rng(seed)
         if self.random_seats:
-            if seed is not None:
-                self.rng = np.random.default_rng(seed)
             order = self.rng.permutation(len(self.possible_agents))
             self.seats = [self.possible_agents[int(i)] for i in order]
             self.to_aec = dict(zip(self.possible_agents, self.seats, strict=True))
             self.from_aec = {v: k for k, v in self.to_aec.items()}
+        if self.opening_moves:
+            self._open(options)
         self.agents = [self.from_aec[a] for a in self.aec.agents]
         self.agents = [a for a in self.possible_agents if a in self.agents]
         return {a: self._observe(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def _open(self, options: dict | None) -> None:
+        """Play a random opening (``opening_moves``) on the freshly reset AEC env."""
+        import numpy as np
+
+        for _ in range(100):
+            for _ in range(int(self.rng.integers(0, self.opening_moves + 1))):
+                mover = self.aec.agent_selection
+                legal = np.flatnonzero(np.asarray(self.aec.observe(mover)["action_mask"]).reshape(-1))
+                self.aec.step(int(self.rng.choice(legal)))
+                if not self.aec.agents or any(self.aec.terminations.values()) or any(self.aec.truncations.values()):
+                    break
+            else:
+                return
+            self.aec.reset(options=options)  # the opening ended the game: draw another
+        raise RuntimeError(f"env.opening_moves={self.opening_moves}: 100 random openings in a row ended the game; "
+                           "lower env.opening_moves")
 
     def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
         mover = self.from_aec[self.aec.agent_selection]
