@@ -507,6 +507,29 @@ def random_play_positions(games: int, seed: int) -> tuple[list[tuple[np.ndarray,
     return wins, blocks
 
 
+DIRECTIONS = (("horizontal", (0, 1)), ("vertical", (1, 0)), ("diagonal", (1, 1)), ("diagonal", (1, -1)))
+"""The lines a win can run along (both diagonals are ``diagonal``)."""
+
+
+def win_direction(board: np.ndarray, column: int) -> str | None:
+    """The direction of the four that the mover's piece dropped in ``column`` of ``board``
+    (``[2, 6, 7]``, channel 0 the mover's) would connect: ``horizontal``, ``vertical`` or
+    ``diagonal``; None when it connects none or more than one direction."""
+    from zoo.plugins.envs.pettingzoo.baselines import CONNECT, ROWS, drop_row
+
+    row, pieces = drop_row(board, column), board[0].astype(bool)
+    found = set()
+    for name, (dr, dc) in DIRECTIONS:
+        run = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, column + sign * dc
+            while 0 <= r < ROWS and 0 <= c < pieces.shape[1] and pieces[r, c]:
+                run, r, c = run + 1, r + sign * dr, c + sign * dc
+        if run >= CONNECT:
+            found.add(name)
+    return found.pop() if len(found) == 1 else None
+
+
 def probe_policy(net: object, cases: list[tuple[np.ndarray, np.ndarray, list[int]]],
                  extra: dict[str, np.ndarray] | None = None) -> tuple[float, float, float]:
     """``(mean probability of the right columns, share of argmax moves among them, mean entropy in
@@ -559,17 +582,27 @@ def probe(args: argparse.Namespace) -> int:
     config_class = algorithm_config_class(reg.get("algorithm", args.algo))
     print(f"{run.name}: {len(wins):,} positions with a win, {len(blocks):,} with a block to play, from "
           f"{args.games:,} games of random moves (seed {args.seed})\n")
-    print("| version | env steps | P(win) | argmax wins | P(block) | argmax blocks | entropy (nats) |")
-    print("|---|---|---|---|---|---|---|")
+    lines: dict[str, list[tuple[np.ndarray, np.ndarray, list[int]]]] = {"horizontal": [], "vertical": [],
+                                                                         "diagonal": []}
+    for case in wins:  # one winning column, along one direction
+        direction = win_direction(case[0], case[2][0]) if len(case[2]) == 1 else None
+        if direction:
+            lines[direction].append(case)
+    print(f"P(win) by direction: of the positions with one winning column along one line ({len(lines['horizontal']):,} "
+          f"horizontal, {len(lines['vertical']):,} vertical, {len(lines['diagonal']):,} diagonal)\n")
+    print("| version | env steps | P(win) | argmax wins | P(win): horizontal / vertical / diagonal | P(block) | "
+          "argmax blocks | entropy (nats) |")
+    print("|---|---|---|---|---|---|---|---|")
     for file in picked:
         ckpt = load_checkpoint(str(file))
         net = algo.build_policy(config_class(**(ckpt["algorithm"].get("config") or {})), spec)
         net.load_state_dict(ckpt["algorithm"]["policy"])
         net.eval()
         w, b = probe_policy(net, wins, extra), probe_policy(net, blocks, extra)
+        by = " / ".join(f"{probe_policy(net, cases, extra)[0]:.3f}" if cases else "-" for cases in lines.values())
         print(f"| {int(ckpt.get('policy_version', 0))} | {int(ckpt.get('env_steps', 0)):,} | {w[0]:.3f} | {w[1]:.3f} | "
-              f"{b[0]:.3f} | {b[1]:.3f} | {(w[2] * len(wins) + b[2] * len(blocks)) / (len(wins) + len(blocks)):.3f} |",
-              flush=True)
+              f"{by} | {b[0]:.3f} | {b[1]:.3f} | "
+              f"{(w[2] * len(wins) + b[2] * len(blocks)) / (len(wins) + len(blocks)):.3f} |", flush=True)
     return 0
 
 

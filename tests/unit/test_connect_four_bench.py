@@ -200,3 +200,19 @@ def test_random_play_positions_are_wins_and_blocks_of_the_mover(bench):
     for board, legal, columns in blocks:
         assert not any(connects(board[0].astype(bool), drop_row(board, c), c) for c in range(7) if legal[c])
         assert all(connects(board[1].astype(bool), drop_row(board, c), c) for c in columns)
+
+
+def test_win_direction_by_hand(bench):
+    import numpy as np
+
+    board = np.zeros((2, 6, 7), np.int8)
+    board[0, 5, 0:3] = 1  # three of the mover's on the bottom row: column 3 connects them
+    board[0, 2:5, 6] = 1  # three stacked in column 6: column 6 connects them
+    board[1, 5, 6] = 1  # under them, the other player's
+    assert bench.win_direction(board, 3) == "horizontal"
+    assert bench.win_direction(board, 6) == "vertical"
+    assert bench.win_direction(board, 1) is None  # lands on row 4 of column 1: no four
+    diag = np.zeros((2, 6, 7), np.int8)
+    diag[0, 5, 0], diag[0, 4, 1], diag[0, 3, 2] = 1, 1, 1  # up-right from the bottom left
+    diag[1, 5, 1:4], diag[1, 4, 2:4], diag[1, 3, 3] = 1, 1, 1  # the other's pieces under them
+    assert bench.win_direction(diag, 3) == "diagonal"  # lands on row 2 of column 3
