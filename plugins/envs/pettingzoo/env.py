@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.core.env import PaddedSpaces, PettingZooEnv
+from zoo.core.options import bounded
 from zoo.core.spaces import ACTION_MASK_KEY
 from zoo.core.symmetry import Symmetry
 from zoo.plugins.envs.kwargs import parse_kwargs  # noqa: F401 - also importable from here
@@ -41,7 +42,7 @@ class PettingZooConfig:
     (``random_seats``: equal piece counts mean either player may be to move), and a value
     estimate of the same board differs by the turn (a threat of one's own is a win on one's own
     move and is blocked on the opponent's). Refused for a Parallel env."""
-    opening_moves: int = 0
+    opening_moves: int = field(default=0, metadata=bounded(ge=0, hint="0 = every game from the start"))
     """Turn-based games only: start each episode from a random opening, ``k`` uniformly random legal
     moves (the players in turn) with ``k`` drawn uniformly from ``0 .. opening_moves``, both by the
     env's seeded generator; an opening that ends the game is drawn again. The opening's moves are
