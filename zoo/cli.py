@@ -449,7 +449,7 @@ def train_command(
     if explain is not None:  # presets scaled to this machine say what they chose and why
         console.print(Text(f"{algo} presets: ", style="bold") + Text(explain(spec)), soft_wrap=True, highlight=False)
     _print_precision(host, cfg, algo, console)
-    _print_threads(cfg, console)
+    _print_threads(host, cfg, console)
     _launch(cfg, console, run_dir, fresh=True)
 
 
@@ -480,11 +480,19 @@ def _print_precision(host: PluginHost, cfg: Any, algo: str, console: Console) ->
                       soft_wrap=True, highlight=False)
 
 
-def _print_threads(cfg: Any, console: Console) -> None:
-    """The torch threads per role chosen for this machine (:mod:`zoo.core.workers.threads`)."""
-    from zoo.core.workers.threads import thread_plan
+def _print_threads(host: PluginHost, cfg: Any, console: Console) -> None:
+    """The torch threads per role chosen for this machine (:mod:`zoo.core.workers.threads`), and
+    the busy-machine hint where this machine's cores are busy with other work (a local launcher
+    only: a remote one's trainers run on other hosts)."""
+    from zoo.core.workers.threads import busy_cores, thread_plan
 
-    console.print(Text(thread_plan(cfg).describe()), soft_wrap=True, highlight=False)
+    plan = thread_plan(cfg)
+    console.print(Text(plan.describe()), soft_wrap=True, highlight=False)
+    remote = bool(host.registry.get("launcher", cfg.launcher).option("remote"))
+    if plan.trainer_auto and plan.trainer > 1 and not remote:  # measured only where the hint could apply (0.2 s)
+        hint = plan.busy_hint(busy_cores())
+        if hint:
+            console.print(Text(hint, style="yellow"), soft_wrap=True, highlight=False)
 
 
 def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any) -> None:
@@ -513,7 +521,7 @@ def _resume(host: PluginHost, target: str, runs_dir: str = "runs", **given: Any)
     zconfig.save_config(cfg, run_dir)  # the budget (and other safe changes) as they now are
     write_graph(cfg, run_dir)
     _print_precision(host, cfg, cfg.algo_name, console)
-    _print_threads(cfg, console)
+    _print_threads(host, cfg, console)
     _launch(cfg, console, run_dir, start={"env_steps": int(ckpt["env_steps"]), "resume": cfg.resume,
                                           "trained_env_steps": int(ckpt.get("trained_env_steps", 0))},
             before=before)

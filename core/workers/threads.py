@@ -36,6 +36,15 @@ With named policies (docs/policies.md) the counts are every policy's together: p
 (each with its policy's ``policy.threads``), trainers of every trainable policy, and an actor
 runs one thread per env core plus, for each inline policy, its ``policy.threads`` (at least 1).
 
+**A machine already busy.** The plan assumes the cores are Zoo's. Where other processes keep
+some of them busy as a run starts, a trainer of several threads slows far more than its share:
+its threads meet at every parallel region, and each waits there while another waits for a time
+slice (2026-12-06, 2 cores: SAC's trainer on Hopper-v5 fell from 80 to 1-2 env steps/s beside a
+connect-four run; benchmarks/RESULTS.md). ``zoo train`` and ``zoo resume`` then print
+:meth:`ThreadPlan.busy_hint` from :func:`busy_cores`, measured before any worker starts; the
+plan itself does not change with the load (a run's thread counts stay a function of its config
+and machine), so ``--set trainer.threads=1`` is the user's call.
+
 ``cores`` is the CPUs this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where
 that is missing). With a launcher that places roles on several hosts, each trainer counts the
 cores of its own host as if every role ran there.
@@ -95,6 +104,71 @@ class ThreadPlan:
         share = " each" if self.trainers > 1 and self.trainer_auto else ""
         return (f"threads on {self.cores} cores: {self.actors} actor{'s' if self.actors != 1 else ''} x {self.actor} + "
                 f"{pw} + {self.trainers} trainer{'s' if self.trainers != 1 else ''} x {self.trainer}{share} ({how})")
+
+
+    def busy_hint(self, busy: float | None) -> str | None:
+        """The line to print when ``busy`` cores (:func:`busy_cores`) were kept busy by other
+        processes as the run started and the plan gave the trainer several threads of its own
+        choosing; None when the trainer has 1 thread or ``trainer.threads`` set its count, when
+        ``busy`` is None (not measured) or below :data:`BUSY_HINT_CORES`."""
+        if busy is None or busy < BUSY_HINT_CORES or not self.trainer_auto or self.trainer < 2:
+            return None
+        return (f"busy machine: {busy:.2f} of {self.cores} cores were busy with other processes as this run started; "
+                f"a trainer's {self.trainer} threads wait for each other's time slices beside such work (a replay or "
+                f"convolutional learner can run many times slower); --set trainer.threads=1 if that work goes on")
+
+
+BUSY_HINT_CORES = 0.5
+"""Cores busy with other processes (:func:`busy_cores`) from which :meth:`ThreadPlan.busy_hint` speaks."""
+
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal (guest time is inside user)
+_IDLE_FIELDS = (3, 4)  # idle, iowait
+
+
+def cpu_times(text: str, cpus: set[int] | None = None) -> tuple[int, int, int]:
+    """``(busy, total, n)`` clock ticks of the ``n`` per-CPU lines (``cpuN ...``) of ``/proc/stat``'s
+    ``text`` whose N is in ``cpus`` (every CPU line for None): busy = user + nice + system + irq +
+    softirq + steal, total = busy + idle + iowait (proc(5))."""
+    busy = total = n = 0
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        if not (name.startswith("cpu") and name[3:].isdigit()) or (cpus is not None and int(name[3:]) not in cpus):
+            continue
+        ticks = [int(x) for x in rest.split()]
+        ticks += [0] * (8 - len(ticks))
+        b = sum(ticks[i] for i in _BUSY_FIELDS)
+        busy, total, n = busy + b, total + b + sum(ticks[i] for i in _IDLE_FIELDS), n + 1
+    return busy, total, n
+
+
+def busy_cores(interval_s: float = 0.2, *, read: Any = None, wait: Any = None,
+               cpus: set[int] | None = None) -> float | None:
+    """Cores kept busy over ``interval_s`` seconds, by every process of the machine, among the CPUs
+    this process may run on (``cpus``, default ``os.sched_getaffinity``): the busy share of their
+    clock ticks in ``/proc/stat`` between two reads, times their number (0.0 to the cores). None
+    where ``/proc/stat`` cannot be read, lists none of them, or no tick passed (not Linux).
+    ``read`` (returns the file's text) and ``wait`` (sleeps) stand in for the file and
+    ``time.sleep`` in tests."""
+    import time
+
+    if read is None:
+        def read() -> str:
+            with open("/proc/stat") as f:
+                return f.read()
+    if cpus is None:
+        try:
+            cpus = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = None
+    try:
+        b0, t0, _ = cpu_times(read(), cpus)
+        (wait or time.sleep)(interval_s)
+        b1, t1, n = cpu_times(read(), cpus)
+    except (OSError, ValueError):
+        return None
+    if n == 0 or t1 <= t0:
+        return None
+    return round(n * (b1 - b0) / (t1 - t0), 3)
 
 
 def thread_plan(cfg: Any, cores: int | None = None) -> ThreadPlan:

@@ -341,3 +341,47 @@ def test_the_pacer_adds_the_trained_rate():
     # (3000 - 1000) / 20 s = 100 env steps/s; (2816 - 768) / 20 s = 102.4 trained env steps/s
     assert pacer.due(30.0) == {"env_steps": 3000, "trained_env_steps": 2816, "env_steps_per_s": 100.0,
                                "frames_per_s": 100.0, "trained_env_steps_per_s": 102.4}
+
+
+def test_busy_cores_from_two_reads_of_proc_stat():
+    from zoo.core.workers.threads import busy_cores, cpu_times
+
+    # fields: user nice system idle iowait irq softirq steal guest guest_nice
+    first = ("cpu  110 0 60 1830 0 0 0 0 0 0\n"
+             "cpu0 100 0 50 850 0 0 0 0 0 0\n"
+             "cpu1 10 0 10 980 0 0 0 0 0 0\n"
+             "cpu2 500 0 0 500 0 0 0 0 0 0\n"
+             "intr 12345\n")
+    second = ("cpu  330 0 110 1960 100 0 0 20 0 0\n"
+              "cpu0 200 0 100 880 0 0 0 20 0 0\n"  # busy 150 -> 320 (steal counts), total 1000 -> 1200
+              "cpu1 10 0 10 1080 100 0 0 0 0 0\n"  # busy 20 -> 20 (iowait is idle), total 1000 -> 1200
+              "cpu2 700 0 0 500 0 0 0 0 0 0\n"     # not in the CPU set below
+              "intr 23456\n")
+    assert cpu_times(first, {0, 1}) == (170, 2000, 2)
+    assert cpu_times(second, {0, 1}) == (340, 2400, 2)
+    assert cpu_times(second) == (1040, 3600, 3)  # every CPU line, never the summary line "cpu"
+    reads, waited = iter([first, second]), []
+    # CPUs 0 and 1: 2 x (340 - 170) / (2400 - 2000) = 0.85 cores busy
+    assert busy_cores(0.5, read=lambda: next(reads), wait=waited.append, cpus={0, 1}) == 0.85
+    assert waited == [0.5]
+    reads = iter([first, first])  # no tick passed
+    assert busy_cores(read=lambda: next(reads), wait=lambda s: None, cpus={0, 1}) is None
+    reads = iter([first, second])  # none of the CPUs listed
+    assert busy_cores(read=lambda: next(reads), wait=lambda s: None, cpus={7}) is None
+
+    def unreadable():
+        raise OSError("no /proc here")
+
+    assert busy_cores(read=unreadable, wait=lambda s: None) is None
+
+
+def test_the_busy_machine_hint_speaks_only_for_a_trainer_of_several_chosen_threads():
+    plan = thread_plan(cfg_of(algo="sac"), cores=2)  # a rate-limited learner: 2 threads on 2 cores
+    assert plan.busy_hint(0.85) == (
+        "busy machine: 0.85 of 2 cores were busy with other processes as this run started; a trainer's 2 threads "
+        "wait for each other's time slices beside such work (a replay or convolutional learner can run many times "
+        "slower); --set trainer.threads=1 if that work goes on")
+    assert plan.busy_hint(0.49) is None  # below BUSY_HINT_CORES = 0.5
+    assert plan.busy_hint(None) is None  # not measured
+    assert thread_plan(cfg_of(), cores=2).busy_hint(2.0) is None  # an MLP's 1 thread on 2 cores
+    assert thread_plan(cfg_of(algo="sac", trainer_threads=2), cores=2).busy_hint(2.0) is None  # set by the user
