@@ -51,13 +51,14 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def machine_cpu() -> tuple[float, float]:
-    """``(busy, total)`` core seconds of the whole machine since boot (``/proc/stat``'s ``cpu``
-    line: busy = user + nice + system + irq + softirq + steal, total adds idle + iowait)."""
+    """``(busy, total)`` core seconds of the whole machine since boot: every CPU line of
+    ``/proc/stat`` (:func:`zoo.core.workers.threads.cpu_times`: busy = user + nice + system + irq +
+    softirq + steal, total adds idle + iowait)."""
+    from zoo.core.workers.threads import cpu_times
+
     with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = values
-    busy = user + nice + system + irq + softirq + steal
-    return busy / TICKS, (busy + idle + iowait) / TICKS
+        busy, total, _ = cpu_times(f.read())
+    return busy / TICKS, total / TICKS
 
 
 def parse_title(cmdline: bytes, run_name: str) -> tuple[str, int] | None:
