@@ -240,7 +240,7 @@ class Tactics:
 
 
 class TacticsCounter:
-    """A policy wrapper for :func:`zoo.evaluate.play` that counts :class:`Tactics` of each action."""
+    """A policy wrapper for :func:`zoo.play.play` that counts :class:`Tactics` of each action."""
 
     def __init__(self, net: object, tactics: Tactics) -> None:
         self.net, self.tactics = net, tactics
@@ -277,7 +277,7 @@ def play_baseline(checkpoint: Path, baseline: str, games: int, seed: int, determ
     ``config.json``), of which ``kwargs`` and ``to_move`` (what the policy observes) are used."""
     from zoo.core.checkpoint import load_checkpoint
     from zoo.core.plugins import get_registry
-    from zoo.evaluate import Seat, play
+    from zoo.play import Seat, play
     from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, make
 
     reg = get_registry()

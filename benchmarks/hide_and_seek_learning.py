@@ -64,9 +64,9 @@ def play(policy, envs, episodes: int, random_team: str | None, seed: int) -> lis
 
     ``random_team`` (``"hider"``, ``"seeker"`` or None) acts uniformly at random; the other
     agents act with ``policy`` (a fresh recurrent state per episode, sampled actions).
-    Episode ``k`` starts with ``reset(seed=seed + k)``: ``zoo.evaluate.play``, as ``zoo eval``.
+    Episode ``k`` starts with ``reset(seed=seed + k)``: ``zoo.play.play``, as ``zoo eval``.
     """
-    from zoo.evaluate import play as play_episodes
+    from zoo.play import play as play_episodes
 
     rng = np.random.default_rng(seed)
     spec = envs[0].spec

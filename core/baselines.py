@@ -3,7 +3,7 @@
 
 A baseline acts as a policy network does: ``act(obs, deterministic=False) -> {"action":
 torch.Tensor [N, *action_shape]}`` for a batch ``{key: torch.Tensor [N, ...]}`` of ``N``
-agents' observations, so :func:`zoo.evaluate.play` seats it like a network. Built in (registered by the
+agents' observations, so :func:`zoo.play.play` seats it like a network. Built in (registered by the
 built-in plugin ``zoo.workers``, :mod:`zoo.core.workers.plugin`):
 
 - ``random``: each action uniform over the legal ones. ``Discrete(n)``: uniform over the

@@ -342,7 +342,7 @@ class Evaluator:
 
         from zoo.core.history import EvalGame
         from zoo.core.ratings import learner_score
-        from zoo.evaluate import Seat, play
+        from zoo.play import Seat, play
 
         n = self.opts.episodes
         seed = self._seed()
@@ -414,7 +414,7 @@ class Evaluator:
 
 
 def episode_stats(row: dict[str, Any]) -> dict[str, float]:
-    """A played episode's numeric fields besides its return (:func:`zoo.evaluate.play`'s row:
+    """A played episode's numeric fields besides its return (:func:`zoo.play.play`'s row:
     ``length`` and the env's ``info["stats"]``), as a curriculum condition reads them."""
     return {k: float(v) for k, v in row.items() if k not in ("episode", "seed", "return")
             and isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -159,7 +159,7 @@ class Constant:
 
 
 def test_zoo_eval_steps_each_env_with_each_seats_actions_in_its_own_space():
-    from zoo.evaluate import Seat, play
+    from zoo.play import Seat, play
 
     (env0, raw0), (env1, raw1) = _env(length=2), _env(length=2)
     talk, move = Constant(np.array(2)), Constant(np.array([3.0, -0.5], np.float32))

@@ -112,9 +112,9 @@ def test_an_env_that_is_not_connect_four_is_refused():
 
 
 def test_the_lookahead_beats_random_in_real_games_from_both_seats():
-    """Played through zoo.evaluate.play as the eval manager seats baselines: 40 games per seat."""
+    """Played through zoo.play.play as the eval manager seats baselines: 40 games per seat."""
     from zoo.core.baselines import RandomBaseline
-    from zoo.evaluate import Seat, play
+    from zoo.play import Seat, play
     from zoo.plugins.envs.pettingzoo.env import PettingZooConfig, make
 
     envs = [make("pettingzoo.classic.connect_four_v3", PettingZooConfig(), i) for i in range(4)]

@@ -159,7 +159,7 @@ def test_policies_take_flattened_nested_observations_with_images_and_masks():
 def test_zoo_eval_play_clips_box_actions_like_the_actors():
     import gymnasium
 
-    from zoo.evaluate import play
+    from zoo.play import play
 
     class Recording(gymnasium.Env):
         observation_space = spaces.Box(-1, 1, (1,), np.float32)
