@@ -5,7 +5,7 @@
     python benchmarks/peers/time_to_return.py --systems zoo,zoo-bf16,cleanrl   # Zoo also training in bfloat16
     python benchmarks/peers/time_to_return.py --task hopper --repeats 1 --limit 3600 --peer-threads 1 \
         --systems zoo,zoo-bf16,cleanrl                               # Hopper, 1M env steps each, run to the end
-    python benchmarks/peers/time_to_return.py --task sac-hopper --repeats 1 --limit 3600 --peer-threads 1
+    python benchmarks/peers/time_to_return.py --task sac-hopper --repeats 1 --limit 0 --peer-threads 1
     python benchmarks/peers/time_to_return.py --table time-to-return-XXXX.jsonl   # earlier runs' table, nothing run
 
 The target it checks: with Zoo's own defaults, the wall time to a mean-20 return of 450 is
@@ -29,7 +29,9 @@ changes hit both alike), with seed K = k (``--first-seed S``: S + k - 1):
    its ``<tmp>/ttr-K/metrics.jsonl`` episode rows (``{"type": "episode", "env_steps": N,
    "return": R, ...}``) read as they are written; stopped (Ctrl-C to its process group, then
    SIGTERM, SIGKILL: ``peers._stop``) at the first mean-20 >= 450, when it ends, or at ``--limit``
-   seconds (default 300).
+   seconds (default 300; ``--limit 0``: no limit, for the runs that go to their end, whose wall
+   time a limit would have to guess: a SAC run here took 75 min on an idle core and over twice
+   that when the machine slowed).
 2. CleanRL's ``ppo.py`` (``setup.sh cleanrl``, its own virtual environment) unchanged, with its
    defaults for CartPole (4 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed)::
 
@@ -455,7 +457,7 @@ def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads
     tracker = MeanTracker(task.target, max_steps=task.steps, bars=task.bars)
     env = cleanrl_env(dict(os.environ), task, peer_threads)
     with tempfile.TemporaryDirectory(prefix="ttr-cleanrl-") as workdir:  # its runs/ (TensorBoard) goes here
-        out = open(log, "w") if log else None
+        out = open(log, "w", buffering=1) if log else None  # line-buffered: the log can be watched as it runs
         cpu0 = _children_cpu_s()
         began = time.monotonic()
         proc = subprocess.Popen(cleanrl_command(seed, task), cwd=workdir, stdout=subprocess.PIPE,
@@ -502,7 +504,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="rounds (zoo, cleanrl), seeds S..S+N-1")
     parser.add_argument("--first-seed", type=int, default=1, metavar="S", help="the first round's seed (default 1)")
-    parser.add_argument("--limit", type=float, default=300.0, help="stop a run after this many seconds")
+    parser.add_argument("--limit", type=float, default=300.0,
+                        help="stop a run after this many seconds (0: no limit, every run to its end)")
     parser.add_argument("--peer-threads", type=int, default=None, metavar="N",
                         help="OMP_NUM_THREADS / MKL_NUM_THREADS for CleanRL (default: its own, torch's = the cores)")
     parser.add_argument("--out", default=f"time-to-return-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
@@ -519,8 +522,9 @@ def main() -> None:
     if args.table:
         print(format_table([json.loads(x) for x in open(args.table) if x.strip()]))
         return
-    if args.repeats < 1 or args.limit <= 0 or args.first_seed < 0:
-        parser.error("--repeats >= 1, --limit > 0 and --first-seed >= 0 are needed")
+    if args.repeats < 1 or args.limit < 0 or args.first_seed < 0:
+        parser.error("--repeats >= 1, --limit >= 0 (0: none) and --first-seed >= 0 are needed")
+    args.limit = args.limit or math.inf
     task = TASKS[args.task] if args.steps is None else dataclasses.replace(TASKS[args.task], steps=args.steps)
     systems = [x.strip() for x in args.systems.split(",") if x.strip()]
     unknown = [x for x in systems if x not in (*ZOO_SETS, "cleanrl")]
@@ -532,10 +536,11 @@ def main() -> None:
     logs = Path(args.logs) if args.logs else None
     if logs:
         logs.mkdir(parents=True, exist_ok=True)
+    limit_text = f"limit {args.limit:g} s per run" if args.limit < math.inf else "no time limit (every run to its end)"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}; "
           f"{args.repeats} rounds x {len(systems)} systems on {task.env}, {task.steps:,} env steps, "
-          f"limit {args.limit:g} s per run; CleanRL's OMP threads: {args.peer_threads or 'its default'}; "
+          f"{limit_text}; CleanRL's OMP threads: {args.peer_threads or 'its default'}; "
           f"results -> {args.out}", flush=True)
     rows = []
     try:  # SIGTERM and SIGHUP stop the rounds as Ctrl-C does: each run's process group and folder go

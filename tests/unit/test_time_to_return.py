@@ -231,6 +231,28 @@ def test_cleanrl_env_puts_its_sources_on_the_path():
     assert ttr.cleanrl_env({}, sac) == {"PYTHONPATH": src}
 
 
+def test_limit_0_runs_to_the_end(tmp_path, monkeypatch, capsys):
+    # Before: --limit had to be > 0, and a limit guessed for an idle machine cut SAC runs short
+    # when the machine slowed (a 300k-env-step run at 30 instead of 67 env steps/s).
+    writer = ("import json, pathlib, sys; d = pathlib.Path(sys.argv[1], 'ttr-1'); d.mkdir(); "
+              "f = open(d / 'metrics.jsonl', 'w'); "
+              "[f.write(json.dumps({'type': 'episode', 'env_steps': 100 * i, 'return': float(i)}) + '\\n') "
+              "for i in range(1, 26)]")
+    monkeypatch.setattr(ttr, "zoo_command", lambda seed, runs_dir, *a: [sys.executable, "-c", writer, runs_dir])
+    out = tmp_path / "rows.jsonl"
+    monkeypatch.setattr(sys, "argv", ["time_to_return.py", "--task", "sac-hopper", "--steps", "3000", "--systems",
+                                      "zoo", "--repeats", "1", "--limit", "0", "--out", str(out)])
+    ttr.main()
+    assert "no time limit (every run to its end)" in capsys.readouterr().out
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    # 25 episodes, returns 1..25: the best mean-20 is that of 6..25 = 15.5, at 2,500 env steps
+    assert (row["ended"], row["episodes"], row["best_mean20"], row["steps_at_best"]) == ("exit 0", 25, 15.5, 2500)
+    monkeypatch.setattr(sys, "argv", ["time_to_return.py", "--limit", "-1"])
+    with pytest.raises(SystemExit) as err:
+        ttr.main()
+    assert err.value.code == 2 and "--limit >= 0 (0: none)" in capsys.readouterr().err
+
+
 # ----------------------------------------------------------------------------- stop signals
 CHILD = """
 import os, signal, sys
