@@ -295,9 +295,10 @@ def test_toml_text_tables_and_values():
                     '[streams.sample.options]\nslots = 16\n')
 
 
-def test_written_toml_round_trips_through_the_config_loader(tmp_path):
+def test_written_toml_round_trips_through_the_config_loader(tmp_path, two_cores):
     """The file the search writes for the CartPole workload and a layout, read by build_config as
-    ``zoo train ppo --env CartPole-v1 --config FILE`` reads it: the exact values come back."""
+    ``zoo train ppo --env CartPole-v1 --config FILE`` reads it: the exact values come back (the
+    layout's 2 trainer threads: on 2 cores, ``two_cores``, whatever this machine has)."""
     from zoo.bench.measure import bench_config
     from zoo.core.config import build_config
     from zoo.core.plugins import get_registry

@@ -154,7 +154,7 @@ def test_a_resume_may_change_a_policys_safe_options_only():
     assert not is_safe("policies.lead.algo.lr") and not is_safe("policies.lead.agents") and not is_safe("agents")
 
 
-def test_every_policys_workers_share_the_cores_in_the_thread_plan(registry, spread_spec):
+def test_every_policys_workers_share_the_cores_in_the_thread_plan(registry, spread_spec, two_cores):
     from zoo.core.workers.threads import thread_plan
 
     cfg = _teams(registry, spread_spec, {"lead": {"algo": "mappo", "policy": {"count": 2, "threads": 2}},

@@ -287,7 +287,7 @@ def test_replay_evicts_sequences_whose_rows_are_overwritten():
     assert s["final_pos"].tolist() == [[i, 1]] and s["final_obs"]["obs"].tolist() == [[101.0] * 4]
 
 
-def test_presets_and_experiment_checks(tmp_path, monkeypatch):
+def test_presets_and_experiment_checks(tmp_path, monkeypatch, two_cores):
     from zoo.core.config import ConfigError, build_config
     from zoo.core.options import ConfigError as OptionsConfigError
     from zoo.core.plugins import PluginHost
