@@ -18,17 +18,20 @@ def read_metrics(run_dir: Path) -> tuple[list[dict], list[dict]]:
     return [r for r in rows if r["type"] == "episode"], [r for r in rows if r["type"] == "update"]
 
 
-def test_dqn_cartpole_reaches_150_within_30k_env_steps(tmp_path):
-    # Measured (2 loaded cores, presets): the mean return of all envs' episodes (the epsilon-0.4
-    # env included) passed 150 after about 10k env steps; 30k leave room. About 1-2 minutes.
-    result = zoo("train", "dqn", "--env", "CartPole-v1", "--seed", "1", "--steps", "30000",
+def test_dqn_cartpole_reaches_150_within_100k_env_steps(tmp_path):
+    # Measured (2 cores, presets): the mean of 20 consecutive episodes (all envs', the epsilon-0.4
+    # env included) first reached 150 after 6.1-13.6k env steps for seeds 1-12 and after 6.7-21.9k
+    # in 14 runs of seed 1 (thread timing varies), each run ~30 s; one CI run of seed 1 had not by
+    # 30k (best 146.9: DQN's Q can collapse and recover). 100k bounds the run; stop_when ends it at
+    # 150, so a run that learns stops as early as before.
+    result = zoo("train", "dqn", "--env", "CartPole-v1", "--seed", "1", "--steps", "100000",
                  "--name", "cartpole", "--set", f"runs_dir={tmp_path}", "--set", "stop_when=mean_return >= 150",
-                 timeout=900)  # 30k bounds the run; stop_when ends it at 150
+                 timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     episodes, updates = read_metrics(tmp_path / "cartpole")
-    best = best_rolling_mean(episodes, 20, 30_000)
+    best = best_rolling_mean(episodes, 20, 100_000)
     last = updates[-1]
-    print(f"best 20-episode mean return within 30k env steps: {best:.1f}; updates {len(updates)}; "
+    print(f"best 20-episode mean return within 100k env steps: {best:.1f}; updates {len(updates)}; "
           f"gradient steps {sum(u['gradient_steps'] for u in updates):.0f}; replay {last['replay_size']:.0f}; "
           f"replay ratio {last['replay_ratio']:.2f}")
     assert best >= 150
