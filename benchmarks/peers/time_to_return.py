@@ -5,7 +5,8 @@
     python benchmarks/peers/time_to_return.py --systems zoo,zoo-bf16,cleanrl   # Zoo also training in bfloat16
     python benchmarks/peers/time_to_return.py --task hopper --repeats 1 --limit 3600 --peer-threads 1 \
         --systems zoo,zoo-bf16,cleanrl                               # Hopper, 1M env steps each, run to the end
-    python benchmarks/peers/time_to_return.py --task sac-hopper --repeats 1 --limit 0 --peer-threads 1
+    python benchmarks/peers/time_to_return.py --task sac-hopper --repeats 1 --limit 0 --peer-threads 1 \
+        --episodes sac-episodes.jsonl                                # every episode kept, for plot_curves.py
     python benchmarks/peers/time_to_return.py --table time-to-return-XXXX.jsonl   # earlier runs' table, nothing run
 
 The target it checks: with Zoo's own defaults, the wall time to a mean-20 return of 450 is
@@ -243,6 +244,23 @@ def parse_zoo_row(line: str) -> tuple[int, float] | None:
         return None
 
 
+class EpisodeLog:
+    """``--episodes FILE``: every episode either system reported, one JSON row each, appended and
+    flushed as it is read: ``{"system": "zoo", "seed": 1, "t": 15.0, "env_steps": 48, "return":
+    5.76}`` (``t``: seconds since the run's process was launched, as the rows' times). The curves
+    of ``benchmarks/peers/plot_curves.py`` are drawn from it."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "a", buffering=1)
+
+    def write(self, system: str, seed: int, t: float, env_steps: int, ret: float) -> None:
+        self.file.write(json.dumps({"system": system, "seed": seed, "t": round(t, 3), "env_steps": env_steps,
+                                    "return": ret}) + "\n")
+
+    def close(self) -> None:
+        self.file.close()
+
+
 class Tail:
     """The whole lines appended to a file since the last call (a line still being written, with
     no newline yet, waits for the next call; a file not there yet has none)."""
@@ -403,9 +421,9 @@ def _children_cpu_s() -> float:
 
 
 def run_zoo(seed: int, limit_s: float, log: Path | None = None, task: Task = TASKS["cartpole"],
-            system: str = "zoo") -> dict[str, Any]:
+            system: str = "zoo", episodes: EpisodeLog | None = None) -> dict[str, Any]:
     """One Zoo run, stopped at the first mean-20 >= the task's target where it says so (else at its
-    end), or at ``limit_s``."""
+    end), or at ``limit_s``; each episode also to ``episodes`` (``--episodes``)."""
     tracker = MeanTracker(task.target, max_steps=task.steps, bars=task.bars)
     with tempfile.TemporaryDirectory(prefix="ttr-zoo-") as workdir:
         out = open(log, "w") if log else subprocess.DEVNULL
@@ -422,6 +440,8 @@ def run_zoo(seed: int, limit_s: float, log: Path | None = None, task: Task = TAS
                     got = parse_zoo_row(line)
                     if got is not None:
                         tracker.add(now, *got)
+                        if episodes is not None:
+                            episodes.write(system, seed, now, *got)
                 if tracker.reached is not None and task.stop_at_target:
                     ended = "target"
                     break
@@ -452,8 +472,9 @@ def cleanrl_env(env: dict[str, str], task: Task, peer_threads: int | None = None
 
 
 def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads: int | None = None,
-                task: Task = TASKS["cartpole"]) -> dict[str, Any]:
-    """One CleanRL run, to its end (the task's env steps) or ``limit_s``."""
+                task: Task = TASKS["cartpole"], episodes: EpisodeLog | None = None) -> dict[str, Any]:
+    """One CleanRL run, to its end (the task's env steps) or ``limit_s``; each episode also to
+    ``episodes`` (``--episodes``)."""
     tracker = MeanTracker(task.target, max_steps=task.steps, bars=task.bars)
     env = cleanrl_env(dict(os.environ), task, peer_threads)
     with tempfile.TemporaryDirectory(prefix="ttr-cleanrl-") as workdir:  # its runs/ (TensorBoard) goes here
@@ -471,6 +492,8 @@ def run_cleanrl(seed: int, limit_s: float, log: Path | None = None, peer_threads
                 got = parse_cleanrl_episode(line)
                 if got is not None:
                     tracker.add(now, *got)
+                    if episodes is not None:
+                        episodes.write("cleanrl", seed, now, *got)
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
@@ -510,6 +533,9 @@ def main() -> None:
                         help="OMP_NUM_THREADS / MKL_NUM_THREADS for CleanRL (default: its own, torch's = the cores)")
     parser.add_argument("--out", default=f"time-to-return-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     parser.add_argument("--logs", default=None, help="folder for each run's output (default: none kept)")
+    parser.add_argument("--episodes", default=None, metavar="JSONL",
+                        help="append every episode (system, seed, seconds, env steps, return) to this file, "
+                             "for benchmarks/peers/plot_curves.py")
     parser.add_argument("--table", default=None, metavar="JSONL", help="only print the table of this file")
     parser.add_argument("--task", choices=sorted(TASKS), default="cartpole",
                         help="cartpole (stop at mean-20 >= 450), hopper (PPO, 1M env steps to the end, bars), "
@@ -545,7 +571,12 @@ def main() -> None:
     rows = []
     try:  # SIGTERM and SIGHUP stop the rounds as Ctrl-C does: each run's process group and folder go
         with open(args.out, "a") as out, signals_stop_the_run():
-            run_rounds(args, task, systems, logs, out, rows)
+            episodes = EpisodeLog(Path(args.episodes)) if args.episodes else None
+            try:
+                run_rounds(args, task, systems, logs, out, rows, episodes)
+            finally:
+                if episodes is not None:
+                    episodes.close()
     except KeyboardInterrupt as exc:
         name, code = STOPS.get(getattr(exc, "signum", signal.SIGINT), ("Ctrl-C", 130))
         print(f"stopped by {name} after {len(rows)} run(s); their rows are in {args.out}", flush=True)
@@ -555,17 +586,17 @@ def main() -> None:
 
 
 def run_rounds(args: argparse.Namespace, task: Task, systems: list[str], logs: Path | None, out: Any,
-               rows: list[dict]) -> None:
+               rows: list[dict], episodes: EpisodeLog | None = None) -> None:
     """The rounds of :func:`main`: each system once per round, a row per run appended to ``rows``
-    and written to ``out``."""
+    and written to ``out``; every episode to ``episodes`` where given."""
     for r in range(1, args.repeats + 1):
         seed = args.first_seed + r - 1
         for system in systems:
             load = os.getloadavg()[0]
             log = logs / f"{system}-{r}.log" if logs else None
             try:
-                res = (run_zoo(seed, args.limit, log, task, system) if system in ZOO_SETS
-                       else run_cleanrl(seed, args.limit, log, args.peer_threads, task))
+                res = (run_zoo(seed, args.limit, log, task, system, episodes) if system in ZOO_SETS
+                       else run_cleanrl(seed, args.limit, log, args.peer_threads, task, episodes))
             except OSError as exc:
                 res = {"error": f"could not run: {exc}"}
             label = (task.cleanrl_label if system == "cleanrl" else

@@ -253,6 +253,47 @@ def test_limit_0_runs_to_the_end(tmp_path, monkeypatch, capsys):
     assert err.value.code == 2 and "--limit >= 0 (0: none)" in capsys.readouterr().err
 
 
+def test_episodes_file_keeps_every_episode_and_plot_curves_draws_it(tmp_path, monkeypatch, capsys):
+    # --episodes: each episode the tracker reads, as a row plot_curves.py draws (before, the Zoo
+    # run's metrics.jsonl went with its temporary folder, and curves had to be rebuilt by hand)
+    import plot_curves
+
+    writer = ("import json, pathlib, sys; d = pathlib.Path(sys.argv[1], 'ttr-3'); d.mkdir(); "
+              "f = open(d / 'metrics.jsonl', 'w'); "
+              "[f.write(json.dumps({'type': 'episode', 'env_steps': 100 * i, 'return': float(i)}) + '\\n') "
+              "for i in range(1, 26)]")
+    monkeypatch.setattr(ttr, "zoo_command", lambda seed, runs_dir, *a: [sys.executable, "-c", writer, runs_dir])
+    episodes = tmp_path / "episodes.jsonl"
+    monkeypatch.setattr(sys, "argv", ["time_to_return.py", "--task", "sac-hopper", "--steps", "3000", "--systems",
+                                      "zoo", "--repeats", "1", "--first-seed", "3", "--limit", "0",
+                                      "--out", str(tmp_path / "rows.jsonl"), "--episodes", str(episodes)])
+    ttr.main()
+    rows = [json.loads(x) for x in episodes.read_text().splitlines()]
+    assert [(r["system"], r["seed"], r["env_steps"], r["return"]) for r in rows] == \
+        [("zoo", 3, 100 * i, float(i)) for i in range(1, 26)]
+    assert all(r["t"] >= 0 for r in rows)
+    # a second file: a CleanRL seed-1 run with 21 episodes of return 2 at 10, 20, ..., 210 env steps
+    other = tmp_path / "cleanrl.jsonl"
+    other.write_text("".join(json.dumps({"system": "cleanrl", "seed": 1, "t": 60.0 * i, "env_steps": 10 * i,
+                                         "return": 2.0}) + "\n" for i in range(1, 22)))
+    runs = plot_curves.read_episodes([episodes, other])
+    assert list(runs) == [("zoo", 3), ("cleanrl", 1)]
+    fig = plot_curves.plot(runs, window=20)
+    steps_axes, time_axes = fig.axes
+    zoo_line, cleanrl_line = steps_axes.get_lines()
+    # Zoo: the means of 1..20 = 10.5, ..., 6..25 = 15.5 at 2,000..2,500 env steps (2.0..2.5 thousand)
+    assert list(zoo_line.get_xdata()) == [2.0, 2.1, 2.2, 2.3, 2.4, 2.5]
+    assert list(zoo_line.get_ydata()) == [10.5, 11.5, 12.5, 13.5, 14.5, 15.5]
+    # CleanRL: 2.0 at episodes 20 and 21 (200 and 210 env steps; 20 and 21 minutes)
+    assert list(cleanrl_line.get_xdata()) == [0.2, 0.21] and list(cleanrl_line.get_ydata()) == [2.0, 2.0]
+    assert list(time_axes.get_lines()[1].get_xdata()) == [20.0, 21.0]
+    assert [ln.get_label() for ln in time_axes.get_lines()] == ["Zoo seed 3", "CleanRL seed 1"]
+    # a broken row names its file and line
+    other.write_text(json.dumps({"system": "cleanrl", "t": 1.0, "env_steps": 10, "return": 2.0}) + "\n{}\n")
+    with pytest.raises(ValueError, match=r"cleanrl.jsonl:2: not an episode row"):
+        plot_curves.read_episodes([other])
+
+
 # ----------------------------------------------------------------------------- stop signals
 CHILD = """
 import os, signal, sys
