@@ -231,14 +231,21 @@ def test_cleanrl_env_puts_its_sources_on_the_path():
     assert ttr.cleanrl_env({}, sac) == {"PYTHONPATH": src}
 
 
-def test_limit_0_runs_to_the_end(tmp_path, monkeypatch, capsys):
-    # Before: --limit had to be > 0, and a limit guessed for an idle machine cut SAC runs short
-    # when the machine slowed (a 300k-env-step run at 30 instead of 67 env steps/s).
-    writer = ("import json, pathlib, sys; d = pathlib.Path(sys.argv[1], 'ttr-1'); d.mkdir(); "
+def fake_zoo_run(monkeypatch) -> None:
+    """Zoo's command becomes a script writing the ``metrics.jsonl`` of run ``ttr-SEED``: 25 episodes,
+    return i at 100 i env steps (i = 1..25)."""
+    writer = ("import json, pathlib, sys; d = pathlib.Path(sys.argv[1], 'ttr-' + sys.argv[2]); d.mkdir(); "
               "f = open(d / 'metrics.jsonl', 'w'); "
               "[f.write(json.dumps({'type': 'episode', 'env_steps': 100 * i, 'return': float(i)}) + '\\n') "
               "for i in range(1, 26)]")
-    monkeypatch.setattr(ttr, "zoo_command", lambda seed, runs_dir, *a: [sys.executable, "-c", writer, runs_dir])
+    monkeypatch.setattr(ttr, "zoo_command",
+                        lambda seed, runs_dir, *a: [sys.executable, "-c", writer, runs_dir, str(seed)])
+
+
+def test_limit_0_runs_to_the_end(tmp_path, monkeypatch, capsys):
+    # Before: --limit had to be > 0, and a limit guessed for an idle machine cut SAC runs short
+    # when the machine slowed (a 300k-env-step run at 30 instead of 67 env steps/s).
+    fake_zoo_run(monkeypatch)
     out = tmp_path / "rows.jsonl"
     monkeypatch.setattr(sys, "argv", ["time_to_return.py", "--task", "sac-hopper", "--steps", "3000", "--systems",
                                       "zoo", "--repeats", "1", "--limit", "0", "--out", str(out)])
@@ -258,11 +265,7 @@ def test_episodes_file_keeps_every_episode_and_plot_curves_draws_it(tmp_path, mo
     # run's metrics.jsonl went with its temporary folder, and curves had to be rebuilt by hand)
     import plot_curves
 
-    writer = ("import json, pathlib, sys; d = pathlib.Path(sys.argv[1], 'ttr-3'); d.mkdir(); "
-              "f = open(d / 'metrics.jsonl', 'w'); "
-              "[f.write(json.dumps({'type': 'episode', 'env_steps': 100 * i, 'return': float(i)}) + '\\n') "
-              "for i in range(1, 26)]")
-    monkeypatch.setattr(ttr, "zoo_command", lambda seed, runs_dir, *a: [sys.executable, "-c", writer, runs_dir])
+    fake_zoo_run(monkeypatch)
     episodes = tmp_path / "episodes.jsonl"
     monkeypatch.setattr(sys, "argv", ["time_to_return.py", "--task", "sac-hopper", "--steps", "3000", "--systems",
                                       "zoo", "--repeats", "1", "--first-seed", "3", "--limit", "0",
