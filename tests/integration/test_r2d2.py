@@ -12,20 +12,22 @@ from zoo.core.testing.cli import best_rolling_mean, zoo
 pytestmark = pytest.mark.integration
 
 
-def test_r2d2_cartpole_reaches_100_within_20k_env_steps(tmp_path):
+def test_r2d2_cartpole_reaches_100_within_40k_env_steps(tmp_path):
     # Measured (2 loaded cores, presets, 20k env steps): the best mean of 20 consecutive episodes
     # (all 8 envs, the epsilon-0.4 env included) was 169 (seed 1), 203 (seed 2), 296 (seed 3), and a
-    # 20-episode mean first passed 100 after 9-10k env steps; a run took 2-3 minutes.
-    result = zoo("train", "r2d2", "--env", "CartPole-v1", "--seed", "1", "--steps", "20000",  # stop_when: at 100
+    # 20-episode mean first passed 100 after 9-10k env steps; a run took 2-3 minutes. 40k bounds the
+    # run (twice the 20k of those runs: Ape-X DQN's CartPole test, whose runs passed its bar after
+    # 6-22k env steps, once missed it within 30k in CI); stop_when ends it at 100.
+    result = zoo("train", "r2d2", "--env", "CartPole-v1", "--seed", "1", "--steps", "40000",
                  "--name", "cartpole", "--set", f"runs_dir={tmp_path}", "--set", "stop_when=mean_return >= 100",
                  timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in (tmp_path / "cartpole" / "metrics.jsonl").read_text().splitlines()]
     episodes = [r for r in rows if r["type"] == "episode"]
     updates = [r for r in rows if r["type"] == "update"]
-    best = best_rolling_mean(episodes, 20, 20_000)
+    best = best_rolling_mean(episodes, 20, 40_000)
     last = updates[-1]
-    print(f"best 20-episode mean return within 20k env steps: {best:.1f}; updates {len(updates)}; "
+    print(f"best 20-episode mean return within 40k env steps: {best:.1f}; updates {len(updates)}; "
           f"gradient steps {sum(u['gradient_steps'] for u in updates):.0f}; replay {last['replay_size']:.0f} "
           f"sequences; replay ratio {last['replay_ratio']:.2f}")
     assert best >= 100
