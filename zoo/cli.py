@@ -119,7 +119,7 @@ def list_command(
     kind: ComponentKind | None = typer.Argument(None, metavar="KIND",
                                                 help="Show only this kind of component."),
 ) -> None:
-    """List registered algorithms, environments, transports, launchers, resolvers and worker kinds."""
+    """List registered algorithms, environments, transports, launchers, resolvers, worker kinds and baselines."""
     host = get_host()
     components = host.registry.all(_KIND_OF[kind.value] if kind else None)
     console = _console()
