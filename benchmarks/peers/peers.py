@@ -369,3 +369,20 @@ def run_system(system: System, w, seconds: float, warmup: float, limit_s: float,
         if rates is None:
             return {"error": f"fewer than two progress lines in the window ({len(points)} in all, exit {proc.returncode})"}
         return {"env_steps_per_s": rates[0], "trained_env_steps_per_s": rates[1], "window_s": rates[2]}
+
+
+class EpisodeLog:
+    """``time_to_return.py --episodes FILE``: every episode either system reported, one JSON row each, appended and
+    flushed as it is read: ``{"system": "zoo", "seed": 1, "t": 15.0, "env_steps": 48, "return":
+    5.76}`` (``t``: seconds since the run's process was launched, as the rows' times). The curves
+    of ``benchmarks/peers/plot_curves.py`` are drawn from it."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "a", buffering=1)
+
+    def write(self, system: str, seed: int, t: float, env_steps: int, ret: float) -> None:
+        self.file.write(json.dumps({"system": system, "seed": seed, "t": round(t, 3), "env_steps": env_steps,
+                                    "return": ret}) + "\n")
+
+    def close(self) -> None:
+        self.file.close()

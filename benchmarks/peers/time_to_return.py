@@ -95,7 +95,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import HERE, PEERS_DIR, _stop, _venv_python, median  # noqa: E402
+from peers import HERE, PEERS_DIR, EpisodeLog, _stop, _venv_python, median  # noqa: E402
 
 from zoo.core.stopping import STOPS, signals_stop_the_run  # noqa: E402
 
@@ -242,23 +242,6 @@ def parse_zoo_row(line: str) -> tuple[int, float] | None:
         return int(row["env_steps"]), float(row["return"])
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-
-
-class EpisodeLog:
-    """``--episodes FILE``: every episode either system reported, one JSON row each, appended and
-    flushed as it is read: ``{"system": "zoo", "seed": 1, "t": 15.0, "env_steps": 48, "return":
-    5.76}`` (``t``: seconds since the run's process was launched, as the rows' times). The curves
-    of ``benchmarks/peers/plot_curves.py`` are drawn from it."""
-
-    def __init__(self, path: Path) -> None:
-        self.file = open(path, "a", buffering=1)
-
-    def write(self, system: str, seed: int, t: float, env_steps: int, ret: float) -> None:
-        self.file.write(json.dumps({"system": system, "seed": seed, "t": round(t, 3), "env_steps": env_steps,
-                                    "return": ret}) + "\n")
-
-    def close(self) -> None:
-        self.file.close()
 
 
 class Tail:
