@@ -69,15 +69,14 @@ def plot(runs: OrderedDict[tuple[str, int], dict[str, np.ndarray]], window: int 
     seeds_drawn: dict[str, int] = {}
     for (system, seed), ep in runs.items():
         colour = colours.setdefault(system, f"C{len(colours)}")
-        style = STYLES[seeds_drawn.get(system, 0) % len(STYLES)]
-        seeds_drawn[system] = seeds_drawn.get(system, 0) + 1
-        label = f"{LABELS.get(system, system)} seed {seed}"
-        steps, mean = smooth_curve(ep["env_steps"], ep["return"], window)
-        minutes, _ = smooth_curve(ep["t"] / 60.0, ep["return"], window)
+        n = seeds_drawn[system] = seeds_drawn.get(system, -1) + 1
         if len(ep["return"]) < window:
             continue
-        axes[0].plot(steps / 1000.0, mean, color=colour, ls=style, lw=1.3, label=label)
-        axes[1].plot(minutes, mean, color=colour, ls=style, lw=1.3, label=label)
+        steps, mean = smooth_curve(ep["env_steps"], ep["return"], window)
+        minutes = ep["t"][window - 1:] / 60.0  # the time of the episode that completes each window, as steps
+        label = f"{LABELS.get(system, system)} seed {seed}"
+        for ax, x in zip(axes, (steps / 1000.0, minutes), strict=True):
+            ax.plot(x, mean, color=colour, ls=STYLES[n % len(STYLES)], lw=1.3, label=label)
     for ax, xlabel in zip(axes, ("env steps (thousands)", "wall time (minutes since the run's launch)"), strict=True):
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"mean return of the last {window} episodes")
@@ -103,7 +102,10 @@ def main() -> None:
     except (OSError, ValueError) as exc:
         ap.error(str(exc))
     if args.seeds:
-        keep = {int(s) for s in args.seeds.split(",") if s.strip()}
+        try:
+            keep = {int(s) for s in args.seeds.split(",") if s.strip()}
+        except ValueError:
+            ap.error(f"--seeds {args.seeds!r}: comma-separated integers, e.g. 1,2,3")
         runs = OrderedDict((k, v) for k, v in runs.items() if k[1] in keep)
     if not runs:
         ap.error("no episodes to draw (check the files and --seeds)")
