@@ -69,7 +69,9 @@ the target line: Zoo's median seconds to 450 / CleanRL's median seconds to its b
 0.5 (CleanRL runs stopped at ``--limit`` before their 200k env steps are left out of it: their
 best is not the best within 200k; on a loaded machine give ``--limit`` room). In a median, a
 run that never reached 450 counts as later than every run that did (the median is "never"
-when most runs never did). ``--logs DIR`` keeps each run's output. Ctrl-C, SIGTERM or SIGHUP
+when most runs never did). ``--logs DIR`` keeps each run's output, and a Zoo run's
+``metrics.jsonl`` (its losses, Q values and temperature, which the run's temporary folder takes
+with it) as ``<system>-<round>.metrics.jsonl``. Ctrl-C, SIGTERM or SIGHUP
 stops the rounds: the running system's process group is stopped, its temporary folder removed,
 the rows of the runs that ended stay in ``--out``, and the exit status is 130, 143 or 129.
 """
@@ -84,6 +86,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -440,6 +443,8 @@ def run_zoo(seed: int, limit_s: float, log: Path | None = None, task: Task = TAS
             _stop(proc)
             if log:
                 out.close()
+                if tail.path.exists():  # its losses, Q values and temperature outlive the temporary folder
+                    shutil.copyfile(tail.path, log.with_suffix(".metrics.jsonl"))
     return {**tracker.result(), "ended": ended, "wall_s": wall, "cpu_s": _children_cpu_s() - cpu0}
 
 
@@ -515,7 +520,9 @@ def main() -> None:
     parser.add_argument("--peer-threads", type=int, default=None, metavar="N",
                         help="OMP_NUM_THREADS / MKL_NUM_THREADS for CleanRL (default: its own, torch's = the cores)")
     parser.add_argument("--out", default=f"time-to-return-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
-    parser.add_argument("--logs", default=None, help="folder for each run's output (default: none kept)")
+    parser.add_argument("--logs", default=None,
+                        help="folder for each run's output (default: none kept) and each Zoo run's "
+                        "metrics.jsonl (<system>-<round>.metrics.jsonl)")
     parser.add_argument("--episodes", default=None, metavar="JSONL",
                         help="append every episode (system, seed, seconds, env steps, return) to this file, "
                              "for benchmarks/peers/plot_curves.py")

@@ -248,10 +248,15 @@ def test_limit_0_runs_to_the_end(tmp_path, monkeypatch, capsys):
     fake_zoo_run(monkeypatch)
     out = tmp_path / "rows.jsonl"
     monkeypatch.setattr(sys, "argv", ["time_to_return.py", "--task", "sac-hopper", "--steps", "3000", "--systems",
-                                      "zoo", "--repeats", "1", "--limit", "0", "--out", str(out)])
+                                      "zoo", "--repeats", "1", "--limit", "0", "--out", str(out),
+                                      "--logs", str(tmp_path / "logs")])
     ttr.main()
     assert "no time limit (every run to its end)" in capsys.readouterr().out
     (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    # --logs keeps the run's metrics.jsonl (before, it went with the temporary folder: a SAC run
+    # that collapsed near its end, 2026-12-07, left no loss to read): the 25 episode rows
+    kept = [json.loads(x) for x in (tmp_path / "logs" / "zoo-1.metrics.jsonl").read_text().splitlines()]
+    assert [(r["env_steps"], r["return"]) for r in kept] == [(100 * i, float(i)) for i in range(1, 26)]
     # 25 episodes, returns 1..25: the best mean-20 is that of 6..25 = 15.5, at 2,500 env steps
     assert (row["ended"], row["episodes"], row["best_mean20"], row["steps_at_best"]) == ("exit 0", 25, 15.5, 2500)
     monkeypatch.setattr(sys, "argv", ["time_to_return.py", "--limit", "-1"])
