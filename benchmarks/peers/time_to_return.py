@@ -99,7 +99,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers import HERE, PEERS_DIR, EpisodeLog, _stop, _venv_python, median  # noqa: E402
-from ttr_tables import _cell, bars_table, median_time  # noqa: E402,F401 (median_time re-exported)
+from ttr_tables import _cell, bars_table, median_time  # noqa: E402
 
 from zoo.core.stopping import STOPS, signals_stop_the_run  # noqa: E402
 
