@@ -274,6 +274,43 @@ def test_target_network_period():
         assert torch.equal(v, algo.policy.state_dict()[k]) and not torch.equal(v, before[k])
 
 
+class LinearQ(torch.nn.Module):
+    """``q(obs) = obs[:, :2] @ weight`` (two actions), recording each call's rows and whether it
+    built a graph."""
+
+    def __init__(self, weight):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor(weight))
+        self.calls = []
+
+    def q(self, obs):
+        self.calls.append((obs["obs"].shape[0], torch.is_grad_enabled()))
+        return obs["obs"][:, :2] @ self.weight
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_td_errors_hand_worked_and_the_bootstrap_forward_builds_no_graph(double_q):
+    algo = ApeX(ApeXConfig(double_q=double_q), spec(), 0)
+    algo.policy = LinearQ([[1.0, 0.0], [0.0, 1.0]])  # Q(s) = s[:2]
+    algo.target = LinearQ([[0.0, 1.0], [1.0, 0.0]])  # Q_target(s) = (s[1], s[0])
+    obs = {"obs": torch.tensor([[1.0, 2.0, 0, 0], [3.0, 0.0, 0, 0]])}
+    boot = {"obs": torch.tensor([[0.5, 4.0, 0, 0], [2.0, 1.0, 0, 0]])}
+    td, q_sa = algo._td(obs, boot, torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), torch.tensor([0.5, 0.25]))
+    # Q(s, a) = [1, 0]; Q_target(s') = [[4, 0.5], [1, 2]]; the online argmax at s' = [1, 0]
+    # double Q: y = ret + disc * Q_target(s', argmax) = [1 + 0.5 * 0.5, 2 + 0.25 * 1] = [1.25, 2.25]
+    # max: y = ret + disc * max Q_target(s') = [1 + 0.5 * 4, 2 + 0.25 * 2] = [3.0, 2.5]
+    assert q_sa.tolist() == [1.0, 0.0]
+    assert td.tolist() == ([0.25, 2.25] if double_q else [2.0, 2.5])
+    # Q(s, a) = s[0] W[0, a] + s[1] W[1, a], so d td / d W[:, a] = -s[:2] of the row with action a:
+    # row 0 (action 0, s = 1, 2) fills column 0, row 1 (action 1, s = 3, 0) column 1
+    td.sum().backward()
+    assert algo.policy.weight.grad.tolist() == [[-1.0, -3.0], [-2.0, 0.0]]
+    # the gradient's forward pass covers the 2 replayed rows only; the online bootstrap values come
+    # from a forward pass without a graph (one pass over all 4 rows would back-propagate through 4)
+    assert algo.policy.calls == ([(2, True), (2, False)] if double_q else [(2, True)])
+    assert algo.target.calls == [(2, False)]
+
+
 def test_huber_hand_worked():
     e = torch.tensor([-3.0, -0.5, 0.0, 2.0])
     # |e| <= 1: e^2 / 2; else 1 * (|e| - 1/2)

@@ -186,15 +186,18 @@ class ApeX:
     def _td(self, obs: dict[str, torch.Tensor], boot: dict[str, torch.Tensor], action: torch.Tensor,
             ret: torch.Tensor, disc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(td, q_sa)``, float32 ``[m]``: the n-step TD error ``y - Q(s, a)`` and ``Q(s, a)``; the
-        gradient flows through ``Q(s, a)`` only."""
+        gradient flows through ``Q(s, a)`` only.
+
+        The online network's bootstrap values (double Q) come from a forward pass of their own
+        without a graph: were the ``2m`` rows one forward pass, the backward pass would run every
+        layer over the ``m`` bootstrap rows too (their gradients zero), 1.5-1.7x the time of a
+        gradient step on Pong's frames (benchmarks/RESULTS.md, "Ape-X on Pong: the bootstrap
+        forward without a graph")."""
         m = action.shape[0]
-        if self.config.double_q:
-            q_all = self.policy.q({k: torch.cat([obs[k], boot[k]]) for k in obs})
-            q, q_boot_online = q_all[:m], q_all[m:].detach()
-        else:
-            q, q_boot_online = self.policy.q(obs), None
+        q = self.policy.q(obs)
         q_sa = q.gather(1, action.long().reshape(m, 1)).squeeze(1)
         with torch.no_grad():
+            q_boot_online = self.policy.q(boot) if self.config.double_q else None
             q_boot_target = self.target.q(boot)
             if q_boot_online is not None:
                 next_v = q_boot_target.gather(1, q_boot_online.argmax(dim=1, keepdim=True)).squeeze(1)
