@@ -11,6 +11,13 @@ presets for one of two envs:
   2,000.
 
     python benchmarks/apex_update_ms.py [--env cartpole|pong] [--threads 1] [--updates 100]
+        [--channels-last] [--compile] [--bfloat16]
+
+Levers measured against the plain update: ``--channels-last`` lays the Nature CNN's frames out
+channels-last (:func:`zoo.plugins.algorithms.precision.use_channels_last`, as PPO does on the
+CPU); ``--compile`` wraps both networks' ``q`` in ``torch.compile``; ``--bfloat16`` runs each
+update under ``torch.autocast("cpu", torch.bfloat16)`` (what ``algo.precision=bfloat16`` does
+for PPO's forward passes; apex-dqn has no such option).
 
 Random observations and rewards (the cost does not depend on them); warm-up updates until the
 replay is past ``learning_starts`` and 2 updates beyond, then ``--updates`` timed ones. Prints the
@@ -30,6 +37,7 @@ from gymnasium import spaces
 
 from zoo.core.env import EnvSpec
 from zoo.plugins.algorithms.apex.apex import ApeX, ApeXConfig
+from zoo.plugins.algorithms.precision import use_channels_last
 
 WORKLOADS = {
     # env: (T, B, observation space, actions, config)
@@ -68,20 +76,35 @@ def main() -> None:
     parser.add_argument("--env", choices=sorted(WORKLOADS), default="cartpole", help="the presets measured")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--updates", type=int, default=100, help="timed updates (32 gradient steps each)")
+    parser.add_argument("--channels-last", action="store_true", help="channels-last frames in the Nature CNN")
+    parser.add_argument("--compile", action="store_true", help="torch.compile both networks' q")
+    parser.add_argument("--bfloat16", action="store_true", help="each update under bfloat16 autocast")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     T, B, space, n, cfg = WORKLOADS[args.env]
     spec = EnvSpec(args.env, ("agent_0",), {"obs": space}, spaces.Discrete(n))
     algo = ApeX(ApeXConfig(**cfg), spec, seed=0)
+    if args.channels_last:
+        use_channels_last(algo.policy, "cpu")
+        use_channels_last(algo.target, "cpu")
+    if args.compile:
+        algo.policy.q = torch.compile(algo.policy.q)  # type: ignore[method-assign]
+        algo.target.q = torch.compile(algo.target.q)  # type: ignore[method-assign]
     warmup = -(-cfg["learning_starts"] // (T * B)) + 2
+
+    def update(i: int) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bfloat16):
+            algo.update(batch(args.env, i, i))
+
     for i in range(warmup):
-        algo.update(batch(args.env, i, i))
+        update(i)
     steps0, start = algo.gradient_steps, time.perf_counter()
     for i in range(args.updates):
-        algo.update(batch(args.env, warmup + i, warmup + i))
+        update(warmup + i)
     steps = algo.gradient_steps - steps0
+    levers = [f for f in ("channels_last", "compile", "bfloat16") if getattr(args, f)]
     print(f"{args.env}: {1000 * (time.perf_counter() - start) / steps:.3f} ms per gradient step ({steps} steps, "
-          f"{args.threads} thread(s))")
+          f"{args.threads} thread(s); {', '.join(levers) or 'plain'})")
 
 
 if __name__ == "__main__":
