@@ -330,6 +330,20 @@ def test_replay_workloads():
                                     "--no-cuda", "--seed", "1"]
 
 
+def test_the_json_names_the_set_options_after_the_workloads(tmp_path):
+    """``zoo bench --json``'s ``overrides``: the workload's options, then ``--set``'s (they were left
+    out: a run with ``--set algo.double_q=false`` read as the workload's own), then the resolved graph."""
+    from zoo.bench.measure import bench_config
+    from zoo.commands.bench import cfg_overrides
+
+    w = WORKLOADS["dqn-cartpole"]
+    mine = ["algo.double_q=false", "actors.count=1"]
+    cfg = bench_config(w.algo, w.env, [*w.overrides, *mine], learn=True, runs_dir=str(tmp_path), name="t")
+    got = cfg_overrides(w, {True: cfg}, mine)
+    assert got[:-1] == [*w.overrides, "algo.double_q=false", "actors.count=1"]
+    assert cfg.algo.double_q is False and got[-1].startswith("(resolved: actors.count=1 actors.envs_per_actor=")
+
+
 @pytest.mark.parametrize("name", ["dqn-cartpole", "sac-halfcheetah", "apex-pong"])
 def test_zoo_config_matches_the_replay_workload(name, tmp_path):
     """Zoo at a replay workload inserts num_envs x rollout_steps transitions per update and replays

@@ -150,7 +150,7 @@ def bench_command(
             raise _fail(str(exc)) from None
         try:
             result = run_bench(w, cfgs, chosen, seconds, warmup, limit if limit else warmup + seconds + 240.0,
-                               raw_processes or os.cpu_count() or 1)
+                               raw_processes or os.cpu_count() or 1, overrides)
         except BenchError as exc:
             raise _fail(f"zoo bench: {exc}", 1) from None
     finally:
@@ -166,8 +166,9 @@ def bench_command(
 
 
 def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: float, limit_s: float,
-              processes: int) -> dict:
-    """Measure ``phases`` of workload ``w`` with the resolved configs ``cfgs`` (``{learn: cfg}``);
+              processes: int, overrides: list[str] | None = None) -> dict:
+    """Measure ``phases`` of workload ``w`` with the resolved configs ``cfgs`` (``{learn: cfg}``,
+    made with ``--set``'s ``overrides`` after the workload's, which the result names);
     returns the JSON result (see :func:`zoo.bench.report.format_table`).
 
     A phase that fails (``ceiling``, ``sampling``, ``train``, ``inference``: a ``BenchError``, a
@@ -194,7 +195,8 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     per_update, _ = steps_per_update(cfg, spec)
     group = cfg.actors.envs_per_actor // cfg.actors.ring_size
     result = {"workload": w.name, "summary": w.summary, "algo": w.algo, "env": w.env,
-              "overrides": list(cfg_overrides(w, cfgs)), "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+              "overrides": cfg_overrides(w, cfgs, overrides or []),
+              "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
               "machine": f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, torch "
                          f"{torch.__version__}, load average {os.getloadavg()[0]:.1f} at start",
               "cores": cores, "frame_skip": spec.frame_skip, "seconds": seconds, "warmup": warmup,
@@ -254,14 +256,15 @@ def run_bench(w, cfgs: dict, phases: tuple[str, ...], seconds: float, warmup: fl
     return result
 
 
-def cfg_overrides(w, cfgs: dict) -> list[str]:
-    """The Zoo options the measured runs used on top of the presets (the workload's and --set's),
-    plus the resolved graph: ``actors.count``, ``actors.envs_per_actor``, ``trainer.batch_samples``."""
+def cfg_overrides(w, cfgs: dict, overrides: list[str]) -> list[str]:
+    """The Zoo options the measured runs used on top of the presets (the workload's, then ``--set``'s
+    ``overrides``), plus the resolved graph: ``actors.count``, ``actors.envs_per_actor``,
+    ``trainer.batch_samples``, ... (the ``cfgs[True]`` config's values)."""
     cfg = cfgs[True]
     algo = " ".join(f"algo.{k}={getattr(cfg.algo, k):g}" for k in ("epochs", "minibatches", "samples_per_insert",
                                                                     "batch_size", "learning_starts")
                     if isinstance(getattr(cfg.algo, k, None), (int, float)))
-    return [*w.overrides, f"(resolved: actors.count={cfg.actors.count} actors.envs_per_actor="
+    return [*w.overrides, *overrides, f"(resolved: actors.count={cfg.actors.count} actors.envs_per_actor="
             f"{cfg.actors.envs_per_actor} actors.ring_size={cfg.actors.ring_size} trainer.batch_samples="
             f"{cfg.trainer.batch_samples} sample_length={cfg.sample_length} {algo} "
             f"trainer.max_policy_lag={cfg.trainer.max_policy_lag})"]
