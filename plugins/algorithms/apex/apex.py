@@ -190,9 +190,9 @@ class ApeX:
 
         The online network's bootstrap values (double Q) come from a forward pass of their own
         without a graph: were the ``2m`` rows one forward pass, the backward pass would run every
-        layer over the ``m`` bootstrap rows too (their gradients zero), 1.5-1.7x the time of a
-        gradient step on Pong's frames (benchmarks/RESULTS.md, "Ape-X on Pong: the bootstrap
-        forward without a graph")."""
+        layer over the ``m`` bootstrap rows too (their gradients zero): 1.36x the time per gradient
+        step of an update at the Atari presets (benchmarks/RESULTS.md, "Ape-X on Pong: the
+        bootstrap forward without a graph")."""
         m = action.shape[0]
         q = self.policy.q(obs)
         q_sa = q.gather(1, action.long().reshape(m, 1)).squeeze(1)
