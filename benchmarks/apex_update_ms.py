@@ -50,12 +50,12 @@ WORKLOADS = {
 }
 
 
-def batch(env: str, seed: int, step: int) -> dict:
+def batch(env: str, step: int) -> dict:
     """A random ``[T, B]`` batch in the trainer's layout (10% terminations, no truncation). Pong's
     observations are frame stacks that continue each other across batches (row ``t`` of batch
     ``step`` holds frames ``step * T + t .. + 3`` of its env), as the atari env's do."""
     T, B, space, n, _ = WORKLOADS[env]
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(step)
     if env == "pong":
         frames = np.array([[np.random.default_rng([f, b]).integers(0, 256, (84, 84), dtype=np.uint8)
                             for b in range(B)] for f in range(step * T, step * T + T + 4)])  # [T + 4, B, 84, 84]
@@ -94,7 +94,7 @@ def main() -> None:
 
     def update(i: int) -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bfloat16):
-            algo.update(batch(args.env, i, i))
+            algo.update(batch(args.env, i))
 
     for i in range(warmup):
         update(i)
