@@ -51,9 +51,10 @@ WORKLOADS = {
 
 
 def batch(env: str, step: int) -> dict:
-    """A random ``[T, B]`` batch in the trainer's layout (10% terminations, no truncation). Pong's
-    observations are frame stacks that continue each other across batches (row ``t`` of batch
-    ``step`` holds frames ``step * T + t .. + 3`` of its env), as the atari env's do."""
+    """A random ``[T, B]`` batch in the trainer's layout, drawn from seed ``step`` (no truncation;
+    CartPole: 10% terminations). Pong's observations are frame stacks that continue each other
+    across batches (row ``t`` of batch ``step`` holds frames ``step * T + t .. + 3`` of its env), as
+    the atari env's do, so no episode ends inside."""
     T, B, space, n, _ = WORKLOADS[env]
     rng = np.random.default_rng(step)
     if env == "pong":
